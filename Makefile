@@ -45,10 +45,15 @@ build: ## Build all packages and the binaries under cmd/ into $(BIN_DIR).
 .PHONY: test
 test: ## Run all tests: unit, differential, integration and upstream conformance.
 	$(GO) test ./...
+	$(MAKE) conformance
 
 .PHONY: test-race
 test-race: ## Run the unit tests of the concurrent packages with the race detector.
 	$(GO) test -race ./pkg/...
+
+.PHONY: conformance
+conformance: ## Run upstream's shared allocator test suite against pkg/allocator (UPSTREAM=1 adds upstream's variants).
+	hack/conformance.sh
 
 .PHONY: verify
 verify: verify-fmt vet lint ## Run all static checks (gofmt, go vet, golangci-lint).

@@ -1,6 +1,46 @@
 // Package allocator is drasched's structured allocator for DRA
 // ResourceClaims: given the ResourceSlices, DeviceClasses and already
 // allocated devices of a cluster, it finds devices on a node for a pod's
-// claims. With the default policy it returns exactly what upstream's
-// k8s.io/dynamic-resource-allocation/structured allocator returns.
+// claims.
+//
+// # Contract
+//
+// New builds an Allocator for one scheduling cycle; Allocate is then called
+// for each candidate node, concurrently for different nodes. The types of
+// k8s.io/dynamic-resource-allocation/structured are the vocabulary
+// (Features, AllocatedState, DeviceClassLister, ErrFailedAllocationOnNode),
+// and the semantics are upstream's:
+//
+//   - nil results and a nil error: the claims do not fit on this node,
+//     which includes resource pools that are being updated;
+//   - an error wrapping structured.ErrFailedAllocationOnNode: this node
+//     fails, others may not;
+//   - any other error: fatal for the pod (invalid input such as a CEL
+//     runtime error or a missing DeviceClass);
+//   - cancelling the context returns an error wrapping the context's error.
+//
+// With the default policy (zero Options) the results are exactly those of
+// structured.NewAllocator with structured.EnableAllocators("incubating",
+// "experimental"), Kubernetes 1.37's default: the same devices in the same
+// order, the same configs, node selector, consumed capacity and binding
+// conditions. Like upstream, the behaviour is picked per Features from the
+// first tier ("incubating", then "experimental") that supports them; unlike
+// upstream, the tiers share one search core and differ only in switches.
+//
+// # Speed
+//
+// Upstream converts every ResourceSlice of a node on every Allocate call,
+// evaluates CEL selectors afresh per call and searches exhaustively. This
+// package prepares each slice object once and keeps CEL results per slice
+// version and expression in a Cache that outlives the cycle (Options.Cache),
+// and it prunes the search without changing its first-fit answer: feasibility
+// counts per slot (with matchAttribute candidates bucketed by value),
+// symmetry between interchangeable devices, and a memo of failed
+// sub-searches. See search.go for why each pruning keeps results identical,
+// including which errors surface.
+//
+// # Logging
+//
+// Contextual logging only: V(5) once per call, V(6) for progress, V(7) for
+// per-device detail.
 package allocator

@@ -1,0 +1,297 @@
+package allocator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+	"sync/atomic"
+
+	v1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/dynamic-resource-allocation/cel"
+	"k8s.io/dynamic-resource-allocation/structured"
+	"k8s.io/klog/v2"
+)
+
+// Options tune an Allocator. The zero value is valid and gives the default
+// policy: results identical to upstream's allocator, with a cache private to
+// this Allocator.
+type Options struct {
+	// Cache is shared by the allocators of successive scheduling cycles so
+	// that compiled CEL expressions, preprocessed ResourceSlices and selector
+	// results survive from one cycle to the next. Nil means a private cache.
+	Cache *Cache
+}
+
+// Allocator allocates devices for the claims of one pod, on one node per
+// call. It is created once per scheduling cycle with the cluster state of
+// that cycle; Allocate is safe to call concurrently for different nodes.
+type Allocator struct {
+	features    structured.Features
+	celFeatures cel.Features
+	tier        *tier
+	state       structured.AllocatedState
+	classes     structured.DeviceClassLister
+	slices      []*resourceapi.ResourceSlice
+	cache       *Cache
+
+	// Lazily built, then read-only; safe for concurrent Allocate calls.
+	indexOnce  sync.Once
+	idx        *sliceIndex
+	sharedOnce sync.Once
+	shared     sets.Set[structured.DeviceID]
+
+	// claims caches claimData per (claim object, index); counters caches
+	// *poolCounters per poolID. Both are computed once per cycle.
+	claims   sync.Map
+	counters sync.Map
+
+	steps atomic.Int64
+}
+
+// New returns an allocator for one scheduling cycle. state holds the devices
+// allocated before this cycle; classes and slices are the cluster's
+// DeviceClasses and ResourceSlices. Nothing is computed before it is needed.
+func New(ctx context.Context, features structured.Features, state structured.AllocatedState,
+	classes structured.DeviceClassLister, slices []*resourceapi.ResourceSlice, opts Options) (*Allocator, error) {
+	t, err := pickTier(features)
+	if err != nil {
+		return nil, err
+	}
+	if classes == nil {
+		return nil, errors.New("no DeviceClass lister")
+	}
+	cache := opts.Cache
+	if cache == nil {
+		cache = NewCache(0)
+	} else {
+		cache.sweep(slices)
+	}
+	a := &Allocator{
+		features: features,
+		celFeatures: cel.Features{
+			EnableConsumableCapacity: features.ConsumableCapacity,
+			EnableListTypeAttributes: features.ListTypeAttributes,
+		},
+		tier:    t,
+		state:   state,
+		classes: classes,
+		slices:  slices,
+		cache:   cache,
+	}
+	klog.FromContext(ctx).V(5).Info("Created allocator", "tier", t.name, "numSlices", len(slices), "numAllocatedDevices", len(state.AllocatedDevices))
+	return a, nil
+}
+
+// Tier names the upstream allocator variant whose behaviour this allocator
+// reproduces for its features ("incubating" or "experimental").
+func (a *Allocator) Tier() string { return a.tier.name }
+
+// Steps is the number of search steps all Allocate calls of this allocator
+// took so far: calls of the recursive step that upstream counts as
+// allocateOne invocations.
+func (a *Allocator) Steps() int64 { return a.steps.Load() }
+
+// Allocate finds devices on the node for all claims, which must not be
+// allocated yet. It returns one AllocationResult per claim, in order.
+//
+// The contract is upstream's (structured.Allocator): nil results and a nil
+// error mean the claims do not fit on this node (including while pools are
+// being updated); an error wrapping structured.ErrFailedAllocationOnNode
+// fails only this node; any other error is fatal for the pod, e.g. a CEL
+// runtime error or a missing DeviceClass. Cancelling ctx makes Allocate
+// return an error wrapping the context's error.
+func (a *Allocator) Allocate(ctx context.Context, node *v1.Node, claims []*resourceapi.ResourceClaim) ([]resourceapi.AllocationResult, error) {
+	s, err := a.newSearch(ctx, node, claims)
+	if err != nil || s == nil {
+		return nil, err
+	}
+	logger := s.logger
+	logger.V(5).Info("Starting allocation", "numClaims", len(claims), "numCandidates", len(s.cands))
+	ok, err := s.allocateOne(pos{}, false, 0)
+	a.steps.Add(s.stats.steps)
+	logger.V(5).Info("Done with allocation", "success", ok, "err", err,
+		"steps", s.stats.steps, "feasibilityPrunes", s.stats.feasibilityPrunes, "symmetrySkips", s.stats.symmetrySkips, "memoHits", s.stats.memoHits)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		for _, p := range s.pools {
+			if p.invalid {
+				// Not fatal: other nodes may have usable pools.
+				return nil, fmt.Errorf("invalid resource pools were encountered%w", structured.ErrFailedAllocationOnNode)
+			}
+		}
+		return nil, nil
+	}
+	return s.buildResults()
+}
+
+// newSearch gathers the node's pools and validates the claims in upstream's
+// order. A nil search with a nil error cannot happen; errors are returned as
+// Allocate returns them.
+func (a *Allocator) newSearch(ctx context.Context, node *v1.Node, claims []*resourceapi.ResourceClaim) (*search, error) {
+	if node == nil {
+		return nil, errors.New("no node given")
+	}
+	logger := klog.FromContext(ctx)
+	pools, err := a.gatherPools(node)
+	if err != nil {
+		return nil, fmt.Errorf("gather pool information: %w", err)
+	}
+	s := &search{
+		a:      a,
+		ctx:    ctx,
+		logger: logger,
+		node:   node,
+		pools:  pools,
+	}
+	// poolStart[i] is the index of pool i's first candidate.
+	poolStart := make([]int, len(pools))
+	for i, p := range pools {
+		poolStart[i] = len(s.cands)
+		if !p.usable() {
+			continue
+		}
+		for _, ps := range p.slices {
+			for d := range ps.slice.Spec.Devices {
+				s.cands = append(s.cands, cand{pool: p, ps: ps, i: d})
+			}
+		}
+	}
+
+	s.claims = make([]*claimData, len(claims))
+	s.reqs = make([][][]*nodeRequest, len(claims))
+	s.selectedSub = make([][]int, len(claims))
+	s.constraints = make([][]constraintState, len(claims))
+	for ci, claim := range claims {
+		cd := a.claimData(ci, claim)
+		s.claims[ci] = cd
+		s.reqs[ci] = make([][]*nodeRequest, len(cd.requests))
+		s.selectedSub[ci] = make([]int, len(cd.requests))
+		minClaim := 0
+		for ri := range cd.requests {
+			spec := &cd.requests[ri]
+			if spec.err != nil {
+				return nil, spec.err
+			}
+			minRequest := 0
+			if spec.hasSubRequests {
+				// Seeded high so the loop can take the minimum.
+				minRequest = math.MaxInt
+			}
+			alternatives := make([]*nodeRequest, len(spec.alternatives))
+			for ai, rd := range spec.alternatives {
+				if rd.err != nil {
+					return nil, rd.err
+				}
+				nr := &nodeRequest{rd: rd, selectable: make([]int8, len(s.cands))}
+				if rd.allocationMode == resourceapi.DeviceAllocationModeAll {
+					if err := s.enumerateAll(nr, poolStart); err != nil {
+						return nil, err
+					}
+					nr.numDevices = len(nr.all)
+				} else {
+					nr.numDevices = int(rd.count)
+				}
+				alternatives[ai] = nr
+				minRequest = min(minRequest, nr.numDevices)
+			}
+			if !spec.hasSubRequests {
+				minRequest = alternatives[0].numDevices
+			}
+			s.reqs[ci][ri] = alternatives
+			// Compare against the remaining room, so a large count cannot
+			// overflow the sum.
+			if minRequest > resourceapi.AllocationResultsMaxSize-minClaim {
+				return nil, fmt.Errorf("claim %s, request %s: adding %d devices exceeds the claim limit of %d, with %d already accounted for",
+					klog.KObj(claim), spec.name, minRequest, resourceapi.AllocationResultsMaxSize, minClaim)
+			}
+			minClaim += minRequest
+		}
+		if cd.constraintErr != nil {
+			return nil, cd.constraintErr
+		}
+		states := make([]constraintState, len(cd.constraints))
+		for i := range cd.constraints {
+			states[i] = constraintState{spec: &cd.constraints[i], listSemantics: a.features.ListTypeAttributes}
+		}
+		s.constraints[ci] = states
+	}
+
+	s.results = make([][]resultDevice, len(claims))
+	s.marks = make([][]int, len(s.cands))
+	s.allocated = make([]int8, len(s.cands))
+	s.capacity = structured.NewConsumedCapacityCollection()
+	s.memo = make(map[memoKey]struct{})
+	return s, nil
+}
+
+// enumerateAll determines the devices of an "All" request: every selectable
+// device of every pool. An incomplete or invalid pool makes "all" unknowable,
+// which is an error.
+func (s *search) enumerateAll(nr *nodeRequest, poolStart []int) error {
+	rd := nr.rd
+	claim := s.claims[rd.claimIndex].claim
+	for pi, p := range s.pools {
+		if p.incomplete {
+			return fmt.Errorf("claim %s, request %s: asks for all devices, but resource pool %s is currently being updated", klog.KObj(claim), rd.name, p.id)
+		}
+		if p.invalid {
+			return fmt.Errorf("claim %s, request %s: asks for all devices, but resource pool %s is currently invalid", klog.KObj(claim), rd.name, p.id)
+		}
+		ci := poolStart[pi]
+		for _, ps := range p.slices {
+			for d := range ps.slice.Spec.Devices {
+				selectable, err := s.isSelectable(nr, ci)
+				if err != nil {
+					return err
+				}
+				if selectable && s.a.features.ConsumableCapacity {
+					// Only the device's own capacity counts here; what is in
+					// use is checked when allocating, so that a busy device
+					// makes "all" fail instead of being skipped.
+					device := &ps.slice.Spec.Devices[d]
+					fits, err := capacityFits(rd.capacity, device.Capacity, nil, nil, s.a.features.FractionalCapacityRange)
+					if err != nil {
+						return fmt.Errorf("claim %s, request %s: checking capacity for device %s: %w", klog.KObj(claim), rd.name, device.Name, err)
+					}
+					selectable = fits
+				}
+				if selectable {
+					nr.all = append(nr.all, ci)
+				}
+				ci++
+			}
+		}
+	}
+	return nil
+}
+
+// isAllocated reports whether a device was allocated before this cycle, in
+// whole or as a share.
+func (a *Allocator) isAllocated(id structured.DeviceID) bool {
+	if a.state.AllocatedDevices.Has(id) {
+		return true
+	}
+	if a.sharedDevices().Has(id) {
+		return true
+	}
+	_, ok := a.state.AggregatedCapacity[id]
+	return ok
+}
+
+// sharedDevices returns the devices that have shares in
+// state.AllocatedSharedDeviceIDs.
+func (a *Allocator) sharedDevices() sets.Set[structured.DeviceID] {
+	a.sharedOnce.Do(func() {
+		a.shared = sets.New[structured.DeviceID]()
+		for id := range a.state.AllocatedSharedDeviceIDs {
+			a.shared.Insert(id.GetDeviceID())
+		}
+	})
+	return a.shared
+}

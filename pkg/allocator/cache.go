@@ -1,0 +1,264 @@
+package allocator
+
+import (
+	"sync"
+	"sync/atomic"
+
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/dynamic-resource-allocation/cel"
+	"k8s.io/utils/keymutex"
+	"k8s.io/utils/lru"
+)
+
+const (
+	// DefaultCompileCacheSize is how many compiled CEL expressions a Cache
+	// keeps. Upstream's scheduler plugin keeps 10; selectors come from a
+	// handful of DeviceClasses plus whatever claims add, so a few hundred
+	// entries cover a large cluster.
+	DefaultCompileCacheSize = 512
+
+	// maxExpressionsPerSlice bounds the device-match results kept per
+	// ResourceSlice. Claims can carry arbitrary selectors; without a bound a
+	// stream of unique expressions would grow the cache forever. When the
+	// bound is hit the slice's results are dropped and recomputed on demand.
+	maxExpressionsPerSlice = 64
+)
+
+// Cache holds what the allocator reuses across scheduling cycles: compiled
+// CEL expressions (bounded LRU), per-ResourceSlice preprocessing, and the
+// results of CEL selectors per device. A Cache is safe for concurrent use and
+// is meant to be shared by all allocators of one scheduler, as Options.Cache.
+//
+// Device-match results are keyed by the slice's UID and resourceVersion
+// together with the compiled expression, so they stay valid as long as
+// neither the slice object nor the expression changes, across nodes (shared
+// and network-attached slices) and across cycles. Slices without a UID (as in
+// unit tests) are keyed by object identity instead.
+type Cache struct {
+	compiler compileCache
+
+	// mutex guards prepared and matchTables. Entries are immutable once
+	// created (matchTable has its own locking), so the lock is held only for
+	// map access, never while computing.
+	mutex       sync.Mutex
+	prepared    map[*resourceapi.ResourceSlice]*preparedSlice
+	matchTables map[sliceVersion]*matchTable
+
+	stats cacheStats
+}
+
+// NewCache returns an empty cache that keeps up to compileCacheSize compiled
+// CEL expressions; 0 means DefaultCompileCacheSize.
+func NewCache(compileCacheSize int) *Cache {
+	if compileCacheSize <= 0 {
+		compileCacheSize = DefaultCompileCacheSize
+	}
+	return &Cache{
+		compiler: compileCache{
+			lock:    keymutex.NewHashed(0),
+			entries: lru.New(compileCacheSize),
+		},
+		prepared:    make(map[*resourceapi.ResourceSlice]*preparedSlice),
+		matchTables: make(map[sliceVersion]*matchTable),
+	}
+}
+
+// CacheStats are cumulative counters of a Cache.
+type CacheStats struct {
+	// CompileHits and CompileMisses count lookups of compiled expressions.
+	CompileHits, CompileMisses int64
+	// MatchHits counts device/expression evaluations answered from the cache,
+	// MatchMisses those that ran CEL.
+	MatchHits, MatchMisses int64
+	// SlicesPrepared counts ResourceSlice objects preprocessed; a slice is
+	// prepared once for as long as it stays in the cache.
+	SlicesPrepared int64
+}
+
+// MatchHitRatio is MatchHits / (MatchHits + MatchMisses), or 0 without lookups.
+func (s CacheStats) MatchHitRatio() float64 {
+	total := s.MatchHits + s.MatchMisses
+	if total == 0 {
+		return 0
+	}
+	return float64(s.MatchHits) / float64(total)
+}
+
+// Stats returns a snapshot of the cache's counters.
+func (c *Cache) Stats() CacheStats {
+	return CacheStats{
+		CompileHits:    c.stats.compileHits.Load(),
+		CompileMisses:  c.stats.compileMisses.Load(),
+		MatchHits:      c.stats.matchHits.Load(),
+		MatchMisses:    c.stats.matchMisses.Load(),
+		SlicesPrepared: c.stats.slicesPrepared.Load(),
+	}
+}
+
+type cacheStats struct {
+	compileHits, compileMisses atomic.Int64
+	matchHits, matchMisses     atomic.Int64
+	slicesPrepared             atomic.Int64
+}
+
+// sliceVersion identifies the content of a ResourceSlice: the same UID and
+// resourceVersion always mean the same spec. obj is set instead for slices
+// without a UID, whose content is then only known by object identity.
+type sliceVersion struct {
+	uid             types.UID
+	resourceVersion string
+	obj             *resourceapi.ResourceSlice
+}
+
+func versionOf(slice *resourceapi.ResourceSlice) sliceVersion {
+	if slice.UID == "" || slice.ResourceVersion == "" {
+		return sliceVersion{obj: slice}
+	}
+	return sliceVersion{uid: slice.UID, resourceVersion: slice.ResourceVersion}
+}
+
+// slice returns the preprocessed form of a slice, preparing it on first use.
+func (c *Cache) slice(s *resourceapi.ResourceSlice) *preparedSlice {
+	c.mutex.Lock()
+	ps := c.prepared[s]
+	c.mutex.Unlock()
+	if ps != nil {
+		return ps
+	}
+
+	// Prepare outside the lock; two goroutines may race to prepare the same
+	// slice, which wastes a little work but yields equal results.
+	ps = prepareSlice(s)
+	c.stats.slicesPrepared.Add(1)
+
+	c.mutex.Lock()
+	defer c.mutex.Unlock()
+	if existing := c.prepared[s]; existing != nil {
+		return existing
+	}
+	version := versionOf(s)
+	table := c.matchTables[version]
+	if table == nil {
+		table = &matchTable{byExpr: make(map[int64]*exprResults)}
+		c.matchTables[version] = table
+	}
+	ps.matches = table
+	c.prepared[s] = ps
+	return ps
+}
+
+// sweep drops entries for slices that are no longer in the cluster. It runs
+// only when the cache holds clearly more slices than the current cycle has,
+// so its cost is amortized over many cycles.
+func (c *Cache) sweep(current []*resourceapi.ResourceSlice) {
+	c.mutex.Lock()
+	defer c.mutex.Unlock()
+	if len(c.prepared) <= 2*len(current)+64 {
+		return
+	}
+	keep := make(map[*resourceapi.ResourceSlice]struct{}, len(current))
+	versions := make(map[sliceVersion]struct{}, len(current))
+	for _, s := range current {
+		keep[s] = struct{}{}
+		versions[versionOf(s)] = struct{}{}
+	}
+	for s := range c.prepared {
+		if _, ok := keep[s]; !ok {
+			delete(c.prepared, s)
+		}
+	}
+	for v := range c.matchTables {
+		if _, ok := versions[v]; !ok {
+			delete(c.matchTables, v)
+		}
+	}
+}
+
+// matchTable holds CEL results for the devices of one slice version, per
+// compiled expression.
+type matchTable struct {
+	// mutex guards byExpr. The vectors themselves are written lock-free.
+	mutex  sync.Mutex
+	byExpr map[int64]*exprResults
+}
+
+// exprResults holds, per device index, the outcome of one expression. A nil
+// entry means not evaluated yet. Outcomes are deterministic, so concurrent
+// writers store equal values and the last write wins harmlessly.
+type exprResults struct {
+	outcomes []atomic.Pointer[evalOutcome]
+}
+
+// evalOutcome is the cached result of evaluating one expression on one
+// device: a selector match, a derived attribute, or an error.
+type evalOutcome struct {
+	match bool
+	attr  *resourceapi.DeviceAttribute
+	err   error
+}
+
+var (
+	outcomeTrue  = &evalOutcome{match: true}
+	outcomeFalse = &evalOutcome{match: false}
+)
+
+func (t *matchTable) results(exprID int64, numDevices int) *exprResults {
+	t.mutex.Lock()
+	defer t.mutex.Unlock()
+	r := t.byExpr[exprID]
+	if r == nil {
+		if len(t.byExpr) >= maxExpressionsPerSlice {
+			t.byExpr = make(map[int64]*exprResults)
+		}
+		r = &exprResults{outcomes: make([]atomic.Pointer[evalOutcome], numDevices)}
+		t.byExpr[exprID] = r
+	}
+	return r
+}
+
+// compileCache is a bounded LRU of compiled CEL expressions. Unlike
+// cel.Cache it also keeps compile errors, which are deterministic, and gives
+// every entry an ID that keys the device-match results.
+type compileCache struct {
+	// lock serializes compilation per expression: compiling is expensive
+	// enough that waiting for a concurrent compile of the same expression is
+	// cheaper than doing it twice.
+	lock    keymutex.KeyMutex
+	entries *lru.Cache // compileKey -> *compiled
+	nextID  atomic.Int64
+}
+
+type compileKey struct {
+	features cel.Features
+	derived  bool
+	expr     string
+}
+
+type compiled struct {
+	id     int64
+	result cel.CompilationResult
+}
+
+func (c *Cache) compile(features cel.Features, derived bool, expr string) *compiled {
+	key := compileKey{features: features, derived: derived, expr: expr}
+	if v, ok := c.compiler.entries.Get(key); ok {
+		c.stats.compileHits.Add(1)
+		return v.(*compiled)
+	}
+	lockKey := expr
+	c.compiler.lock.LockKey(lockKey)
+	defer func() { _ = c.compiler.lock.UnlockKey(lockKey) }()
+	if v, ok := c.compiler.entries.Get(key); ok {
+		c.stats.compileHits.Add(1)
+		return v.(*compiled)
+	}
+	c.stats.compileMisses.Add(1)
+	result := cel.GetCompiler(features).CompileCELExpression(expr, cel.Options{
+		DisableCostEstimation: true,
+		DerivedAttribute:      derived,
+	})
+	entry := &compiled{id: c.compiler.nextID.Add(1), result: result}
+	c.compiler.entries.Add(key, entry)
+	return entry
+}

@@ -1,0 +1,411 @@
+package allocator
+
+import (
+	"fmt"
+	"hash/maphash"
+	"slices"
+	"strings"
+
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/component-helpers/nodedeclaredfeatures/features/draoptionalnodeoperations"
+	"k8s.io/dynamic-resource-allocation/cel"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
+)
+
+// isSelectable checks a candidate against the class and request selectors
+// and, for per-device node selection, against the node. Results are cached
+// per (sub)request and candidate; errors are not cached, they abort.
+//
+// Selectors are evaluated in upstream's order and stop at the first
+// mismatch, so exactly the same expressions are evaluated and the same
+// errors can surface.
+func (s *search) isSelectable(nr *nodeRequest, ci int) (bool, error) {
+	c := s.cands[ci]
+	device := c.device()
+	if !s.a.features.DeviceBindingAndStatus && len(device.BindingConditions) > 0 {
+		// Devices with binding conditions need the feature.
+		return false, nil
+	}
+	switch nr.selectable[ci] {
+	case 1:
+		return true, nil
+	case 2:
+		return false, nil
+	}
+	ok, err := s.selectable(nr, ci)
+	if err != nil {
+		return false, err
+	}
+	nr.selectable[ci] = 2
+	if ok {
+		nr.selectable[ci] = 1
+	}
+	return ok, nil
+}
+
+func (s *search) selectable(nr *nodeRequest, ci int) (bool, error) {
+	c := s.cands[ci]
+	rd := nr.rd
+	claim := s.claims[rd.claimIndex].claim
+	for i, expr := range rd.classExprs {
+		if expr == nil {
+			return false, fmt.Errorf("class %s: selector #%d: CEL expression empty (unsupported selector type?)", rd.class.Name, i)
+		}
+		match, err := s.evaluate(expr, c)
+		if err != nil {
+			if expr.result.Error != nil {
+				return false, fmt.Errorf("class %s: selector #%d: CEL compile error: %w", rd.class.Name, i, expr.result.Error)
+			}
+			return false, fmt.Errorf("class %s: selector #%d on device %s: CEL runtime error: %w", rd.class.Name, i, c.id(), err)
+		}
+		if !match {
+			return false, nil
+		}
+	}
+	for i, expr := range rd.requestExprs {
+		match, err := s.evaluate(expr, c)
+		if err != nil {
+			if expr.result.Error != nil {
+				return false, fmt.Errorf("claim %s: selector #%d: CEL compile error: %w", klog.KObj(claim), i, expr.result.Error)
+			}
+			return false, fmt.Errorf("claim %s: selector #%d on device %s: CEL runtime error: %w", klog.KObj(claim), i, c.id(), err)
+		}
+		if !match {
+			return false, nil
+		}
+	}
+	if c.ps.perDeviceNodeSelection {
+		match, err := c.ps.deviceMatchesNode(c.i, s.node)
+		if err != nil || !match {
+			return false, err
+		}
+	}
+	return true, nil
+}
+
+// evaluate runs a compiled selector on a candidate, through the device-match
+// cache. A compile error is returned as is; runtime errors are enhanced like
+// upstream's.
+func (s *search) evaluate(expr *compiled, c cand) (bool, error) {
+	if expr.result.Error != nil {
+		return false, expr.result.Error
+	}
+	results := c.ps.matches.results(expr.id, len(c.ps.celDevices))
+	slot := &results.outcomes[c.i]
+	if outcome := slot.Load(); outcome != nil {
+		s.a.cache.stats.matchHits.Add(1)
+		return outcome.match, outcome.err
+	}
+	s.a.cache.stats.matchMisses.Add(1)
+	match, _, err := expr.result.DeviceMatches(s.ctx, c.ps.celDevices[c.i])
+	if err != nil {
+		err = cel.EnhanceRuntimeError(err)
+		if s.ctx.Err() != nil {
+			// Interrupted, not a property of the device: do not cache.
+			return false, err
+		}
+		slot.Store(&evalOutcome{err: err})
+		return false, err
+	}
+	if match {
+		slot.Store(outcomeTrue)
+	} else {
+		slot.Store(outcomeFalse)
+	}
+	return match, nil
+}
+
+// attribute resolves a constraint's attribute for a device allocated for
+// rd: a derived attribute of the request if it defines one with that name,
+// the device's own attribute otherwise.
+func (s *search) attribute(rd *requestData, c cand, name resourceapi.FullyQualifiedName) (*resourceapi.DeviceAttribute, error) {
+	expression, derived := rd.derived[name]
+	if !derived {
+		return staticAttribute(c.device(), c.ps.slice.Spec.Driver, name), nil
+	}
+	expr := s.a.cache.compile(s.a.celFeatures, true, expression)
+	if expr.result.Error != nil {
+		return nil, fmt.Errorf("compile derived attribute %s failed: %w", name, expr.result.Error)
+	}
+	results := c.ps.matches.results(expr.id, len(c.ps.celDevices))
+	slot := &results.outcomes[c.i]
+	if outcome := slot.Load(); outcome != nil {
+		s.a.cache.stats.matchHits.Add(1)
+		if outcome.err != nil {
+			return nil, fmt.Errorf("evaluate derived attribute %s on device %s failed: %w", name, c.id(), outcome.err)
+		}
+		return outcome.attr, nil
+	}
+	s.a.cache.stats.matchMisses.Add(1)
+	device := c.device()
+	attr, _, err := expr.result.EvaluateDerivedAttribute(s.ctx, cel.Device{
+		Driver:                   c.ps.slice.Spec.Driver,
+		AllowMultipleAllocations: device.AllowMultipleAllocations,
+		Attributes:               device.Attributes,
+		Capacity:                 device.Capacity,
+	})
+	if err != nil {
+		if s.ctx.Err() == nil {
+			slot.Store(&evalOutcome{err: err})
+		}
+		return nil, fmt.Errorf("evaluate derived attribute %s on device %s failed: %w", name, c.id(), err)
+	}
+	slot.Store(&evalOutcome{attr: attr})
+	return attr, nil
+}
+
+// feasible scans the candidates from start for a slot of an ExactCount
+// request that still needs `need` devices. It returns the first candidate
+// worth trying and whether enough candidates could still be accepted in the
+// current state. Every later state of the subtree only restricts further
+// (more devices in use, counters drawn, constraint values fixed), so "not
+// enough now" means the subtree has no solution.
+//
+// If the scan meets a trap (a candidate whose evaluation fails), it does not
+// prune: upstream's search would reach that candidate and report the error.
+func (s *search) feasible(r pos, nr *nodeRequest, start, need int) (int, bool, error) {
+	bucketBy := s.emptyScalarMatch(r.claim, nr.rd)
+	var buckets map[string]int
+	count, first := 0, -1
+	for ci := start; ci < len(s.cands); ci++ {
+		ok, key, trap := s.couldAccept(r, nr, ci, bucketBy)
+		if trap {
+			if first < 0 {
+				first = ci
+			}
+			return first, true, nil
+		}
+		if !ok {
+			continue
+		}
+		if first < 0 {
+			first = ci
+		}
+		n := count + 1
+		if bucketBy != nil {
+			if buckets == nil {
+				buckets = make(map[string]int)
+			}
+			buckets[key]++
+			n = buckets[key]
+		}
+		count++
+		if n >= need {
+			return first, true, nil
+		}
+		if err := s.ctx.Err(); err != nil {
+			// Let the search report the interruption at its next step.
+			return first, true, nil
+		}
+	}
+	if first < 0 {
+		first = len(s.cands)
+	}
+	return first, false, nil
+}
+
+// emptyScalarMatch returns a matchAttribute constraint with scalar
+// semantics that applies to rd and has no device yet; all devices of the
+// request must then share the value of whichever comes first.
+func (s *search) emptyScalarMatch(claim int, rd *requestData) *constraintState {
+	for i := range s.constraints[claim] {
+		cs := &s.constraints[claim][i]
+		if cs.spec.match && !cs.listSemantics && cs.numDevices == 0 && cs.spec.appliesTo(rd) {
+			return cs
+		}
+	}
+	return nil
+}
+
+// couldAccept is allocateDevice's decision without its effects, preceded by
+// the checks of the candidate loop. trap reports an evaluation error.
+func (s *search) couldAccept(r pos, nr *nodeRequest, ci int, bucketBy *constraintState) (ok bool, bucket string, trap bool) {
+	c := s.cands[ci]
+	rd := nr.rd
+	device := c.device()
+	if rd.adminAccess {
+		if s.markedBy(ci, r.claim) {
+			return false, "", false
+		}
+	} else if s.inUse(ci) {
+		return false, "", false
+	}
+	selectable, err := s.isSelectable(nr, ci)
+	if err != nil {
+		return false, "", true
+	}
+	if !selectable {
+		return false, "", false
+	}
+	if s.a.features.ConsumableCapacity {
+		fits, err := s.capacityFits(rd, ci)
+		if err != nil {
+			return false, "", true
+		}
+		if !fits {
+			return false, "", false
+		}
+	}
+	if s.a.tier.honorsSkipNodeOperations && len(c.ps.slice.Spec.SkipNodeOperations) > 0 &&
+		(!s.a.features.OptionalNodeOperations || !slices.Contains(s.node.Status.DeclaredFeatures, draoptionalnodeoperations.DRAOptionalNodeOperationsFeatureGate)) {
+		return false, "", false
+	}
+	if !s.a.features.PartitionableDevices && len(device.ConsumesCounters) > 0 {
+		return false, "", false
+	}
+	allowMultiple := s.a.features.ConsumableCapacity && ptr.Deref(device.AllowMultipleAllocations, false)
+	skipCounters := allowMultiple && s.capacityInUse(ci)
+	if !skipCounters && len(device.ConsumesCounters) > 0 {
+		if s.a.features.CompatibilityGroups && !s.compatFor(c.pool).admits(device) {
+			return false, "", false
+		}
+		if !s.countersFor(c.pool).fits(device) {
+			return false, "", false
+		}
+	}
+	if s.a.features.DeviceTaints && taintPrevents(device, rd.tolerations) {
+		return false, "", false
+	}
+	for i := range s.constraints[r.claim] {
+		cs := &s.constraints[r.claim][i]
+		if !cs.spec.appliesTo(rd) {
+			continue
+		}
+		attr, err := s.attribute(rd, c, cs.spec.attribute)
+		if err != nil {
+			return false, "", true
+		}
+		if ok, _ := cs.check(attr); !ok {
+			return false, "", false
+		}
+		if cs == bucketBy {
+			if key, scalar := scalarKey(attr); scalar {
+				bucket = key
+			} else {
+				// A non-scalar first value can never be matched by a
+				// second device: a bucket of its own.
+				bucket = fmt.Sprintf("#%d", ci)
+			}
+		}
+	}
+	return true, bucket, false
+}
+
+// stateHash is a 128-bit Zobrist hash: each state element contributes a
+// pseudo-random key, combined with XOR so that adding and removing the same
+// element cancel out.
+type stateHash [2]uint64
+
+func (h *stateHash) toggle(k stateHash) {
+	h[0] ^= k[0]
+	h[1] ^= k[1]
+}
+
+const (
+	keyMark     = 1
+	keyCounters = 2
+	keyShare    = 1 << 20
+)
+
+// candKey derives the key of one state element from the candidate, the
+// claim and the element kind with a strong mixer.
+func candKey(ci, claim int, kind uint64) stateHash {
+	x := uint64(ci)<<32 ^ uint64(uint32(claim))<<1 ^ kind*0x9e3779b97f4a7c15
+	return stateHash{mix64(x ^ 0x5851f42d4c957f2d), mix64(x ^ 0x14057b7ef767814f)}
+}
+
+// mix64 is the splitmix64 finalizer.
+func mix64(x uint64) uint64 {
+	x ^= x >> 30
+	x *= 0xbf58476d1ce4e5b9
+	x ^= x >> 27
+	x *= 0x94d049bb133111eb
+	x ^= x >> 31
+	return x
+}
+
+// maxMemoEntries bounds the memo of one search. Beyond it the search goes on
+// without remembering more failures.
+const maxMemoEntries = 1 << 18
+
+type memoKey struct {
+	claim, request, results int
+	hash                    stateHash
+}
+
+var memoSeed = maphash.MakeSeed()
+
+// memoKey describes the state at a request boundary. The future of the
+// search depends on the devices in use (and by which claim), counters and
+// capacity drawn, the constraint state of the current claim and how many
+// results it holds; the incremental hash covers the first three.
+func (s *search) memoKey(r pos) (memoKey, bool) {
+	key := memoKey{claim: r.claim, request: r.request, hash: s.hash}
+	if r.claim >= len(s.claims) {
+		return key, false
+	}
+	key.results = len(s.results[r.claim])
+	if r.request == 0 || len(s.constraints[r.claim]) == 0 {
+		// A fresh claim has fresh constraints.
+		return key, true
+	}
+	var h maphash.Hash
+	h.SetSeed(memoSeed)
+	for i := range s.constraints[r.claim] {
+		cs := &s.constraints[r.claim][i]
+		_, _ = fmt.Fprintf(&h, "|%d:", cs.numDevices)
+		switch {
+		case cs.numDevices == 0:
+		case cs.spec.match && cs.listSemantics:
+			h.WriteString(setFingerprint(cs.intersections[cs.numDevices-1]))
+		case cs.spec.match:
+			h.WriteString(attrFingerprint(cs.first))
+		default:
+			prints := make([]string, len(cs.distinct))
+			for j, attr := range cs.distinct {
+				prints[j] = attrFingerprint(attr)
+			}
+			slices.Sort(prints)
+			h.WriteString(strings.Join(prints, ","))
+		}
+	}
+	sum := h.Sum64()
+	key.hash[0] ^= mix64(sum ^ 0x2545f4914f6cdd1d)
+	key.hash[1] ^= mix64(sum ^ 0x7f4a7c159e3779b9)
+	return key, true
+}
+
+func attrFingerprint(attr *resourceapi.DeviceAttribute) string {
+	if key, ok := scalarKey(attr); ok {
+		return key
+	}
+	if set := attributeAsSet(attr); set != nil {
+		return "l" + setFingerprint(set)
+	}
+	return "?"
+}
+
+func setFingerprint(set *attributeSet) string {
+	var parts []string
+	switch {
+	case set.ints != nil:
+		for v := range set.ints {
+			parts = append(parts, fmt.Sprintf("i%d", v))
+		}
+	case set.bools != nil:
+		for v := range set.bools {
+			parts = append(parts, fmt.Sprintf("b%t", v))
+		}
+	case set.strings != nil:
+		for v := range set.strings {
+			parts = append(parts, "s"+v)
+		}
+	case set.versions != nil:
+		for v := range set.versions {
+			parts = append(parts, "v"+v)
+		}
+	}
+	slices.Sort(parts)
+	return strings.Join(parts, "\x00")
+}

@@ -1,0 +1,206 @@
+package allocator
+
+import (
+	"crypto/sha256"
+	"encoding/json"
+	"fmt"
+	"sync"
+
+	v1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
+	draapi "k8s.io/dynamic-resource-allocation/api"
+	"k8s.io/dynamic-resource-allocation/cel"
+	"k8s.io/dynamic-resource-allocation/structured"
+	"k8s.io/utils/ptr"
+)
+
+// preparedSlice is the node-independent, immutable preprocessing of one
+// ResourceSlice object. It is computed once per object and shared by all
+// nodes and cycles that see the object.
+type preparedSlice struct {
+	slice *resourceapi.ResourceSlice
+
+	driver, pool draapi.UniqueString
+	// ids[i] identifies Spec.Devices[i] the way upstream's allocator does.
+	ids []structured.DeviceID
+	// celDevices[i] is the CEL input for Spec.Devices[i].
+	celDevices []cel.Device
+
+	perDeviceNodeSelection  bool
+	usesCompatibilityGroups bool
+	hasSharedCounters       bool
+	// hasBindingConditionsField: some device has a non-nil BindingConditions
+	// (upstream orders such pools last).
+	hasBindingConditionsField bool
+	// duplicateName is a device name that occurs twice in this slice, if any.
+	duplicateName string
+
+	// matches holds CEL results for this slice's content. Set by the cache.
+	matches *matchTable
+
+	// Node selectors are parsed once, lazily: parsing is node-independent,
+	// matching is not.
+	sliceSelectorOnce sync.Once
+	sliceSelector     *nodeaffinity.NodeSelector
+	sliceSelectorErr  error
+	deviceSelectors   []lazySelector
+
+	// Equivalence classes are computed lazily, only when the search needs
+	// them (after a failure).
+	classesOnce sync.Once
+	classes     []deviceClassKey
+}
+
+type lazySelector struct {
+	once     sync.Once
+	selector *nodeaffinity.NodeSelector
+	err      error
+}
+
+// deviceClassKey identifies devices that no check of the allocator can tell
+// apart: same driver, pool and content except the name. It is a SHA-256 over
+// a canonical encoding, truncated to 128 bits.
+type deviceClassKey [16]byte
+
+func prepareSlice(s *resourceapi.ResourceSlice) *preparedSlice {
+	ps := &preparedSlice{
+		slice:                  s,
+		driver:                 uniqueString(s.Spec.Driver),
+		pool:                   uniqueString(s.Spec.Pool.Name),
+		perDeviceNodeSelection: ptr.Deref(s.Spec.PerDeviceNodeSelection, false),
+		hasSharedCounters:      len(s.Spec.SharedCounters) > 0,
+		ids:                    make([]structured.DeviceID, len(s.Spec.Devices)),
+		celDevices:             make([]cel.Device, len(s.Spec.Devices)),
+		deviceSelectors:        make([]lazySelector, len(s.Spec.Devices)),
+	}
+	seen := make(map[string]struct{}, len(s.Spec.Devices))
+	for i := range s.Spec.Devices {
+		device := &s.Spec.Devices[i]
+		ps.ids[i] = structured.DeviceID{Driver: ps.driver, Pool: ps.pool, Device: uniqueString(device.Name)}
+		ps.celDevices[i] = cel.Device{
+			Driver:                   s.Spec.Driver,
+			AllowMultipleAllocations: device.AllowMultipleAllocations,
+			Attributes:               device.Attributes,
+			Capacity:                 device.Capacity,
+		}
+		if device.BindingConditions != nil {
+			ps.hasBindingConditionsField = true
+		}
+		for _, consumption := range device.ConsumesCounters {
+			if len(consumption.CompatibilityGroups) > 0 {
+				ps.usesCompatibilityGroups = true
+			}
+		}
+		if _, dup := seen[device.Name]; dup && ps.duplicateName == "" {
+			ps.duplicateName = device.Name
+		}
+		seen[device.Name] = struct{}{}
+	}
+	return ps
+}
+
+// uniqueString converts like upstream's v1 → internal conversion: the empty
+// string becomes the null UniqueString.
+func uniqueString(s string) draapi.UniqueString {
+	if s == "" {
+		return draapi.NullUniqueString
+	}
+	return draapi.MakeUniqueString(s)
+}
+
+// matchesNode reports whether a slice with node selection fields applies to
+// the node, with upstream's precedence: node name, all nodes, node selector.
+func (ps *preparedSlice) matchesNode(node *v1.Node) (bool, error) {
+	spec := &ps.slice.Spec
+	switch {
+	case ptr.Deref(spec.NodeName, "") != "":
+		return node != nil && node.Name == *spec.NodeName, nil
+	case ptr.Deref(spec.AllNodes, false):
+		return true, nil
+	case spec.NodeSelector != nil:
+		ps.sliceSelectorOnce.Do(func() {
+			ps.sliceSelector, ps.sliceSelectorErr = parseNodeSelector(spec.NodeSelector)
+		})
+		if ps.sliceSelectorErr != nil {
+			return false, ps.sliceSelectorErr
+		}
+		return ps.sliceSelector.Match(node), nil
+	}
+	return false, nil
+}
+
+// deviceMatchesNode is matchesNode for the per-device node selection fields
+// of device i.
+func (ps *preparedSlice) deviceMatchesNode(i int, node *v1.Node) (bool, error) {
+	device := &ps.slice.Spec.Devices[i]
+	switch {
+	case ptr.Deref(device.NodeName, "") != "":
+		return node != nil && node.Name == *device.NodeName, nil
+	case ptr.Deref(device.AllNodes, false):
+		return true, nil
+	case device.NodeSelector != nil:
+		lazy := &ps.deviceSelectors[i]
+		lazy.once.Do(func() {
+			lazy.selector, lazy.err = parseNodeSelector(device.NodeSelector)
+		})
+		if lazy.err != nil {
+			return false, lazy.err
+		}
+		return lazy.selector.Match(node), nil
+	}
+	return false, nil
+}
+
+func parseNodeSelector(selector *v1.NodeSelector) (*nodeaffinity.NodeSelector, error) {
+	parsed, err := nodeaffinity.NewNodeSelector(selector)
+	if err != nil {
+		// Upstream's wording, which callers wrap further.
+		return nil, fmt.Errorf("failed to parse node selector %s: %w", selector.String(), err)
+	}
+	return parsed, nil
+}
+
+// deviceClasses returns the equivalence class of every device in the slice.
+func (ps *preparedSlice) deviceClasses() []deviceClassKey {
+	ps.classesOnce.Do(func() {
+		ps.classes = make([]deviceClassKey, len(ps.slice.Spec.Devices))
+		for i := range ps.slice.Spec.Devices {
+			ps.classes[i] = classKeyOf(ps.slice, i)
+		}
+	})
+	return ps.classes
+}
+
+// classKeyOf hashes everything that any allocator check can read about
+// device i: the device without its name, the driver and pool (counters and
+// attribute lookups are per pool and driver), and the slice-level fields that
+// influence whether a device can be used.
+func classKeyOf(s *resourceapi.ResourceSlice, i int) deviceClassKey {
+	device := s.Spec.Devices[i]
+	device.Name = ""
+	canonical := struct {
+		Driver                 string
+		Pool                   string
+		PerDeviceNodeSelection *bool
+		SkipNodeOperations     []resourceapi.SkipNodeOperation
+		Device                 resourceapi.Device
+	}{
+		Driver:                 s.Spec.Driver,
+		Pool:                   s.Spec.Pool.Name,
+		PerDeviceNodeSelection: s.Spec.PerDeviceNodeSelection,
+		SkipNodeOperations:     s.Spec.SkipNodeOperations,
+		Device:                 device,
+	}
+	// encoding/json sorts map keys, so equal content encodes equally.
+	data, err := json.Marshal(canonical)
+	if err != nil {
+		// Not expected for API types. A unique key keeps the device in a
+		// class of its own, which only disables symmetry pruning for it.
+		data = fmt.Appendf(nil, "unencodable %p %d", s, i)
+	}
+	sum := sha256.Sum256(data)
+	var key deviceClassKey
+	copy(key[:], sum[:16])
+	return key
+}

@@ -1,0 +1,208 @@
+package allocator
+
+import (
+	"fmt"
+	"slices"
+
+	v1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/utils/ptr"
+)
+
+// buildResults turns the found assignment into one AllocationResult per
+// claim, with upstream's device order, configs and node selector.
+func (s *search) buildResults() ([]resourceapi.AllocationResult, error) {
+	results := make([]resourceapi.AllocationResult, len(s.claims))
+	for ci, cd := range s.claims {
+		result := &results[ci]
+		devices := s.results[ci]
+		result.Devices.Results = make([]resourceapi.DeviceRequestAllocationResult, len(devices))
+		for i, d := range devices {
+			c := s.cands[d.cand]
+			rd := d.nr.rd
+			var consumed map[resourceapi.QualifiedName]resource.Quantity
+			if d.consumed != nil {
+				consumed = make(map[resourceapi.QualifiedName]resource.Quantity, len(d.consumed))
+				for name, q := range d.consumed {
+					consumed[name] = q.DeepCopy()
+				}
+			}
+			out := resourceapi.DeviceRequestAllocationResult{
+				Request:          rd.fullName,
+				Driver:           c.id().Driver.String(),
+				Pool:             c.id().Pool.String(),
+				Device:           c.id().Device.String(),
+				Tolerations:      rd.tolerations,
+				ShareID:          d.shareID,
+				ConsumedCapacity: consumed,
+			}
+			if rd.adminAccess {
+				out.AdminAccess = ptr.To(true)
+			}
+			if s.a.tier.honorsSkipNodeOperations {
+				out.SkipNodeOperations = c.ps.slice.Spec.SkipNodeOperations
+			}
+			if s.a.features.DeviceBindingAndStatus {
+				out.BindingConditions = c.device().BindingConditions
+				out.BindingFailureConditions = c.device().BindingFailureConditions
+			}
+			result.Devices.Results[i] = out
+		}
+		result.Devices.Config = s.configs(ci, cd)
+
+		selector, err := s.nodeSelector(devices)
+		if err != nil {
+			return nil, fmt.Errorf("create NodeSelector for claim %s: %w", cd.claim.Name, err)
+		}
+		result.NodeSelector = selector
+	}
+	return results, nil
+}
+
+// selected returns the (sub)request chosen for a request of a claim.
+func (s *search) selected(ci, ri int) *requestData {
+	return s.claims[ci].requests[ri].alternatives[s.selectedSub[ci][ri]]
+}
+
+// configs collects the configuration for the allocated devices: each class
+// config once, for all requests using the class, then the claim's configs
+// that apply to an allocated request; a config that covers every request
+// gets an empty request list, which means "all".
+func (s *search) configs(ci int, cd *claimData) []resourceapi.DeviceAllocationConfiguration {
+	claim := cd.claim
+	var configs []resourceapi.DeviceAllocationConfiguration
+	type span struct{ start, end int }
+	classSpans := make(map[string]span)
+	for ri := range claim.Spec.Devices.Requests {
+		rd := s.selected(ci, ri)
+		class := rd.class
+		if class == nil {
+			continue
+		}
+		if sp, ok := classSpans[class.Name]; ok {
+			for i := sp.start; i < sp.end; i++ {
+				configs[i].Requests = append(configs[i].Requests, rd.fullName)
+			}
+			continue
+		}
+		start := len(configs)
+		for _, config := range class.Spec.Config {
+			configs = append(configs, resourceapi.DeviceAllocationConfiguration{
+				Source:              resourceapi.AllocationConfigSourceClass,
+				Requests:            []string{rd.fullName},
+				DeviceConfiguration: config.DeviceConfiguration,
+			})
+		}
+		classSpans[class.Name] = span{start, len(configs)}
+	}
+
+	// The name a request is known by in config request lists, besides its
+	// own: "request/subrequest" for the chosen subrequest.
+	subName := func(ri int) string {
+		if !cd.requests[ri].hasSubRequests {
+			return ""
+		}
+		return s.selected(ci, ri).fullName
+	}
+	for _, config := range claim.Spec.Devices.Config {
+		applies := len(config.Requests) == 0
+		for ri := range claim.Spec.Devices.Requests {
+			if applies {
+				break
+			}
+			name := claim.Spec.Devices.Requests[ri].Name
+			applies = slices.Contains(config.Requests, name) ||
+				(subName(ri) != "" && slices.Contains(config.Requests, subName(ri)))
+		}
+		if applies {
+			configs = append(configs, resourceapi.DeviceAllocationConfiguration{
+				Source:              resourceapi.AllocationConfigSourceClaim,
+				Requests:            config.Requests,
+				DeviceConfiguration: config.DeviceConfiguration,
+			})
+		}
+	}
+
+	for i := range configs {
+		requests := configs[i].Requests
+		if len(requests) == 0 {
+			continue
+		}
+		all := true
+		for ri := range claim.Spec.Devices.Requests {
+			name := claim.Spec.Devices.Requests[ri].Name
+			if slices.Contains(requests, name) || (subName(ri) != "" && slices.Contains(requests, subName(ri))) {
+				continue
+			}
+			all = false
+			break
+		}
+		if all {
+			configs[i].Requests = nil
+		}
+	}
+	return configs
+}
+
+// nodeSelector restricts a claim's allocation to where its devices are
+// reachable: to the node itself if any device is local to it or binds to it,
+// otherwise to the intersection of the slices' node selectors, or nowhere in
+// particular (nil).
+func (s *search) nodeSelector(devices []resultDevice) (*v1.NodeSelector, error) {
+	term := v1.NodeSelectorTerm{}
+	for _, d := range devices {
+		c := s.cands[d.cand]
+		device := c.device()
+		var nodeName *string
+		var selector *v1.NodeSelector
+		if c.ps.perDeviceNodeSelection {
+			nodeName, selector = device.NodeName, device.NodeSelector
+		} else {
+			nodeName, selector = c.ps.slice.Spec.NodeName, c.ps.slice.Spec.NodeSelector
+		}
+		if nodeName != nil || ptr.Deref(device.BindsToNode, false) {
+			return &v1.NodeSelector{
+				NodeSelectorTerms: []v1.NodeSelectorTerm{{
+					MatchFields: []v1.NodeSelectorRequirement{{
+						Key:      "metadata.name",
+						Operator: v1.NodeSelectorOpIn,
+						Values:   []string{s.node.Name},
+					}},
+				}},
+			}, nil
+		}
+		if selector == nil {
+			continue
+		}
+		switch len(selector.NodeSelectorTerms) {
+		case 0:
+		case 1:
+			term.MatchFields = addRequirements(term.MatchFields, selector.NodeSelectorTerms[0].MatchFields)
+			term.MatchExpressions = addRequirements(term.MatchExpressions, selector.NodeSelectorTerms[0].MatchExpressions)
+		default:
+			// API validation prevents this.
+			return nil, fmt.Errorf("unsupported ResourceSlice.NodeSelector with %d terms", len(selector.NodeSelectorTerms))
+		}
+	}
+	if len(term.MatchFields) == 0 && len(term.MatchExpressions) == 0 {
+		return nil, nil
+	}
+	return &v1.NodeSelector{NodeSelectorTerms: []v1.NodeSelectorTerm{term}}, nil
+}
+
+// addRequirements appends the requirements not present yet; two
+// requirements are the same if key, operator and the set of values agree.
+func addRequirements(to, from []v1.NodeSelectorRequirement) []v1.NodeSelectorRequirement {
+	for _, requirement := range from {
+		values := sets.New(requirement.Values...)
+		present := slices.ContainsFunc(to, func(existing v1.NodeSelectorRequirement) bool {
+			return existing.Key == requirement.Key && existing.Operator == requirement.Operator && sets.New(existing.Values...).Equal(values)
+		})
+		if !present {
+			to = append(to, requirement)
+		}
+	}
+	return to
+}

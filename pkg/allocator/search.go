@@ -1,0 +1,566 @@
+package allocator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	v1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/uuid"
+	"k8s.io/component-helpers/nodedeclaredfeatures/features/draoptionalnodeoperations"
+	"k8s.io/dynamic-resource-allocation/resourceclaim"
+	"k8s.io/dynamic-resource-allocation/structured"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
+)
+
+// The search is a depth-first, first-fit backtracking search in exactly
+// upstream's order: claims in order, their requests in order, for a request
+// with subrequests each alternative in order, and for each device slot the
+// candidates in order (pools by driver and name, pools with binding
+// conditions last, slices by name, devices as listed), each slot starting
+// after the device of the previous slot of the same request. The first
+// complete assignment is the result.
+//
+// Upstream's outcome depends not only on where solutions are but also on
+// where errors are: a CEL selector that fails at runtime on some device only
+// aborts allocation if the search evaluates it before finding a solution.
+// Such (request, device) pairs are called traps below. The search therefore
+// keeps upstream's control flow, including the "too many results" cut-off,
+// and only skips subtrees that provably contain neither a solution nor a
+// trap:
+//
+//   - feasibility: before a slot is filled, the candidates that could still
+//     be accepted are counted (constraint values and counters taken into
+//     account, matchAttribute candidates bucketed by value); too few means
+//     the subtree fails, unless a trap lies in the range;
+//   - symmetry: a candidate indistinguishable from one that already failed
+//     at the same slot fails too (its subtree mirrors the other's);
+//   - memo: the outcome of a failed search from a request boundary is
+//     remembered under a hash of the whole mutable state, so equivalent
+//     states reached along different paths are not searched again.
+//
+// All three prune only subtrees that upstream would search without finding
+// anything, so the result is the same, found faster.
+
+// errMaxSize means the current claim cannot hold the devices still needed
+// within resourceapi.AllocationResultsMaxSize, whatever is tried at the
+// levels in between; it makes callers stop trying alternatives until a
+// subrequest choice or a claim boundary can change that.
+var errMaxSize = errors.New("allocation max size exceeded")
+
+// cand is one candidate device on the node.
+type cand struct {
+	pool *pool
+	ps   *preparedSlice
+	i    int
+}
+
+func (c cand) device() *resourceapi.Device { return &c.ps.slice.Spec.Devices[c.i] }
+func (c cand) id() structured.DeviceID     { return c.ps.ids[c.i] }
+
+// pos identifies one device slot: claim, request, subrequest, device.
+type pos struct {
+	claim, request, sub, device int
+}
+
+// nodeRequest is a (sub)request as seen on one node.
+type nodeRequest struct {
+	rd         *requestData
+	numDevices int
+	// all are the candidates of an "All" request, in order.
+	all []int
+	// selectable caches isSelectable per candidate: 0 unknown, 1, 2.
+	selectable []int8
+}
+
+// resultDevice is one allocated device of the current assignment.
+type resultDevice struct {
+	cand     int
+	nr       *nodeRequest
+	shareID  *types.UID
+	consumed map[resourceapi.QualifiedName]resource.Quantity
+}
+
+type search struct {
+	a      *Allocator
+	ctx    context.Context
+	logger klog.Logger
+	node   *v1.Node
+	pools  []*pool
+	cands  []cand
+
+	claims []*claimData
+	// reqs[claim][request][alternative]
+	reqs [][][]*nodeRequest
+	// selectedSub[claim][request] is the chosen alternative.
+	selectedSub [][]int
+
+	// Mutable state of the current partial assignment.
+	marks       [][]int // per candidate: claims that allocate it exclusively
+	allocated   []int8  // per candidate: 0 unknown, 1 allocated before this cycle, 2 not
+	capacity    structured.ConsumedCapacityCollection
+	counters    map[*pool]*counterUsage
+	compat      map[*pool]*compatUsage
+	constraints [][]constraintState
+	results     [][]resultDevice
+
+	// hash is a Zobrist hash of the state the future depends on, maintained
+	// incrementally; see memo.
+	hash  stateHash
+	memo  map[memoKey]struct{}
+	stats searchStats
+}
+
+type searchStats struct {
+	steps, memoHits, symmetrySkips, feasibilityPrunes int64
+}
+
+func (s *search) allocateOne(r pos, allocSub bool, start int) (bool, error) {
+	s.stats.steps++
+	if err := s.ctx.Err(); err != nil {
+		return false, fmt.Errorf("filter operation aborted: %w", context.Cause(s.ctx))
+	}
+	if r.claim >= len(s.claims) {
+		return true, nil
+	}
+	claimReqs := s.reqs[r.claim]
+	if r.request >= len(claimReqs) {
+		ok, err := s.boundary(pos{claim: r.claim + 1})
+		if errors.Is(err, errMaxSize) {
+			// The next claim exceeds the limit on its own; choices made for
+			// this claim cannot change that, but the caller keeps looking
+			// like upstream does.
+			return false, nil
+		}
+		return ok, err
+	}
+
+	alternatives := claimReqs[r.request]
+	if !allocSub && alternatives[0].rd.parentName != "" {
+		// A request with subrequests: allocate exactly one of them, trying
+		// them in order.
+		allExceeded := true
+		for sub := range alternatives {
+			r.sub = sub
+			ok, err := s.allocateOne(r, true, 0)
+			if errors.Is(err, errMaxSize) {
+				// A later alternative may need fewer devices.
+				continue
+			}
+			allExceeded = false
+			if err != nil {
+				return false, err
+			}
+			if ok {
+				s.selectedSub[r.claim][r.request] = sub
+				return true, nil
+			}
+		}
+		if allExceeded {
+			return false, errMaxSize
+		}
+		return false, nil
+	}
+
+	nr := alternatives[r.sub]
+	rd := nr.rd
+	all := rd.allocationMode == resourceapi.DeviceAllocationModeAll
+	if all && len(nr.all) == 0 {
+		// "All" needs at least one device.
+		return false, nil
+	}
+	if r.device >= nr.numDevices {
+		return s.boundary(pos{claim: r.claim, request: r.request + 1})
+	}
+	if nr.numDevices-r.device > resourceapi.AllocationResultsMaxSize-len(s.results[r.claim]) {
+		return false, errMaxSize
+	}
+
+	next := pos{claim: r.claim, request: r.request, sub: r.sub, device: r.device + 1}
+	if all {
+		// The devices are known; each must be usable, in order.
+		c := nr.all[r.device]
+		p, err := s.allocateDevice(r, nr, c, true)
+		if err != nil || p == nil {
+			return false, err
+		}
+		ok, err := s.allocateOne(next, allocSub, 0)
+		if err != nil || !ok {
+			s.undo(p)
+			return false, err
+		}
+		return true, nil
+	}
+
+	first, feasible, err := s.feasible(r, nr, start, nr.numDevices-r.device)
+	if err != nil {
+		return false, err
+	}
+	if !feasible {
+		s.stats.feasibilityPrunes++
+		return false, nil
+	}
+	var failed []deviceClassKey
+	for ci := first; ci < len(s.cands); ci++ {
+		c := s.cands[ci]
+		if len(failed) > 0 && s.clean(ci) && slices.Contains(failed, s.classOf(ci)) {
+			s.stats.symmetrySkips++
+			continue
+		}
+		if rd.adminAccess && s.markedBy(ci, r.claim) {
+			continue
+		}
+		if !rd.adminAccess && s.inUse(ci) {
+			continue
+		}
+		selectable, err := s.isSelectable(nr, ci)
+		if err != nil {
+			return false, err
+		}
+		if !selectable {
+			continue
+		}
+		if s.a.features.ConsumableCapacity {
+			fits, err := s.capacityFits(rd, ci)
+			if err != nil {
+				return false, fmt.Errorf("claim %s, request %s: checking capacity for device %s: %w", klog.KObj(s.claims[r.claim].claim), rd.name, c.id(), err)
+			}
+			if !fits {
+				continue
+			}
+		}
+		wasClean := s.clean(ci)
+		p, err := s.allocateDevice(r, nr, ci, false)
+		if err != nil {
+			return false, err
+		}
+		if p == nil {
+			continue
+		}
+		ok, err := s.allocateOne(next, allocSub, ci+1)
+		if err == nil && ok {
+			return true, nil
+		}
+		s.undo(p)
+		if err != nil {
+			return false, err
+		}
+		if wasClean {
+			failed = append(failed, s.classOf(ci))
+		}
+	}
+	return false, nil
+}
+
+// boundary enters the next request or claim, consulting the memo of failed
+// searches from equivalent states.
+func (s *search) boundary(r pos) (bool, error) {
+	key, memoize := s.memoKey(r)
+	if memoize {
+		if _, failed := s.memo[key]; failed {
+			s.stats.memoHits++
+			return false, nil
+		}
+	}
+	ok, err := s.allocateOne(r, false, 0)
+	if memoize && !ok && err == nil && len(s.memo) < maxMemoEntries {
+		s.memo[key] = struct{}{}
+	}
+	return ok, err
+}
+
+// placement records what allocateDevice changed, for undo.
+type placement struct {
+	r            pos
+	nr           *nodeRequest
+	cand         int
+	marked       bool
+	countersHeld bool
+	compatUndo   []compatUndo
+	constraints  int // number of constraints the device was added to
+	capacity     *structured.DeviceConsumedCapacity
+	// capacityEntryExisted: another share of the device already had an
+	// entry in s.capacity, which doubles as the "already shared" marker.
+	capacityEntryExisted bool
+	shareKey             stateHash
+	resultAdded          bool
+}
+
+// allocateDevice checks availability and constraints for one candidate and,
+// if it fits, applies it to the state. It returns nil if the candidate does
+// not fit. With must set (an "All" request), a violated constraint is an
+// error: such a claim can never be satisfied.
+func (s *search) allocateDevice(r pos, nr *nodeRequest, ci int, must bool) (*placement, error) {
+	c := s.cands[ci]
+	device := c.device()
+	rd := nr.rd
+	allowMultiple := s.a.features.ConsumableCapacity && ptr.Deref(device.AllowMultipleAllocations, false)
+	if !allowMultiple && rd.adminAccess && s.markedBy(ci, r.claim) {
+		return nil, nil
+	}
+	if !rd.adminAccess && s.inUse(ci) {
+		return nil, nil
+	}
+	if s.a.tier.honorsSkipNodeOperations && len(c.ps.slice.Spec.SkipNodeOperations) > 0 {
+		if !s.a.features.OptionalNodeOperations {
+			return nil, nil
+		}
+		if !slices.Contains(s.node.Status.DeclaredFeatures, draoptionalnodeoperations.DRAOptionalNodeOperationsFeatureGate) {
+			return nil, nil
+		}
+	}
+	if !s.a.features.PartitionableDevices && len(device.ConsumesCounters) > 0 {
+		return nil, nil
+	}
+
+	p := &placement{r: r, nr: nr, cand: ci}
+	// A further share of an allow-multiple device that is already in use has
+	// its counters accounted for already.
+	skipCounters := allowMultiple && s.capacityInUse(ci)
+	if !skipCounters && len(device.ConsumesCounters) > 0 {
+		if s.a.features.CompatibilityGroups {
+			ok, undo := s.compatFor(c.pool).consume(device)
+			if !ok {
+				return nil, nil
+			}
+			p.compatUndo = undo
+		}
+		if !s.countersFor(c.pool).reserve(device) {
+			s.undo(p)
+			return nil, nil
+		}
+		p.countersHeld = true
+		s.hash.toggle(candKey(ci, -1, keyCounters))
+	}
+
+	if s.a.features.DeviceTaints && taintPrevents(device, rd.tolerations) {
+		s.undo(p)
+		return nil, nil
+	}
+
+	for i := range s.constraints[r.claim] {
+		cs := &s.constraints[r.claim][i]
+		if !cs.spec.appliesTo(rd) {
+			p.constraints++
+			continue
+		}
+		attr, err := s.attribute(rd, c, cs.spec.attribute)
+		if err != nil {
+			s.undo(p)
+			return nil, err
+		}
+		ok, narrowed := cs.check(attr)
+		if !ok {
+			s.undo(p)
+			if must {
+				return nil, fmt.Errorf("claim %s, request %s: cannot add device %s because a claim constraint would not be satisfied", klog.KObj(s.claims[r.claim].claim), rd.name, c.id())
+			}
+			return nil, nil
+		}
+		cs.add(attr, narrowed)
+		p.constraints++
+	}
+
+	if !allowMultiple {
+		s.marks[ci] = append(s.marks[ci], r.claim)
+		p.marked = true
+		s.hash.toggle(candKey(ci, r.claim, keyMark))
+	}
+
+	result := resultDevice{cand: ci, nr: nr}
+	if s.a.features.ConsumableCapacity {
+		fits, err := s.capacityFits(rd, ci)
+		if err != nil {
+			s.undo(p)
+			return nil, fmt.Errorf("claim %s, request %s: rechecking capacity for device %s: %w", klog.KObj(s.claims[r.claim].claim), rd.name, c.id(), err)
+		}
+		if !fits {
+			s.undo(p)
+			return nil, nil
+		}
+		if allowMultiple {
+			consumed, err := consumedCapacity(rd.capacity, device.Capacity, s.a.features.FractionalCapacityRange)
+			if err != nil {
+				s.undo(p)
+				return nil, fmt.Errorf("claim %s, request %s: computing consumed capacity for device %s: %w", klog.KObj(s.claims[r.claim].claim), rd.name, c.id(), err)
+			}
+			result.shareID = ptr.To(uuid.NewUUID())
+			if len(consumed) > 0 {
+				result.consumed = consumed
+			}
+			_, p.capacityEntryExisted = s.capacity[c.id()]
+			share := structured.NewDeviceConsumedCapacity(c.id(), consumed)
+			s.capacity.Insert(share)
+			p.capacity = &share
+			p.shareKey = candKey(ci, r.claim, keyShare+uint64(rd.requestIndex)<<8+uint64(rd.subRequestIndex))
+			s.hash.toggle(p.shareKey)
+		}
+	}
+	s.results[r.claim] = append(s.results[r.claim], result)
+	p.resultAdded = true
+	return p, nil
+}
+
+// undo reverts a placement, or the part of it applied so far, in reverse
+// order of application.
+func (s *search) undo(p *placement) {
+	c := s.cands[p.cand]
+	if p.resultAdded {
+		s.results[p.r.claim] = s.results[p.r.claim][:len(s.results[p.r.claim])-1]
+	}
+	if p.capacity != nil {
+		s.capacity.Remove(*p.capacity)
+		if p.capacityEntryExisted {
+			// Remove drops an entry that became empty, which would also
+			// erase the "already shared" marker the earlier share needs.
+			if _, ok := s.capacity[c.id()]; !ok {
+				s.capacity[c.id()] = structured.ConsumedCapacity{}
+			}
+		}
+		s.hash.toggle(p.shareKey)
+	}
+	if p.marked {
+		marks := s.marks[p.cand]
+		if i := slices.Index(marks, p.r.claim); i >= 0 {
+			s.marks[p.cand] = slices.Delete(marks, i, i+1)
+		}
+		s.hash.toggle(candKey(p.cand, p.r.claim, keyMark))
+	}
+	for i := p.constraints - 1; i >= 0; i-- {
+		cs := &s.constraints[p.r.claim][i]
+		if cs.spec.appliesTo(p.nr.rd) {
+			cs.remove()
+		}
+	}
+	if p.compatUndo != nil {
+		s.compatFor(c.pool).restore(p.compatUndo)
+	}
+	if p.countersHeld {
+		s.countersFor(c.pool).release(c.device())
+		s.hash.toggle(candKey(p.cand, -1, keyCounters))
+	}
+}
+
+// inUse: allocated before this cycle, or exclusively allocated by the
+// current assignment.
+func (s *search) inUse(ci int) bool {
+	return s.isAllocatedCand(ci) || len(s.marks[ci]) > 0
+}
+
+func (s *search) markedBy(ci, claim int) bool {
+	return slices.Contains(s.marks[ci], claim)
+}
+
+func (s *search) isAllocatedCand(ci int) bool {
+	switch s.allocated[ci] {
+	case 1:
+		return true
+	case 2:
+		return false
+	}
+	allocated := s.a.state.AllocatedDevices.Has(s.cands[ci].id())
+	s.allocated[ci] = 2
+	if allocated {
+		s.allocated[ci] = 1
+	}
+	return allocated
+}
+
+// capacityInUse: some share of an allow-multiple device exists, from an
+// earlier cycle or the current assignment.
+func (s *search) capacityInUse(ci int) bool {
+	id := s.cands[ci].id()
+	if _, ok := s.a.state.AggregatedCapacity[id]; ok {
+		return true
+	}
+	if s.a.sharedDevices().Has(id) {
+		return true
+	}
+	_, ok := s.capacity[id]
+	return ok
+}
+
+// clean: nothing in the current assignment touches the candidate, so it is
+// interchangeable with any other clean candidate of its class.
+func (s *search) clean(ci int) bool {
+	if len(s.marks[ci]) > 0 {
+		return false
+	}
+	_, shared := s.capacity[s.cands[ci].id()]
+	return !shared
+}
+
+// classOf returns the candidate's equivalence class for this cycle. Devices
+// with any allocation state from earlier cycles are kept in classes of their
+// own, so only the device content has to be compared.
+func (s *search) classOf(ci int) deviceClassKey {
+	c := s.cands[ci]
+	if s.isAllocatedCand(ci) || s.a.isAllocated(c.id()) {
+		var unique deviceClassKey
+		// Distinct from any SHA-256 prefix in practice: the all-zero key
+		// plus the candidate index.
+		unique[0], unique[1], unique[2], unique[3] = 0xff, byte(ci>>16), byte(ci>>8), byte(ci)
+		return unique
+	}
+	return c.ps.deviceClasses()[c.i]
+}
+
+func (s *search) capacityFits(rd *requestData, ci int) (bool, error) {
+	c := s.cands[ci]
+	device := c.device()
+	id := c.id()
+	return capacityFits(rd.capacity, device.Capacity, s.a.state.AggregatedCapacity[id], s.capacity[id], s.a.features.FractionalCapacityRange)
+}
+
+func (s *search) countersFor(p *pool) *counterUsage {
+	u := s.counters[p]
+	if u == nil {
+		u = newCounterUsage(s.a.poolCounters(p))
+		if s.counters == nil {
+			s.counters = make(map[*pool]*counterUsage)
+		}
+		s.counters[p] = u
+	}
+	return u
+}
+
+func (s *search) compatFor(p *pool) *compatUsage {
+	u := s.compat[p]
+	if u == nil {
+		u = &compatUsage{baseline: s.a.poolCounters(p).compatBaseline, running: make(map[string]compatIntersection)}
+		if s.compat == nil {
+			s.compat = make(map[*pool]*compatUsage)
+		}
+		s.compat[p] = u
+	}
+	return u
+}
+
+func taintPrevents(device *resourceapi.Device, tolerations []resourceapi.DeviceToleration) bool {
+	for i := range device.Taints {
+		taint := &device.Taints[i]
+		switch taint.Effect {
+		case resourceapi.DeviceTaintEffectNoExecute, resourceapi.DeviceTaintEffectNoSchedule:
+			// Only these effects prevent allocation; others, None included,
+			// are informational.
+		default:
+			continue
+		}
+		tolerated := false
+		for j := range tolerations {
+			if resourceclaim.ToleratesTaint(tolerations[j], *taint) {
+				tolerated = true
+				break
+			}
+		}
+		if !tolerated {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,72 @@
+package allocator
+
+import (
+	"fmt"
+
+	"k8s.io/dynamic-resource-allocation/structured"
+)
+
+// tier describes one of upstream's allocator variants: which features it
+// supports and the few places where its behaviour differs. All tiers share
+// one search core; a tier is only a set of switches on it.
+//
+// Upstream keeps three copies of its allocator ("stable", "incubating",
+// "experimental") and picks the first whose supported features cover the
+// requested ones. The reference for drasched's default policy is upstream
+// with structured.EnableAllocators("incubating", "experimental"), the
+// Kubernetes 1.37 default: the old stable copy neither sorts pools and
+// slices by name nor supports distinctAttribute, and is deliberately not
+// reproduced.
+type tier struct {
+	name      string
+	supported structured.Features
+
+	// honorsSkipNodeOperations: devices from slices with SkipNodeOperations
+	// are only allocated when the OptionalNodeOperations feature is on and the
+	// node declares DRAOptionalNodeOperations, and results carry the slice's
+	// SkipNodeOperations. The incubating tier ignores the field entirely.
+	honorsSkipNodeOperations bool
+}
+
+var tiers = []*tier{
+	{
+		name: "incubating",
+		supported: structured.Features{
+			AdminAccess:             true,
+			PrioritizedList:         true,
+			PartitionableDevices:    true,
+			DeviceTaints:            true,
+			DeviceBindingAndStatus:  true,
+			ConsumableCapacity:      true,
+			FractionalCapacityRange: true,
+		},
+	},
+	{
+		name: "experimental",
+		supported: structured.Features{
+			AdminAccess:             true,
+			PrioritizedList:         true,
+			PartitionableDevices:    true,
+			DeviceTaints:            true,
+			DeviceBindingAndStatus:  true,
+			ConsumableCapacity:      true,
+			FractionalCapacityRange: true,
+			ListTypeAttributes:      true,
+			OptionalNodeOperations:  true,
+			DerivedAttributes:       true,
+			CompatibilityGroups:     true,
+		},
+		honorsSkipNodeOperations: true,
+	},
+}
+
+// pickTier returns the first tier whose supported features cover the
+// requested ones, as upstream's NewAllocator does.
+func pickTier(features structured.Features) (*tier, error) {
+	for _, t := range tiers {
+		if t.supported.Set().IsSuperset(features.Set()) {
+			return t, nil
+		}
+	}
+	return nil, fmt.Errorf("no allocator tier supports feature set %+v", features)
+}
