@@ -283,6 +283,15 @@ func TestDeviceAlreadyPrepared(t *testing.T) {
 	second6 := makeClaim("second-6").device("gpu", "gpu-6").obj()
 	monitor6 := makeClaim("monitor-6").device("gpu", "gpu-6").adminAccess().obj()
 	env := setup(t, envOptions{}, whole0, mig0, first6, second6, monitor6)
+	errorsBefore, err := testutil.GetCounterMetricValue(claimOperationErrors.WithLabelValues(operationPrepare))
+	if err != nil {
+		t.Fatal(err)
+	}
+	callsBefore, err := testutil.GetHistogramMetricCount(operationDuration.WithLabelValues(operationPrepare))
+	if err != nil {
+		t.Fatal(err)
+	}
+	refused := 0
 
 	type step struct {
 		unprepare bool
@@ -313,6 +322,15 @@ func TestDeviceAlreadyPrepared(t *testing.T) {
 		if (s.wantErr == "") != (got == "") || !strings.Contains(got, s.wantErr) {
 			t.Errorf("step %d: prepare %s: error %q, want %q", i, s.claim.Name, got, s.wantErr)
 		}
+		if s.wantErr != "" {
+			refused++
+		}
+	}
+	if v, _ := testutil.GetCounterMetricValue(claimOperationErrors.WithLabelValues(operationPrepare)); v-errorsBefore != float64(refused) {
+		t.Errorf("claim_operation_errors_total{operation=prepare} grew by %v, want %d", v-errorsBefore, refused)
+	}
+	if v, _ := testutil.GetHistogramMetricCount(operationDuration.WithLabelValues(operationPrepare)); v-callsBefore != 7 {
+		t.Errorf("operation_duration_seconds{operation=prepare} observed %d calls, want 7", v-callsBefore)
 	}
 }
 

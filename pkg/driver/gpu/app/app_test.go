@@ -207,6 +207,63 @@ func TestDiscoverLiveNvidiaSMI(t *testing.T) {
 	}
 }
 
+// TestDiscoverSysfsDryRun runs the sysfs backend on a copied host tree.
+func TestDiscoverSysfsDryRun(t *testing.T) {
+	root := t.TempDir()
+	sysfs, proc := filepath.Join(root, "sys"), filepath.Join(root, "proc")
+	const bus = "0000:18:00.0"
+	rel := filepath.Join("devices", "pci0000:15", "0000:15:01.0", bus)
+	files := map[string]string{
+		filepath.Join(sysfs, rel, "vendor"):             "0x10de\n",
+		filepath.Join(sysfs, rel, "class"):              "0x030200\n",
+		filepath.Join(sysfs, rel, "device"):             "0x2330\n",
+		filepath.Join(sysfs, rel, "numa_node"):          "1\n",
+		filepath.Join(proc, "gpus", bus, "information"): "Model: \t\t NVIDIA H100 80GB HBM3\nGPU UUID: \t GPU-4cf8db2d-06c0-7d70-1a51-e59b25b2c16c\nDevice Minor: \t 0\n",
+		filepath.Join(proc, "version"):                  "NVRM version: NVIDIA UNIX x86_64 Kernel Module  550.54.15  Tue Mar  5 22:23:56 UTC 2024\n",
+	}
+	for path, content := range files {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	links := map[string]string{
+		filepath.Join(sysfs, "bus", "pci", "devices", bus): filepath.Join("..", "..", "..", rel),
+		filepath.Join(sysfs, rel, "driver"):                filepath.Join("..", "..", "..", "..", "bus", "pci", "drivers", "nvidia"),
+	}
+	for link, target := range links {
+		if err := os.MkdirAll(filepath.Dir(link), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(target, link); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out, err := runCommand(t, "discover", "--print-slices", "--node-name=n", "--backend=sysfs", "--sysfs-root="+sysfs, "--nvidia-proc-dir="+proc)
+	if err != nil {
+		t.Fatalf("discover: %v", err)
+	}
+	slices := decodeSlices(t, out)
+	if len(slices) != 1 || len(slices[0].Spec.Devices) != 1 {
+		t.Fatalf("want one slice with one device, got %d slices:\n%s", len(slices), out)
+	}
+	attrs := slices[0].Spec.Devices[0].Attributes
+	for name, want := range map[resourceapi.QualifiedName]string{
+		"resource.kubernetes.io/pcieRoot": "pci0000:15",
+		"resource.kubernetes.io/pciBusID": bus,
+		"uuid":                            "GPU-4cf8db2d-06c0-7d70-1a51-e59b25b2c16c",
+	} {
+		if got := attrs[name].StringValue; got == nil || *got != want {
+			t.Errorf("attribute %s = %v, want %s", name, got, want)
+		}
+	}
+	if numa := attrs["resource.kubernetes.io/numaNode"].IntValue; numa == nil || *numa != 1 {
+		t.Errorf("numaNode = %v, want 1", numa)
+	}
+}
+
 func TestDiscoverTable(t *testing.T) {
 	out, err := runCommand(t, "discover", "--node-name=n", "--backend=inventory", "--inventory="+filepath.Join(inventories, "l40s-4.yaml"))
 	if err != nil {

@@ -1,9 +1,10 @@
 package device
 
 import (
+	"cmp"
 	"fmt"
 	"regexp"
-	"sort"
+	"slices"
 
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -163,5 +164,5 @@ func validateHealth(p *field.Path, h Health) field.ErrorList {
 // SortMIG orders MIG devices by placement, the order in which they are
 // published.
 func SortMIG(migs []MIGDevice) {
-	sort.SliceStable(migs, func(i, j int) bool { return migs[i].Placement.Start < migs[j].Placement.Start })
+	slices.SortStableFunc(migs, func(a, b MIGDevice) int { return cmp.Compare(a.Placement.Start, b.Placement.Start) })
 }

@@ -13,9 +13,11 @@
 package discovery
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/drasched/drasched/pkg/driver/gpu/device"
@@ -54,7 +56,7 @@ func invalidf(format string, args ...any) error {
 
 // finish sorts and validates what a backend found.
 func finish(gpus []device.GPU) ([]device.GPU, error) {
-	sortGPUs(gpus)
+	slices.SortStableFunc(gpus, func(a, b device.GPU) int { return cmp.Compare(a.Index, b.Index) })
 	for i := range gpus {
 		device.SortMIG(gpus[i].MIG)
 	}
@@ -62,14 +64,6 @@ func finish(gpus []device.GPU) ([]device.GPU, error) {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidInput, err)
 	}
 	return gpus, nil
-}
-
-func sortGPUs(gpus []device.GPU) {
-	for i := 1; i < len(gpus); i++ {
-		for j := i; j > 0 && gpus[j].Index < gpus[j-1].Index; j-- {
-			gpus[j], gpus[j-1] = gpus[j-1], gpus[j]
-		}
-	}
 }
 
 // describe summarises GPUs for log lines.
