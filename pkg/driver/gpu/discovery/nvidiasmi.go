@@ -113,8 +113,10 @@ func (n *NvidiaSMI) Discover(ctx context.Context) ([]device.GPU, error) {
 				return nil, invalidf("GPU %d (%s) has UUID %s in nvidia-smi but %s in %s", row.Index, row.PCIBusID, row.UUID, info.UUID, procDir)
 			}
 			g.Minor = info.Minor
-		case errors.Is(err, fs.ErrNotExist):
-			logger.V(4).Info("No NVIDIA driver /proc entry, assuming the minor number equals the index", "gpu", row.Index, "dir", procDir)
+		case errors.Is(err, fs.ErrNotExist), errors.Is(err, ErrInvalidInput):
+			// The /proc entry only adds the minor number; nvidia-smi
+			// remains the source of truth for everything else.
+			logger.V(2).Info("No usable NVIDIA driver /proc entry, assuming the minor number equals the index", "gpu", row.Index, "dir", procDir, "err", err)
 		default:
 			return nil, err
 		}

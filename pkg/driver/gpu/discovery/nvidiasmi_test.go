@@ -318,6 +318,13 @@ func TestNvidiaSMIReadsHostTopology(t *testing.T) {
 		t.Errorf("got minor %d, PCIe root %q, NUMA node %v; want 3, pci0000:15, 1", got.Minor, got.PCIeRoot, got.NUMANode)
 	}
 
+	// A /proc entry this code cannot read only loses the minor number.
+	host.write(filepath.Join(host.proc, "gpus", "0000:18:00.0", "information"), "Model: NVIDIA H100\nFuture Field: 1\n")
+	gpus, err = b.Discover(ctx)
+	if err != nil || gpus[0].Minor != gpus[0].Index {
+		t.Errorf("Discover with an unreadable /proc entry: %v, minor %d; want the index as minor", err, gpus[0].Minor)
+	}
+
 	// The driver's /proc entry names another GPU at that address: refuse.
 	host.addGPU(fakePCIGPU{busID: "0000:18:00.0", root: "pci0000:15", numa: "1", minor: 3, uuid: "GPU-00000000-06c0-7d70-1a51-e59b25b2c16c"})
 	if _, err := b.Discover(ctx); err == nil || !strings.Contains(err.Error(), "has UUID") {
