@@ -144,11 +144,13 @@ func (d *Driver) prepareClaim(ctx context.Context, cp *checkpoint.Checkpoint, in
 	return resultDevices(entry), nil
 }
 
-// rollBack undoes a failed prepare: the CDI spec goes, then the entry.
+// rollBack removes a claim: the CDI spec goes first, then the entry. It
+// undoes failed prepares and does Unprepare.
 func (d *Driver) rollBack(cp *checkpoint.Checkpoint, uid string) error {
 	if err := d.cdi.Remove(uid); err != nil {
-		// Keep the entry: the next call finds PrepareStarted and retries
-		// the removal.
+		// Keep the entry, so that the spec is not forgotten while it may
+		// still exist: the next Unprepare, or the rollback of a
+		// PrepareStarted entry, retries the removal.
 		return err
 	}
 	delete(cp.Claims, uid)
