@@ -1,0 +1,160 @@
+package app
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+	"k8s.io/dynamic-resource-allocation/kubeletplugin"
+
+	"github.com/drasched/drasched/pkg/driver/gpu"
+	"github.com/drasched/drasched/pkg/driver/gpu/cdi"
+	"github.com/drasched/drasched/pkg/driver/gpu/checkpoint"
+	"github.com/drasched/drasched/pkg/driver/gpu/discovery"
+)
+
+// discoveryOptions select and configure the discovery backend. Both
+// subcommands have them, so that `discover` shows exactly what `run` would
+// publish.
+type discoveryOptions struct {
+	driverName        string
+	nodeName          string
+	backend           string
+	nvidiaSMI         string
+	nvidiaSMIOutput   string
+	nvidiaSMITimeout  time.Duration
+	sysfsRoot         string
+	nvidiaProcDir     string
+	inventory         string
+	recordedNvidiaSMI *discovery.Recorder // set by discover --record-nvidia-smi
+}
+
+func newDiscoveryOptions() *discoveryOptions {
+	return &discoveryOptions{
+		driverName:       gpu.DefaultDriverName,
+		nodeName:         os.Getenv("NODE_NAME"),
+		backend:          discovery.BackendNvidiaSMI,
+		nvidiaSMITimeout: discovery.DefaultNvidiaSMITimeout,
+		sysfsRoot:        discovery.DefaultSysfsRoot,
+		nvidiaProcDir:    discovery.DefaultNvidiaProcDir,
+	}
+}
+
+func (o *discoveryOptions) addFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&o.driverName, "driver-name", o.driverName, "Name of the DRA driver, used in ResourceSlices, DeviceClasses, CDI device IDs and the unhealthy taint key.")
+	fs.StringVar(&o.nodeName, "node-name", o.nodeName, "Name of the node; also the name of its device pool. Defaults to $NODE_NAME.")
+	fs.StringVar(&o.backend, "backend", o.backend, "Device discovery backend: "+strings.Join(discovery.Backends, ", ")+".")
+	fs.StringVar(&o.nvidiaSMI, "nvidia-smi", o.nvidiaSMI, "nvidia-smi binary for --backend=nvidia-smi; empty looks it up on PATH.")
+	fs.StringVar(&o.nvidiaSMIOutput, "nvidia-smi-output", o.nvidiaSMIOutput, "Replay a recorded nvidia-smi transcript (see discover --record-nvidia-smi) instead of running nvidia-smi: a dry run anywhere.")
+	fs.DurationVar(&o.nvidiaSMITimeout, "nvidia-smi-timeout", o.nvidiaSMITimeout, "Time limit for one nvidia-smi run.")
+	fs.StringVar(&o.sysfsRoot, "sysfs-root", o.sysfsRoot, "sysfs mount, for --backend=sysfs and for the PCIe root and NUMA node of nvidia-smi devices.")
+	fs.StringVar(&o.nvidiaProcDir, "nvidia-proc-dir", o.nvidiaProcDir, "The NVIDIA driver's /proc directory (GPU UUIDs and minor numbers).")
+	fs.StringVar(&o.inventory, "inventory", o.inventory, "Inventory YAML file for --backend=inventory.")
+}
+
+func (o *discoveryOptions) validate() error {
+	var errs []error
+	if o.nodeName == "" {
+		errs = append(errs, errors.New("--node-name (or $NODE_NAME) is required"))
+	}
+	if !slices.Contains(discovery.Backends, o.backend) {
+		errs = append(errs, fmt.Errorf("--backend=%q: want one of %s", o.backend, strings.Join(discovery.Backends, ", ")))
+	}
+	if o.backend == discovery.BackendInventory && o.inventory == "" {
+		errs = append(errs, errors.New("--backend=inventory needs --inventory"))
+	}
+	if o.inventory != "" && o.backend != discovery.BackendInventory {
+		errs = append(errs, fmt.Errorf("--inventory is only used with --backend=inventory, not %s", o.backend))
+	}
+	if o.nvidiaSMIOutput != "" && o.backend != discovery.BackendNvidiaSMI {
+		errs = append(errs, fmt.Errorf("--nvidia-smi-output is only used with --backend=nvidia-smi, not %s", o.backend))
+	}
+	if o.nvidiaSMITimeout <= 0 {
+		errs = append(errs, errors.New("--nvidia-smi-timeout must be positive"))
+	}
+	return errors.Join(errs...)
+}
+
+// discoverer builds the selected backend.
+func (o *discoveryOptions) discoverer() (discovery.Discoverer, error) {
+	switch o.backend {
+	case discovery.BackendInventory:
+		return &discovery.Inventory{Path: o.inventory}, nil
+	case discovery.BackendSysfs:
+		return &discovery.Sysfs{Root: o.sysfsRoot, NvidiaProcDir: o.nvidiaProcDir}, nil
+	default:
+		var runner discovery.Runner = discovery.ExecRunner{Path: o.nvidiaSMI, Timeout: o.nvidiaSMITimeout}
+		if o.nvidiaSMIOutput != "" {
+			rec, err := discovery.LoadRecording(o.nvidiaSMIOutput)
+			if err != nil {
+				return nil, err
+			}
+			runner = rec
+		}
+		if o.recordedNvidiaSMI != nil {
+			o.recordedNvidiaSMI.Runner = runner
+			runner = o.recordedNvidiaSMI
+		}
+		return &discovery.NvidiaSMI{Runner: runner, SysfsRoot: o.sysfsRoot, NvidiaProcDir: o.nvidiaProcDir}, nil
+	}
+}
+
+// pluginOptions configure `run`.
+type pluginOptions struct {
+	kubeconfig         string
+	kubeAPIQPS         float32
+	kubeAPIBurst       int
+	pluginDataDir      string
+	registrarDir       string
+	stateDir           string
+	cdiDir             string
+	bootIDFile         string
+	rescanInterval     time.Duration
+	healthCheckTimeout time.Duration
+	podUID             string
+	metricsBindAddress string
+}
+
+func newPluginOptions() *pluginOptions {
+	return &pluginOptions{
+		kubeAPIQPS:         5,
+		kubeAPIBurst:       10,
+		registrarDir:       kubeletplugin.KubeletRegistryDir,
+		cdiDir:             cdi.DefaultDir,
+		bootIDFile:         checkpoint.DefaultBootIDPath,
+		rescanInterval:     gpu.DefaultRescanInterval,
+		healthCheckTimeout: gpu.DefaultHealthCheckTimeout,
+		podUID:             os.Getenv("POD_UID"),
+		metricsBindAddress: ":8080",
+	}
+}
+
+func (o *pluginOptions) addFlags(plugin, kube, metrics *pflag.FlagSet) {
+	kube.StringVar(&o.kubeconfig, "kubeconfig", o.kubeconfig, "Kubeconfig file; empty uses the in-cluster configuration.")
+	kube.Float32Var(&o.kubeAPIQPS, "kube-api-qps", o.kubeAPIQPS, "QPS towards the apiserver.")
+	kube.IntVar(&o.kubeAPIBurst, "kube-api-burst", o.kubeAPIBurst, "Burst towards the apiserver.")
+	plugin.StringVar(&o.pluginDataDir, "plugin-data-dir", o.pluginDataDir, "Directory of the DRA socket; default "+kubeletplugin.KubeletPluginsDir+"/<driver name>. Must be the same path on the host.")
+	plugin.StringVar(&o.registrarDir, "registrar-dir", o.registrarDir, "The kubelet's plugin registration directory.")
+	plugin.StringVar(&o.stateDir, "state-dir", o.stateDir, "Directory of the checkpoint and lock file; default the plugin data directory. Must survive pod restarts.")
+	plugin.StringVar(&o.cdiDir, "cdi-dir", o.cdiDir, "Directory for the claims' CDI specs, read by the container runtime.")
+	plugin.StringVar(&o.bootIDFile, "boot-id-file", o.bootIDFile, "File with the ID of the current boot; prepared claims do not survive a reboot.")
+	plugin.DurationVar(&o.rescanInterval, "rescan-interval", o.rescanInterval, "How often devices are discovered again (file changes trigger a rescan at once).")
+	plugin.DurationVar(&o.healthCheckTimeout, "health-check-timeout", o.healthCheckTimeout, "How long the kubelet trusts a device health report; reports are resent three times per timeout.")
+	plugin.StringVar(&o.podUID, "pod-uid", o.podUID, "UID of the plugin's pod (defaults to $POD_UID); enables seamless rolling updates, which need kubelet 1.33 or newer.")
+	metrics.StringVar(&o.metricsBindAddress, "metrics-bind-address", o.metricsBindAddress, "Address of the /metrics and /healthz endpoint; empty disables it.")
+}
+
+func (o *pluginOptions) validate() error {
+	var errs []error
+	if o.rescanInterval < time.Second {
+		errs = append(errs, errors.New("--rescan-interval must be at least 1s"))
+	}
+	if o.healthCheckTimeout < 3*time.Second {
+		errs = append(errs, errors.New("--health-check-timeout must be at least 3s"))
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,178 @@
+package discovery
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+
+	"k8s.io/klog/v2"
+
+	"github.com/drasched/drasched/pkg/driver/gpu/device"
+)
+
+// NvidiaSMI discovers GPUs with nvidia-smi. The same code parses live output
+// and recorded transcripts: only the Runner differs.
+type NvidiaSMI struct {
+	// Runner runs nvidia-smi: an ExecRunner on a GPU host, a Recording in
+	// dry runs and tests.
+	Runner Runner
+	// SysfsRoot is where the PCIe root and NUMA node are read (default
+	// /sys). Devices missing there simply lack these attributes.
+	SysfsRoot string
+	// NvidiaProcDir is the driver's /proc directory (default
+	// /proc/driver/nvidia), read for device minor numbers. Without it the
+	// minor number is assumed to equal the nvidia-smi index.
+	NvidiaProcDir string
+}
+
+var _ Discoverer = &NvidiaSMI{}
+
+func (n *NvidiaSMI) String() string {
+	if rec, ok := n.Runner.(*Recording); ok && rec != nil {
+		return "nvidia-smi (recorded output)"
+	}
+	return "nvidia-smi"
+}
+
+// WatchPaths implements Discoverer: nvidia-smi has nothing to watch, the
+// periodic rescan notices changes.
+func (n *NvidiaSMI) WatchPaths() []string { return nil }
+
+// noDevices is what nvidia-smi prints, with exit status 6, on a host
+// without GPUs.
+var noDevices = []byte("No devices were found")
+
+// Discover implements Discoverer.
+func (n *NvidiaSMI) Discover(ctx context.Context) ([]device.GPU, error) {
+	logger := klog.FromContext(ctx)
+	out, err := n.Runner.Run(ctx, QueryArgs...)
+	if exitErr, ok := errors.AsType[*ExitError](err); ok && bytes.Contains(exitErr.Output, noDevices) {
+		return []device.GPU{}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	rows, err := parseQuery(out)
+	if err != nil {
+		return nil, err
+	}
+
+	var list smiList
+	var instances []smiGPUInstance
+	var memory map[profileKey]int64
+	if anyMIGEnabled(rows) {
+		if list, instances, memory, err = n.listMIG(ctx); err != nil {
+			return nil, err
+		}
+	}
+
+	sysfsRoot := n.SysfsRoot
+	if sysfsRoot == "" {
+		sysfsRoot = DefaultSysfsRoot
+	}
+	procDir := n.NvidiaProcDir
+	if procDir == "" {
+		procDir = DefaultNvidiaProcDir
+	}
+	gpus := make([]device.GPU, 0, len(rows))
+	for _, row := range rows {
+		if len(row.unavailableFieldNames) > 0 {
+			logger.V(5).Info("nvidia-smi has no value for some fields", "gpu", row.Index, "fields", row.unavailableFieldNames)
+		}
+		g := device.GPU{
+			Index:                 row.Index,
+			Minor:                 row.Index,
+			UUID:                  row.UUID,
+			ProductName:           row.Name,
+			CUDAComputeCapability: row.ComputeCapability,
+			Architecture:          device.ArchitectureFor(row.ComputeCapability),
+			DriverVersion:         row.DriverVersion,
+			MemoryBytes:           row.MemoryMiB << 20,
+			PCIBusID:              row.PCIBusID,
+			MIGEnabled:            row.MIGEnabled,
+			Health:                row.Health,
+		}
+		if g.ProductName == "" {
+			g.ProductName = "NVIDIA GPU"
+		}
+		g.Brand = device.BrandFor(g.ProductName)
+		if uuid, listed := list.GPUUUIDs[row.Index]; row.MIGEnabled && listed && uuid != row.UUID {
+			return nil, invalidf("GPU %d has UUID %s in nvidia-smi --query-gpu but %s in nvidia-smi -L", row.Index, row.UUID, uuid)
+		}
+		if row.MIGEnabled && len(list.MIG[row.Index]) > 0 {
+			if g.MIG, err = joinMIG(row.Index, list.MIG[row.Index], instances, memory); err != nil {
+				return nil, err
+			}
+		}
+		info, err := readProcInfo(procDir, row.PCIBusID)
+		switch {
+		case err == nil:
+			if info.UUID != row.UUID {
+				return nil, invalidf("GPU %d (%s) has UUID %s in nvidia-smi but %s in %s", row.Index, row.PCIBusID, row.UUID, info.UUID, procDir)
+			}
+			g.Minor = info.Minor
+		case errors.Is(err, fs.ErrNotExist), errors.Is(err, ErrInvalidInput):
+			// The /proc entry only adds the minor number; nvidia-smi
+			// remains the source of truth for everything else.
+			logger.V(2).Info("No usable NVIDIA driver /proc entry, assuming the minor number equals the index", "gpu", row.Index, "dir", procDir, "err", err)
+		default:
+			return nil, err
+		}
+		topo, errs := readTopology(sysfsRoot, row.PCIBusID)
+		if len(errs) > 0 {
+			logger.V(4).Info("Leaving out topology attributes", "gpu", row.Index, "err", errors.Join(errs...))
+		}
+		g.PCIeRoot, g.NUMANode = topo.PCIeRoot, topo.NUMANode
+		gpus = append(gpus, g)
+	}
+	gpus, err = finish(gpus)
+	if err != nil {
+		return nil, fmt.Errorf("nvidia-smi: %w", err)
+	}
+	logger.V(5).Info("Discovered GPUs", "backend", n.String(), "devices", describe(gpus))
+	return gpus, nil
+}
+
+func anyMIGEnabled(rows []smiGPU) bool {
+	for _, r := range rows {
+		if r.MIGEnabled {
+			return true
+		}
+	}
+	return false
+}
+
+// listMIG runs the MIG listings. `mig -lgi` and `mig -lgip` fail on hosts
+// without GPU instances, so they only run when `-L` shows MIG devices.
+func (n *NvidiaSMI) listMIG(ctx context.Context) (smiList, []smiGPUInstance, map[profileKey]int64, error) {
+	out, err := n.Runner.Run(ctx, ListArgs...)
+	if err != nil {
+		return smiList{}, nil, nil, err
+	}
+	list, err := parseList(out)
+	if err != nil {
+		return smiList{}, nil, nil, err
+	}
+	if len(list.MIG) == 0 {
+		return list, nil, nil, nil
+	}
+	out, err = n.Runner.Run(ctx, ListGPUInstancesArgs...)
+	if err != nil {
+		return smiList{}, nil, nil, err
+	}
+	instances, err := parseGPUInstances(out)
+	if err != nil {
+		return smiList{}, nil, nil, err
+	}
+	out, err = n.Runner.Run(ctx, ListGPUInstanceProfilesArgs...)
+	if err != nil {
+		return smiList{}, nil, nil, err
+	}
+	memory, err := parseGPUInstanceProfiles(out)
+	if err != nil {
+		return smiList{}, nil, nil, err
+	}
+	return list, instances, memory, nil
+}

@@ -1,0 +1,451 @@
+package gpu
+
+import (
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/component-base/metrics/testutil"
+	"k8s.io/dynamic-resource-allocation/kubeletplugin"
+	"k8s.io/klog/v2/ktesting"
+	drapbv1 "k8s.io/kubelet/pkg/apis/dra/v1"
+	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
+
+	"github.com/drasched/drasched/pkg/driver/gpu/checkpoint"
+)
+
+const cdiKind = DefaultDriverName + "/gpu="
+
+func configJSON(sharing string) string {
+	return `{"apiVersion":"gpu.drasched.dev/v1alpha1","kind":"GPUConfig","sharing":` + sharing + `}`
+}
+
+// TestNodePrepareResources calls the plugin's DRA socket as the kubelet
+// does, for one claim at a time.
+func TestNodePrepareResources(t *testing.T) {
+	a100 := loadInventory(t, "a100-mig-8.yaml")
+	mig00 := a100[0].MIGName(&a100[0].MIG[0])
+	defaultSharing := []string{"DRASCHED_GPU_SHARING=TimeSlicing", "DRASCHED_GPU_TIMESLICE_INTERVAL=Default"}
+	edits := func(uuids string, extra []string, nodes ...string) []string {
+		return append(append([]string{"NVIDIA_VISIBLE_DEVICES=" + uuids}, extra...), nodes...)
+	}
+	tests := map[string]struct {
+		claim       *resourceapi.ResourceClaim
+		wantErr     string
+		wantDevices []string
+		wantEdits   []string
+	}{
+		"whole GPU": {
+			claim:       makeClaim("whole").device("gpu", "gpu-6").obj(),
+			wantDevices: []string{"gpu-6"},
+			wantEdits:   edits(a100[6].UUID, defaultSharing, "/dev/nvidia6"),
+		},
+		"two GPUs in one claim": {
+			claim:       makeClaim("two").device("gpus", "gpu-6").device("gpus", "gpu-7").obj(),
+			wantDevices: []string{"gpu-6", "gpu-7"},
+			wantEdits:   edits(a100[6].UUID+","+a100[7].UUID, defaultSharing, "/dev/nvidia6", "/dev/nvidia7"),
+		},
+		"MIG device": {
+			claim:       makeClaim("mig").device("mig", mig00).obj(),
+			wantDevices: []string{mig00},
+			wantEdits:   edits(a100[0].MIG[0].UUID, defaultSharing, "/dev/nvidia0"),
+		},
+		"whole GPU in MIG mode exposes its MIG devices": {
+			claim:       makeClaim("whole-mig").device("gpu", "gpu-5").obj(),
+			wantDevices: []string{"gpu-5"},
+			wantEdits:   edits(a100[5].MIG[0].UUID, defaultSharing, "/dev/nvidia5"),
+		},
+		"claim configuration overrides the class configuration": {
+			claim: makeClaim("mps").device("gpu", "gpu-6").
+				config(resourceapi.AllocationConfigSourceClass, configJSON(`{"strategy":"TimeSlicing","timeSlicing":{"interval":"Long"}}`)).
+				config(resourceapi.AllocationConfigSourceClaim, configJSON(`{"strategy":"MPS","mps":{"activeThreadPercentage":50}}`)).obj(),
+			wantDevices: []string{"gpu-6"},
+			wantEdits:   edits(a100[6].UUID, []string{"DRASCHED_GPU_SHARING=MPS", "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=50"}, "/dev/nvidia6"),
+		},
+		"class configuration applies": {
+			claim: makeClaim("short").device("gpu", "gpu-6").
+				config(resourceapi.AllocationConfigSourceClass, configJSON(`{"strategy":"TimeSlicing","timeSlicing":{"interval":"Short"}}`)).obj(),
+			wantDevices: []string{"gpu-6"},
+			wantEdits:   edits(a100[6].UUID, []string{"DRASCHED_GPU_SHARING=TimeSlicing", "DRASCHED_GPU_TIMESLICE_INTERVAL=Short"}, "/dev/nvidia6"),
+		},
+		"configuration for another request does not apply": {
+			claim: makeClaim("other-request").device("gpu", "gpu-6").
+				config(resourceapi.AllocationConfigSourceClaim, configJSON(`{"strategy":"MPS"}`), "other").obj(),
+			wantDevices: []string{"gpu-6"},
+			wantEdits:   edits(a100[6].UUID, defaultSharing, "/dev/nvidia6"),
+		},
+		"devices of other drivers are left alone": {
+			claim:       makeClaim("mixed").device("gpu", "gpu-7").deviceIn("nic.example.com", testNode, "nic", "nic-0").obj(),
+			wantDevices: []string{"gpu-7"},
+			wantEdits:   edits(a100[7].UUID, defaultSharing, "/dev/nvidia7"),
+		},
+		"device in another node's pool": {
+			claim:   makeClaim("wrong-pool").deviceIn(DefaultDriverName, "node-2", "gpu", "gpu-6").obj(),
+			wantErr: "claim is not allocated on this node: device gpu-6 is in pool node-2",
+		},
+		"allocation for another node": {
+			claim:   makeClaim("wrong-node").device("gpu", "gpu-6").onNode("node-2").obj(),
+			wantErr: "node selector does not match node node-1",
+		},
+		"no device of this driver": {
+			claim:   makeClaim("not-ours").deviceIn("nic.example.com", testNode, "nic", "nic-0").obj(),
+			wantErr: "claim has no devices of this driver",
+		},
+		"device that is not here": {
+			claim:   makeClaim("unknown-device").device("gpu", "gpu-42").obj(),
+			wantErr: "allocated device does not exist on this node: gpu-42",
+		},
+		"configuration with an unknown field": {
+			claim: makeClaim("typo").device("gpu", "gpu-6").
+				config(resourceapi.AllocationConfigSourceClaim, configJSON(`{"strategy":"MPS","mps":{"activeThreadPercent":50}}`)).obj(),
+			wantErr: `unknown field "sharing.mps.activeThreadPercent"`,
+		},
+		"configuration out of range": {
+			claim: makeClaim("range").device("gpu", "gpu-6").
+				config(resourceapi.AllocationConfigSourceClaim, configJSON(`{"strategy":"MPS","mps":{"activeThreadPercentage":150}}`)).obj(),
+			wantErr: "sharing.mps.activeThreadPercentage: Invalid value: 150: must be between 1 and 100",
+		},
+		"different configurations for the devices of one claim": {
+			claim: makeClaim("two-configs").device("a", "gpu-6").device("b", "gpu-7").
+				config(resourceapi.AllocationConfigSourceClaim, configJSON(`{"strategy":"MPS"}`), "a").obj(),
+			wantErr: "one configuration per claim is supported",
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			env := setup(t, envOptions{}, tc.claim)
+			resp, err := env.prepare(t, tc.claim)
+			if err != nil {
+				t.Fatalf("NodePrepareResources: %v", err)
+			}
+			got := resp.Claims[string(tc.claim.UID)]
+			if got == nil {
+				t.Fatalf("no result for the claim in %v", resp)
+			}
+			cp := env.loadCheckpoint(t)
+			if tc.wantErr != "" {
+				if !strings.Contains(got.Error, tc.wantErr) {
+					t.Errorf("claim error %q, want one containing %q", got.Error, tc.wantErr)
+				}
+				if len(got.Devices) > 0 || len(cp.Claims) > 0 || len(env.cdiSpecs(t)) > 0 {
+					t.Errorf("a refused claim left devices %v, checkpoint %v, CDI specs %v", got.Devices, cp.Claims, env.cdiSpecs(t))
+				}
+				return
+			}
+			if got.Error != "" {
+				t.Fatalf("claim error: %s", got.Error)
+			}
+			cdiID := cdiKind + string(tc.claim.UID)
+			var names []string
+			for _, d := range got.Devices {
+				names = append(names, d.DeviceName)
+				if diff := cmp.Diff([]string{cdiID}, d.CdiDeviceIds); diff != "" {
+					t.Errorf("CDI IDs of %s (-want +got):\n%s", d.DeviceName, diff)
+				}
+				if d.PoolName != testNode || len(d.RequestNames) != 1 {
+					t.Errorf("device %s: pool %q, requests %v", d.DeviceName, d.PoolName, d.RequestNames)
+				}
+			}
+			if diff := cmp.Diff(tc.wantDevices, names); diff != "" {
+				t.Errorf("devices (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(map[string][]string{cdiID: tc.wantEdits}, env.cdiSpecs(t)); diff != "" {
+				t.Errorf("CDI devices (-want +got):\n%s", diff)
+			}
+			if c := cp.Claims[string(tc.claim.UID)]; c == nil || c.State != checkpoint.PrepareCompleted {
+				t.Errorf("checkpoint entry %+v, want PrepareCompleted", c)
+			}
+		})
+	}
+}
+
+// TestNodePrepareResourcesCallErrors: claims the kubelet plugin helper
+// cannot fetch fail the whole call, before the driver runs.
+func TestNodePrepareResourcesCallErrors(t *testing.T) {
+	tests := map[string]struct {
+		stored  *resourceapi.ResourceClaim // in the apiserver; nil for none
+		asked   *resourceapi.ResourceClaim
+		wantErr string
+	}{
+		"claim not allocated": {
+			stored:  makeClaim("pending").unallocated().obj(),
+			wantErr: "not allocated",
+		},
+		"claim does not exist": {
+			asked:   makeClaim("gone").device("gpu", "gpu-6").obj(),
+			wantErr: "not found",
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			var env *testEnv
+			if tc.stored != nil {
+				env = setup(t, envOptions{}, tc.stored)
+				tc.asked = tc.stored
+			} else {
+				env = setup(t, envOptions{})
+			}
+			resp, err := env.prepare(t, tc.asked)
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Errorf("NodePrepareResources: response %v, error %v; want an error containing %q", resp, err, tc.wantErr)
+			}
+		})
+	}
+}
+
+func TestPrepareIsIdempotentAndUnprepareCleansUp(t *testing.T) {
+	claim := makeClaim("idempotent").device("gpu", "gpu-6").device("gpu", "gpu-7").obj()
+	unknown := makeClaim("never-prepared").device("gpu", "gpu-1").obj()
+	env := setup(t, envOptions{}, claim)
+	operations := func(op string) float64 {
+		v, err := testutil.GetCounterMetricValue(claimOperations.WithLabelValues(op))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	preparesBefore, unpreparesBefore := operations(operationPrepare), operations(operationUnprepare)
+
+	first, err := env.prepare(t, claim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	specPath := env.driver.cdi.SpecPath(string(claim.UID))
+	specBefore, err := os.ReadFile(specPath)
+	if err != nil {
+		t.Fatalf("CDI spec: %v", err)
+	}
+	checkpointBefore := env.loadCheckpoint(t)
+
+	// The kubelet asks again, e.g. after its restart: same answer, nothing
+	// rewritten.
+	second, err := env.prepare(t, claim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(first.Claims, second.Claims, cmp.Comparer(func(a, b *drapbv1.NodePrepareResourceResponse) bool {
+		return a.String() == b.String()
+	})); diff != "" {
+		t.Errorf("second prepare differs (-first +second):\n%s", diff)
+	}
+	specAfter, _ := os.ReadFile(specPath)
+	if string(specAfter) != string(specBefore) {
+		t.Errorf("second prepare rewrote the CDI spec")
+	}
+	if diff := cmp.Diff(checkpointBefore, env.loadCheckpoint(t)); diff != "" {
+		t.Errorf("second prepare changed the checkpoint (-before +after):\n%s", diff)
+	}
+	gauge, _ := testutil.GetGaugeMetricValue(preparedDevices)
+	if gauge != 2 {
+		t.Errorf("prepared_devices = %v, want 2", gauge)
+	}
+
+	// Unprepare removes everything; unpreparing again, or a claim that was
+	// never prepared, succeeds.
+	for i := range 2 {
+		resp, err := env.unprepare(t, claim, unknown)
+		if err != nil {
+			t.Fatalf("unprepare #%d: %v", i+1, err)
+		}
+		for uid, r := range resp.Claims {
+			if r.Error != "" {
+				t.Errorf("unprepare #%d of %s: %s", i+1, uid, r.Error)
+			}
+		}
+	}
+	if _, err := os.Stat(specPath); !os.IsNotExist(err) {
+		t.Errorf("CDI spec still there after unprepare: %v", err)
+	}
+	if cp := env.loadCheckpoint(t); len(cp.Claims) != 0 {
+		t.Errorf("checkpoint still holds %v", cp.Claims)
+	}
+	if got := operations(operationPrepare) - preparesBefore; got != 2 {
+		t.Errorf("claim_operations_total{operation=prepare} grew by %v, want 2", got)
+	}
+	if got := operations(operationUnprepare) - unpreparesBefore; got != 4 {
+		t.Errorf("claim_operations_total{operation=unprepare} grew by %v, want 4", got)
+	}
+}
+
+// TestDeviceAlreadyPrepared: hardware held by one claim is refused to
+// another, whichever device names they use; admin access is not exclusive.
+func TestDeviceAlreadyPrepared(t *testing.T) {
+	a100 := loadInventory(t, "a100-mig-8.yaml")
+	whole0 := makeClaim("whole-0").device("gpu", "gpu-0").obj()
+	mig0 := makeClaim("mig-of-0").device("mig", a100[0].MIGName(&a100[0].MIG[3])).obj()
+	first6 := makeClaim("first-6").device("gpu", "gpu-6").obj()
+	second6 := makeClaim("second-6").device("gpu", "gpu-6").obj()
+	monitor6 := makeClaim("monitor-6").device("gpu", "gpu-6").adminAccess().obj()
+	env := setup(t, envOptions{}, whole0, mig0, first6, second6, monitor6)
+	errorsBefore, err := testutil.GetCounterMetricValue(claimOperationErrors.WithLabelValues(operationPrepare))
+	if err != nil {
+		t.Fatal(err)
+	}
+	callsBefore, err := testutil.GetHistogramMetricCount(operationDuration.WithLabelValues(operationPrepare))
+	if err != nil {
+		t.Fatal(err)
+	}
+	refused := 0
+
+	type step struct {
+		unprepare bool
+		claim     *resourceapi.ResourceClaim
+		wantErr   string
+	}
+	for i, s := range []step{
+		{claim: whole0},
+		{claim: mig0, wantErr: "is held by claim default/whole-0"},
+		{claim: first6},
+		{claim: second6, wantErr: "device is already prepared for another claim: gpu-6"},
+		{claim: monitor6},
+		{unprepare: true, claim: whole0},
+		{claim: mig0},
+		{claim: whole0, wantErr: "is held by claim default/mig-of-0"},
+	} {
+		if s.unprepare {
+			if _, err := env.unprepare(t, s.claim); err != nil {
+				t.Fatalf("step %d: unprepare %s: %v", i, s.claim.Name, err)
+			}
+			continue
+		}
+		resp, err := env.prepare(t, s.claim)
+		if err != nil {
+			t.Fatalf("step %d: prepare %s: %v", i, s.claim.Name, err)
+		}
+		got := resp.Claims[string(s.claim.UID)].Error
+		if (s.wantErr == "") != (got == "") || !strings.Contains(got, s.wantErr) {
+			t.Errorf("step %d: prepare %s: error %q, want %q", i, s.claim.Name, got, s.wantErr)
+		}
+		if s.wantErr != "" {
+			refused++
+		}
+	}
+	if v, _ := testutil.GetCounterMetricValue(claimOperationErrors.WithLabelValues(operationPrepare)); v-errorsBefore != float64(refused) {
+		t.Errorf("claim_operation_errors_total{operation=prepare} grew by %v, want %d", v-errorsBefore, refused)
+	}
+	if v, _ := testutil.GetHistogramMetricCount(operationDuration.WithLabelValues(operationPrepare)); v-callsBefore != 7 {
+		t.Errorf("operation_duration_seconds{operation=prepare} observed %d calls, want 7", v-callsBefore)
+	}
+}
+
+// TestConcurrentPrepare races prepares of many claims, some competing for
+// the same GPU, through the gRPC socket and through a second driver
+// instance sharing the state directory (as during a rolling update). Each
+// GPU must end up prepared for exactly one claim, and the checkpoint and CDI
+// specs must agree with the answers.
+func TestConcurrentPrepare(t *testing.T) {
+	const perDevice = 3
+	devices := []string{"gpu-6", "gpu-7", "gpu-0", "gpu-1"}
+	var claims []*resourceapi.ResourceClaim
+	for _, dev := range devices {
+		for i := range perDevice {
+			claims = append(claims, makeClaim(fmt.Sprintf("%s-%d", dev, i)).device("gpu", dev).obj())
+		}
+	}
+	env := setup(t, envOptions{}, claims...)
+	_, ctx := ktesting.NewTestContext(t)
+	second, err := New(ctx, env.cfg)
+	if err != nil {
+		t.Fatalf("second instance: %v", err)
+	}
+
+	var mu sync.Mutex
+	succeeded := map[string][]string{} // device → claims
+	record := func(claim *resourceapi.ResourceClaim, errText string) {
+		mu.Lock()
+		defer mu.Unlock()
+		if errText == "" {
+			dev := claim.Status.Allocation.Devices.Results[0].Device
+			succeeded[dev] = append(succeeded[dev], claim.Name)
+		} else if !strings.Contains(errText, "already prepared") {
+			t.Errorf("claim %s: unexpected error %s", claim.Name, errText)
+		}
+	}
+	var wg sync.WaitGroup
+	for i, claim := range claims {
+		wg.Go(func() {
+			if i%2 == 0 {
+				resp, err := env.prepare(t, claim)
+				if err != nil {
+					t.Errorf("prepare %s: %v", claim.Name, err)
+					return
+				}
+				record(claim, resp.Claims[string(claim.UID)].Error)
+				return
+			}
+			results, err := second.PrepareResourceClaims(ctx, []*resourceapi.ResourceClaim{claim})
+			if err != nil {
+				t.Errorf("prepare %s in the second instance: %v", claim.Name, err)
+				return
+			}
+			errText := ""
+			if e := results[claim.UID].Err; e != nil {
+				errText = e.Error()
+			}
+			record(claim, errText)
+		})
+	}
+	wg.Wait()
+
+	cp := env.loadCheckpoint(t)
+	var inCheckpoint []string
+	for _, c := range cp.Claims {
+		if c.State != checkpoint.PrepareCompleted {
+			t.Errorf("claim %s left in %s", c.Name, c.State)
+		}
+		inCheckpoint = append(inCheckpoint, c.Name)
+	}
+	var winners []string
+	for _, dev := range devices {
+		if len(succeeded[dev]) != 1 {
+			t.Errorf("%s prepared for %v, want exactly one claim", dev, succeeded[dev])
+		}
+		winners = append(winners, succeeded[dev]...)
+	}
+	sort.Strings(winners)
+	sort.Strings(inCheckpoint)
+	if diff := cmp.Diff(winners, inCheckpoint); diff != "" {
+		t.Errorf("checkpoint claims (-prepared +checkpoint):\n%s", diff)
+	}
+	if specs := env.cdiSpecs(t); len(specs) != len(winners) {
+		t.Errorf("%d CDI devices for %d prepared claims", len(specs), len(winners))
+	}
+}
+
+func TestRegistration(t *testing.T) {
+	env := setup(t, envOptions{})
+	_, ctx := ktesting.NewTestContext(t)
+	info, err := env.registrar.GetInfo(ctx, &registerapi.InfoRequest{})
+	if err != nil {
+		t.Fatalf("GetInfo: %v", err)
+	}
+	if info.Type != registerapi.DRAPlugin || info.Name != DefaultDriverName || !strings.HasSuffix(info.Endpoint, "/plug/dra.sock") {
+		t.Errorf("GetInfo = %v", info)
+	}
+}
+
+// TestUnprepareWithoutClaimObject: the kubelet unprepares with UID, name
+// and namespace only; the claim may be gone from the apiserver.
+func TestUnprepareWithoutClaimObject(t *testing.T) {
+	claim := makeClaim("deleted-later").device("gpu", "gpu-6").obj()
+	env := setup(t, envOptions{noRun: true})
+	_, ctx := ktesting.NewTestContext(t)
+	if _, err := env.driver.PrepareResourceClaims(ctx, []*resourceapi.ResourceClaim{claim}); err != nil {
+		t.Fatal(err)
+	}
+	results, err := env.driver.UnprepareResourceClaims(ctx, []kubeletplugin.NamespacedObject{{
+		UID: claim.UID, NamespacedName: types.NamespacedName{Namespace: claim.Namespace, Name: claim.Name},
+	}})
+	if err != nil || results[claim.UID] != nil {
+		t.Errorf("UnprepareResourceClaims: %v, %v", results, err)
+	}
+	if cp := env.loadCheckpoint(t); len(cp.Claims) != 0 {
+		t.Errorf("checkpoint still holds %v", cp.Claims)
+	}
+}

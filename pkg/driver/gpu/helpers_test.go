@@ -1,0 +1,382 @@
+package gpu
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	corev1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/dynamic-resource-allocation/resourceslice"
+	"k8s.io/klog/v2/ktesting"
+	drahealthv1 "k8s.io/kubelet/pkg/apis/dra-health/v1"
+	drapbv1 "k8s.io/kubelet/pkg/apis/dra/v1"
+	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
+	"k8s.io/utils/ptr"
+	cdiapi "tags.cncf.io/container-device-interface/pkg/cdi"
+
+	"github.com/drasched/drasched/pkg/driver/gpu/checkpoint"
+	"github.com/drasched/drasched/pkg/driver/gpu/discovery"
+)
+
+const (
+	testNode   = "node-1"
+	testBootID = "0f8c3e5a-1b2c-4d5e-8f90-a1b2c3d4e5f6"
+)
+
+// claimBuilder builds allocated ResourceClaims.
+type claimBuilder struct{ claim *resourceapi.ResourceClaim }
+
+var claimCounter atomic.Int64
+
+func makeClaim(name string) *claimBuilder {
+	n := claimCounter.Add(1)
+	return &claimBuilder{claim: &resourceapi.ResourceClaim{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: "default",
+			Name:      name,
+			UID:       types.UID(fmt.Sprintf("%08x-1111-4222-8333-%012x", n, n)),
+		},
+		Status: resourceapi.ResourceClaimStatus{Allocation: &resourceapi.AllocationResult{}},
+	}}
+}
+
+// device adds an allocated device of this driver in this node's pool.
+func (b *claimBuilder) device(request, name string) *claimBuilder {
+	return b.deviceIn(DefaultDriverName, testNode, request, name)
+}
+
+func (b *claimBuilder) deviceIn(driver, pool, request, name string) *claimBuilder {
+	a := b.claim.Status.Allocation
+	a.Devices.Results = append(a.Devices.Results, resourceapi.DeviceRequestAllocationResult{
+		Request: request, Driver: driver, Pool: pool, Device: name,
+	})
+	return b
+}
+
+func (b *claimBuilder) adminAccess() *claimBuilder {
+	r := b.claim.Status.Allocation.Devices.Results
+	r[len(r)-1].AdminAccess = ptr.To(true)
+	return b
+}
+
+func (b *claimBuilder) onNode(node string) *claimBuilder {
+	b.claim.Status.Allocation.NodeSelector = &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
+		MatchFields: []corev1.NodeSelectorRequirement{{Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: []string{node}}},
+	}}}
+	return b
+}
+
+func (b *claimBuilder) config(source resourceapi.AllocationConfigSource, params string, requests ...string) *claimBuilder {
+	a := b.claim.Status.Allocation
+	a.Devices.Config = append(a.Devices.Config, resourceapi.DeviceAllocationConfiguration{
+		Source:   source,
+		Requests: requests,
+		DeviceConfiguration: resourceapi.DeviceConfiguration{Opaque: &resourceapi.OpaqueDeviceConfiguration{
+			Driver: DefaultDriverName, Parameters: runtime.RawExtension{Raw: []byte(params)},
+		}},
+	})
+	return b
+}
+
+func (b *claimBuilder) unallocated() *claimBuilder {
+	b.claim.Status.Allocation = nil
+	return b
+}
+
+func (b *claimBuilder) obj() *resourceapi.ResourceClaim { return b.claim }
+
+// testEnv is a running plugin with the sockets a kubelet would use.
+type testEnv struct {
+	driver    *Driver
+	client    *fake.Clientset
+	dra       drapbv1.DRAPluginClient
+	health    drahealthv1.DRAResourceHealthClient
+	registrar registerapi.RegistrationClient
+	dir       string
+	inventory string
+	cfg       Config
+}
+
+type envOptions struct {
+	inventory string // file in config/inventory
+	noRun     bool   // only New, no kubelet plugin
+}
+
+// setupDirs creates the plugin's directories under a short temp dir: unix
+// socket paths must stay under 108 bytes, which t.TempDir() can exceed.
+func setupDirs(t *testing.T, inventory string) (string, Config) {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "gkp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	for _, sub := range []string{"reg", "plug", "inv"} {
+		if err := os.MkdirAll(filepath.Join(dir, sub), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bootID := filepath.Join(dir, "boot_id")
+	if err := os.WriteFile(bootID, []byte(testBootID+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	invPath := filepath.Join(dir, "inv", "inventory.yaml")
+	data, err := os.ReadFile(filepath.Join(inventoryDir, inventory))
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, invPath, data)
+	return dir, Config{
+		DriverName:         DefaultDriverName,
+		NodeName:           testNode,
+		Discoverer:         &discovery.Inventory{Path: invPath},
+		PluginDataDir:      filepath.Join(dir, "plug"),
+		RegistrarDir:       filepath.Join(dir, "reg"),
+		StateDir:           filepath.Join(dir, "state"),
+		CDIDir:             filepath.Join(dir, "cdi"),
+		BootIDPath:         bootID,
+		RescanInterval:     time.Hour, // changes must arrive through fsnotify
+		HealthCheckTimeout: 3 * time.Second,
+	}
+}
+
+// writeFile replaces a file atomically, as editors and kubectl do.
+func writeFile(t *testing.T, path string, data []byte) {
+	t.Helper()
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func newFakeClient(objects ...runtime.Object) *fake.Clientset {
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: testNode, UID: "node-1-uid", Labels: map[string]string{"kubernetes.io/hostname": testNode}}}
+	client := fake.NewClientset(append([]runtime.Object{node}, objects...)...)
+	// The fake clientset does not implement generateName, which the
+	// ResourceSlice controller relies on.
+	var n atomic.Int64
+	client.PrependReactor("create", "resourceslices", func(action k8stesting.Action) (bool, runtime.Object, error) {
+		slice := action.(k8stesting.CreateAction).GetObject().(*resourceapi.ResourceSlice)
+		if slice.Name == "" {
+			slice.Name = slice.GenerateName + strconv.FormatInt(n.Add(1), 10)
+		}
+		return false, nil, nil
+	})
+	return client
+}
+
+func setup(t *testing.T, opts envOptions, claims ...*resourceapi.ResourceClaim) *testEnv {
+	t.Helper()
+	if opts.inventory == "" {
+		opts.inventory = "a100-mig-8.yaml"
+	}
+	RegisterMetrics()
+	logger, ctx := ktesting.NewTestContext(t)
+	ctx, cancel := context.WithCancel(ctx)
+	dir, cfg := setupDirs(t, opts.inventory)
+	objects := make([]runtime.Object, 0, len(claims))
+	for _, c := range claims {
+		objects = append(objects, c)
+	}
+	env := &testEnv{client: newFakeClient(objects...), dir: dir, inventory: filepath.Join(dir, "inv", "inventory.yaml")}
+	cfg.KubeClient = env.client
+	env.cfg = cfg
+	d, err := New(ctx, cfg)
+	if err != nil {
+		cancel()
+		t.Fatalf("New: %v", err)
+	}
+	env.driver = d
+	if opts.noRun {
+		t.Cleanup(cancel)
+		return env
+	}
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		if err := d.Run(ctx); err != nil {
+			logger.Error(err, "Run failed")
+			t.Errorf("Run: %v", err)
+		}
+	})
+	t.Cleanup(func() { cancel(); wg.Wait() })
+
+	draSocket := filepath.Join(cfg.PluginDataDir, "dra.sock")
+	regSocket := filepath.Join(cfg.RegistrarDir, DefaultDriverName+"-reg.sock")
+	waitFor(t, "plugin sockets", func() (bool, string) {
+		for _, s := range []string{draSocket, regSocket} {
+			if _, err := os.Stat(s); err != nil {
+				return false, err.Error()
+			}
+		}
+		return true, ""
+	})
+	env.dra = drapbv1.NewDRAPluginClient(dial(t, draSocket))
+	env.health = drahealthv1.NewDRAResourceHealthClient(dial(t, draSocket))
+	env.registrar = registerapi.NewRegistrationClient(dial(t, regSocket))
+	return env
+}
+
+func dial(t *testing.T, socket string) *grpc.ClientConn {
+	t.Helper()
+	conn, err := grpc.NewClient("unix://"+socket, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatalf("dial %s: %v", socket, err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	return conn
+}
+
+// waitFor polls cond until it holds. It is a wait, not a timing check: the
+// deadline only keeps a broken test from hanging.
+func waitFor(t *testing.T, what string, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		ok, detail := cond()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s: %s", what, detail)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func (e *testEnv) prepare(t *testing.T, claims ...*resourceapi.ResourceClaim) (*drapbv1.NodePrepareResourcesResponse, error) {
+	t.Helper()
+	_, ctx := ktesting.NewTestContext(t)
+	req := &drapbv1.NodePrepareResourcesRequest{}
+	for _, c := range claims {
+		req.Claims = append(req.Claims, &drapbv1.Claim{Namespace: c.Namespace, Name: c.Name, Uid: string(c.UID)})
+	}
+	return e.dra.NodePrepareResources(ctx, req)
+}
+
+func (e *testEnv) unprepare(t *testing.T, claims ...*resourceapi.ResourceClaim) (*drapbv1.NodeUnprepareResourcesResponse, error) {
+	t.Helper()
+	_, ctx := ktesting.NewTestContext(t)
+	req := &drapbv1.NodeUnprepareResourcesRequest{}
+	for _, c := range claims {
+		req.Claims = append(req.Claims, &drapbv1.Claim{Namespace: c.Namespace, Name: c.Name, Uid: string(c.UID)})
+	}
+	return e.dra.NodeUnprepareResources(ctx, req)
+}
+
+// loadCheckpoint reads the checkpoint as a restarted plugin would.
+func (e *testEnv) loadCheckpoint(t *testing.T) *checkpoint.Checkpoint {
+	t.Helper()
+	cp, err := checkpoint.File{Path: filepath.Join(e.cfg.StateDir, checkpointFileName)}.Load()
+	if err != nil {
+		t.Fatalf("load checkpoint: %v", err)
+	}
+	return cp
+}
+
+// cdiSpecs returns the CDI devices in the CDI directory, as the container
+// runtime sees them, with their environment and device nodes.
+func (e *testEnv) cdiSpecs(t *testing.T) map[string][]string {
+	t.Helper()
+	cache, err := cdiapi.NewCache(cdiapi.WithSpecDirs(e.cfg.CDIDir), cdiapi.WithAutoRefresh(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cache.Refresh(); err != nil {
+		t.Fatalf("CDI specs do not load: %v", err)
+	}
+	out := map[string][]string{}
+	for _, id := range cache.ListDevices() {
+		dev := cache.GetDevice(id)
+		var edits []string
+		edits = append(edits, dev.ContainerEdits.Env...)
+		for _, n := range dev.ContainerEdits.DeviceNodes {
+			edits = append(edits, n.Path)
+		}
+		out[id] = edits
+	}
+	return out
+}
+
+// publishedSlices returns the ResourceSlices in the fake apiserver.
+func (e *testEnv) publishedSlices(t *testing.T) []resourceapi.ResourceSlice {
+	t.Helper()
+	_, ctx := ktesting.NewTestContext(t)
+	list, err := e.client.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return list.Items
+}
+
+// recordingPublisher remembers what would have been published.
+type recordingPublisher struct {
+	mu        sync.Mutex
+	published []resourceslice.DriverResources
+}
+
+func (p *recordingPublisher) PublishResources(_ context.Context, r resourceslice.DriverResources) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.published = append(p.published, r)
+	return nil
+}
+
+func (p *recordingPublisher) last() (resourceslice.DriverResources, int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.published) == 0 {
+		return resourceslice.DriverResources{}, 0
+	}
+	return p.published[len(p.published)-1], len(p.published)
+}
+
+func deviceNames(r resourceslice.DriverResources) []string {
+	var names []string
+	for _, pool := range r.Pools {
+		for _, s := range pool.Slices {
+			for _, d := range s.Devices {
+				names = append(names, d.Name)
+			}
+		}
+	}
+	return names
+}
+
+// editInventory rewrites the test inventory through a function of its text.
+func (e *testEnv) editInventory(t *testing.T, edit func(string) string) {
+	t.Helper()
+	data, err := os.ReadFile(e.inventory)
+	if err != nil {
+		t.Fatal(err)
+	}
+	edited := edit(string(data))
+	if edited == string(data) {
+		t.Fatal("inventory edit changed nothing")
+	}
+	writeFile(t, e.inventory, []byte(edited))
+}
+
+// markUnhealthy adds a health entry to the GPU with the given UUID.
+func markUnhealthy(uuid, reason string) func(string) string {
+	return func(s string) string {
+		return strings.Replace(s, "  uuid: "+uuid+"\n", "  uuid: "+uuid+"\n  health: {status: Unhealthy, reason: "+reason+", message: injected by the test}\n", 1)
+	}
+}

@@ -1,0 +1,339 @@
+package gpu
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
+	"k8s.io/dynamic-resource-allocation/kubeletplugin"
+	"k8s.io/klog/v2"
+
+	"github.com/drasched/drasched/pkg/driver/gpu/cdi"
+	"github.com/drasched/drasched/pkg/driver/gpu/checkpoint"
+	"github.com/drasched/drasched/pkg/driver/gpu/device"
+	"github.com/drasched/drasched/pkg/driver/gpu/flock"
+)
+
+// Errors that make Prepare refuse a claim. They are per claim: the kubelet
+// retries the claim, the other claims of the call are unaffected.
+var (
+	// ErrWrongNode: the claim's devices are not on this node.
+	ErrWrongNode = errors.New("claim is not allocated on this node")
+	// ErrNotForDriver: the claim has no devices of this driver.
+	ErrNotForDriver = errors.New("claim has no devices of this driver")
+	// ErrUnknownDevice: an allocated device is not (or no longer) here.
+	ErrUnknownDevice = errors.New("allocated device does not exist on this node")
+	// ErrDeviceInUse: the hardware is already prepared for another claim.
+	ErrDeviceInUse = errors.New("device is already prepared for another claim")
+)
+
+// PrepareResourceClaims implements kubeletplugin.DRAPlugin.
+func (d *Driver) PrepareResourceClaims(ctx context.Context, claims []*resourceapi.ResourceClaim) (map[types.UID]kubeletplugin.PrepareResult, error) {
+	start := time.Now()
+	defer func() { operationDuration.WithLabelValues(operationPrepare).Observe(time.Since(start).Seconds()) }()
+	claimOperations.WithLabelValues(operationPrepare).Add(float64(len(claims)))
+
+	results, err := d.prepare(ctx, claims)
+	if err != nil {
+		claimOperationErrors.WithLabelValues(operationPrepare).Add(float64(len(claims)))
+		return nil, err
+	}
+	for _, r := range results {
+		if r.Err != nil {
+			claimOperationErrors.WithLabelValues(operationPrepare).Inc()
+		}
+	}
+	return results, nil
+}
+
+func (d *Driver) prepare(ctx context.Context, claims []*resourceapi.ResourceClaim) (map[types.UID]kubeletplugin.PrepareResult, error) {
+	lock, err := flock.Acquire(ctx, d.lockPath)
+	if err != nil {
+		return nil, err
+	}
+	defer d.release(ctx, lock)
+	cp, err := d.loadCheckpoint(ctx)
+	if err != nil {
+		return nil, err
+	}
+	_, index := d.devices()
+	results := make(map[types.UID]kubeletplugin.PrepareResult, len(claims))
+	for _, claim := range claims {
+		devices, err := d.prepareClaim(ctx, cp, index, claim)
+		if err != nil {
+			err = fmt.Errorf("prepare claim %s: %w", klog.KObj(claim), err)
+		}
+		results[claim.UID] = kubeletplugin.PrepareResult{Devices: devices, Err: err}
+	}
+	preparedDevices.Set(float64(countDevices(cp)))
+	return results, nil
+}
+
+// loadCheckpoint reads the checkpoint under the lock and rolls back what a
+// crashed process left half done.
+func (d *Driver) loadCheckpoint(ctx context.Context) (*checkpoint.Checkpoint, error) {
+	cp, err := d.checkpoint.Load()
+	if err != nil {
+		return nil, err
+	}
+	if cp.BootID != d.bootID {
+		return nil, fmt.Errorf("checkpoint %s belongs to boot %q, this is boot %q: restart the plugin", d.checkpoint.Path, cp.BootID, d.bootID)
+	}
+	if rolledBack, err := d.rollBackInterrupted(ctx, cp); err != nil {
+		return nil, err
+	} else if rolledBack {
+		if err := d.checkpoint.Store(cp); err != nil {
+			return nil, err
+		}
+	}
+	return cp, nil
+}
+
+// prepareClaim prepares one claim and records it in cp (and on disk).
+func (d *Driver) prepareClaim(ctx context.Context, cp *checkpoint.Checkpoint, index map[string]device.Ref, claim *resourceapi.ResourceClaim) ([]kubeletplugin.Device, error) {
+	logger := klog.FromContext(ctx)
+	uid := string(claim.UID)
+	if prepared, ok := cp.Claims[uid]; ok {
+		// Completed: the kubelet asks again after a restart. Return the
+		// same result without touching anything.
+		logger.V(3).Info("Claim already prepared", "claim", klog.KObj(claim))
+		return resultDevices(prepared), nil
+	}
+
+	planned, edits, err := d.plan(claim, index)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkConflicts(cp, planned); err != nil {
+		return nil, err
+	}
+
+	entry := &checkpoint.Claim{
+		State:       checkpoint.PrepareStarted,
+		Namespace:   claim.Namespace,
+		Name:        claim.Name,
+		Devices:     planned,
+		CDISpecName: d.cdi.SpecName(uid),
+	}
+	cp.Claims[uid] = entry
+	// PrepareStarted reaches the disk before any side effect, so that a
+	// crash from here on is rolled back at the next start instead of
+	// leaving a CDI spec that no checkpoint entry accounts for.
+	if err := d.checkpoint.Store(cp); err != nil {
+		delete(cp.Claims, uid)
+		return nil, err
+	}
+	cdiID, err := d.cdi.Write(edits)
+	if err == nil {
+		for i := range entry.Devices {
+			entry.Devices[i].CDIDeviceIDs = []string{cdiID}
+		}
+		entry.State = checkpoint.PrepareCompleted
+		err = d.checkpoint.Store(cp)
+	}
+	if err != nil {
+		return nil, errors.Join(err, d.rollBack(cp, uid))
+	}
+	logger.V(2).Info("Prepared claim", "claim", klog.KObj(claim), "devices", len(planned), "cdiDevice", cdiID)
+	return resultDevices(entry), nil
+}
+
+// rollBack removes a claim: the CDI spec goes first, then the entry. It
+// undoes failed prepares and does Unprepare.
+func (d *Driver) rollBack(cp *checkpoint.Checkpoint, uid string) error {
+	if err := d.cdi.Remove(uid); err != nil {
+		// Keep the entry, so that the spec is not forgotten while it may
+		// still exist: the next Unprepare, or the rollback of a
+		// PrepareStarted entry, retries the removal.
+		return err
+	}
+	delete(cp.Claims, uid)
+	return d.checkpoint.Store(cp)
+}
+
+// plan checks that a claim may be prepared here and works out its devices
+// and CDI edits, without side effects.
+func (d *Driver) plan(claim *resourceapi.ResourceClaim, index map[string]device.Ref) ([]checkpoint.Device, cdi.ClaimEdits, error) {
+	alloc := claim.Status.Allocation
+	if alloc == nil {
+		return nil, cdi.ClaimEdits{}, errors.New("claim is not allocated")
+	}
+	if alloc.NodeSelector != nil && d.node != nil {
+		selector, err := nodeaffinity.NewNodeSelector(alloc.NodeSelector)
+		if err != nil {
+			return nil, cdi.ClaimEdits{}, fmt.Errorf("allocation node selector: %w", err)
+		}
+		if !selector.Match(d.node) {
+			return nil, cdi.ClaimEdits{}, fmt.Errorf("%w: its node selector does not match node %s", ErrWrongNode, d.cfg.NodeName)
+		}
+	}
+	var planned []checkpoint.Device
+	var nodes, uuids []string
+	var config *GPUConfig
+	for _, result := range alloc.Devices.Results {
+		if result.Driver != d.cfg.DriverName {
+			continue
+		}
+		if result.Pool != d.cfg.NodeName {
+			return nil, cdi.ClaimEdits{}, fmt.Errorf("%w: device %s is in pool %s, this node is %s", ErrWrongNode, result.Device, result.Pool, d.cfg.NodeName)
+		}
+		ref, ok := index[result.Device]
+		if !ok {
+			return nil, cdi.ClaimEdits{}, fmt.Errorf("%w: %s", ErrUnknownDevice, result.Device)
+		}
+		cfg, err := configForRequest(d.cfg.DriverName, alloc.Devices.Config, result.Request)
+		if err != nil {
+			return nil, cdi.ClaimEdits{}, err
+		}
+		if config != nil && string(config.Canonical()) != string(cfg.Canonical()) {
+			return nil, cdi.ClaimEdits{}, fmt.Errorf("%w: the claim's devices have different configurations; one configuration per claim is supported", ErrInvalidConfig)
+		}
+		config = cfg
+		planned = append(planned, checkpoint.Device{
+			Requests:    []string{result.Request},
+			Pool:        result.Pool,
+			Device:      result.Device,
+			UUIDs:       ref.PhysicalUUIDs(),
+			Config:      cfg.Canonical(),
+			AdminAccess: result.AdminAccess != nil && *result.AdminAccess,
+		})
+		nodes = append(nodes, fmt.Sprintf("/dev/nvidia%d", ref.GPU.Minor))
+		uuids = append(uuids, visibleUUIDs(ref)...)
+	}
+	if len(planned) == 0 {
+		return nil, cdi.ClaimEdits{}, fmt.Errorf("%w %s", ErrNotForDriver, d.cfg.DriverName)
+	}
+	env := append([]string{"NVIDIA_VISIBLE_DEVICES=" + strings.Join(dedupe(uuids), ",")}, config.Env()...)
+	return planned, cdi.ClaimEdits{ClaimUID: string(claim.UID), DeviceNodes: dedupe(nodes), Env: env}, nil
+}
+
+// visibleUUIDs is what NVIDIA_VISIBLE_DEVICES lists for a device. A whole
+// GPU in MIG mode is only usable through its MIG devices, so it lists them.
+func visibleUUIDs(ref device.Ref) []string {
+	if ref.MIG != nil || !ref.GPU.MIGEnabled || len(ref.GPU.MIG) == 0 {
+		return []string{ref.UUID()}
+	}
+	var uuids []string
+	for _, m := range ref.GPU.MIG {
+		uuids = append(uuids, m.UUID)
+	}
+	return uuids
+}
+
+// checkConflicts refuses devices whose hardware another claim already holds
+// (or that the claim lists twice). The scheduler should never allow it; the
+// driver is the last line of defence against two workloads on one GPU.
+func checkConflicts(cp *checkpoint.Checkpoint, planned []checkpoint.Device) error {
+	holders := map[string]string{} // hardware UUID → claim
+	uids := make([]string, 0, len(cp.Claims))
+	for other := range cp.Claims {
+		uids = append(uids, other)
+	}
+	sort.Strings(uids)
+	for _, other := range uids {
+		c := cp.Claims[other]
+		for _, dev := range c.Devices {
+			if dev.AdminAccess {
+				continue
+			}
+			for _, u := range dev.UUIDs {
+				holders[u] = fmt.Sprintf("%s/%s (%s)", c.Namespace, c.Name, other)
+			}
+		}
+	}
+	for _, dev := range planned {
+		if dev.AdminAccess {
+			continue
+		}
+		for _, u := range dev.UUIDs {
+			if holder, ok := holders[u]; ok {
+				return fmt.Errorf("%w: %s (%s) is held by claim %s", ErrDeviceInUse, dev.Device, u, holder)
+			}
+		}
+		for _, u := range dev.UUIDs {
+			holders[u] = "this claim's device " + dev.Device
+		}
+	}
+	return nil
+}
+
+func resultDevices(c *checkpoint.Claim) []kubeletplugin.Device {
+	devices := make([]kubeletplugin.Device, 0, len(c.Devices))
+	for _, dev := range c.Devices {
+		devices = append(devices, kubeletplugin.Device{
+			Requests:     dev.Requests,
+			PoolName:     dev.Pool,
+			DeviceName:   dev.Device,
+			CDIDeviceIDs: dev.CDIDeviceIDs,
+		})
+	}
+	return devices
+}
+
+func dedupe(values []string) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, v := range values {
+		if !seen[v] {
+			seen[v] = true
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// UnprepareResourceClaims implements kubeletplugin.DRAPlugin. Claims that
+// are not prepared (never were, or already unprepared) succeed.
+func (d *Driver) UnprepareResourceClaims(ctx context.Context, claims []kubeletplugin.NamespacedObject) (map[types.UID]error, error) {
+	start := time.Now()
+	defer func() { operationDuration.WithLabelValues(operationUnprepare).Observe(time.Since(start).Seconds()) }()
+	claimOperations.WithLabelValues(operationUnprepare).Add(float64(len(claims)))
+
+	results, err := d.unprepare(ctx, claims)
+	if err != nil {
+		claimOperationErrors.WithLabelValues(operationUnprepare).Add(float64(len(claims)))
+		return nil, err
+	}
+	for _, err := range results {
+		if err != nil {
+			claimOperationErrors.WithLabelValues(operationUnprepare).Inc()
+		}
+	}
+	return results, nil
+}
+
+func (d *Driver) unprepare(ctx context.Context, claims []kubeletplugin.NamespacedObject) (map[types.UID]error, error) {
+	logger := klog.FromContext(ctx)
+	lock, err := flock.Acquire(ctx, d.lockPath)
+	if err != nil {
+		return nil, err
+	}
+	defer d.release(ctx, lock)
+	cp, err := d.loadCheckpoint(ctx)
+	if err != nil {
+		return nil, err
+	}
+	results := make(map[types.UID]error, len(claims))
+	for _, claim := range claims {
+		uid := string(claim.UID)
+		if _, ok := cp.Claims[uid]; !ok {
+			logger.V(3).Info("Claim not prepared, nothing to unprepare", "claim", claim.NamespacedName, "claimUID", uid)
+			results[claim.UID] = nil
+			continue
+		}
+		if err := d.rollBack(cp, uid); err != nil {
+			results[claim.UID] = fmt.Errorf("unprepare claim %s: %w", claim.NamespacedName, err)
+			continue
+		}
+		logger.V(2).Info("Unprepared claim", "claim", claim.NamespacedName, "claimUID", uid)
+		results[claim.UID] = nil
+	}
+	preparedDevices.Set(float64(countDevices(cp)))
+	return results, nil
+}
