@@ -255,7 +255,7 @@ func (s *search) couldAccept(r pos, nr *nodeRequest, ci int, bucketBy *constrain
 		return false, "", false
 	}
 	allowMultiple := s.a.features.ConsumableCapacity && ptr.Deref(device.AllowMultipleAllocations, false)
-	skipCounters := allowMultiple && s.capacityInUse(ci)
+	skipCounters := allowMultiple && (s.optimisticShares || s.capacityInUse(ci))
 	if !skipCounters && len(device.ConsumesCounters) > 0 {
 		if s.a.features.CompatibilityGroups && !s.compatFor(c.pool).admits(device) {
 			return false, "", false

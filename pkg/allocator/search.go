@@ -76,6 +76,8 @@ type nodeRequest struct {
 	all []int
 	// selectable caches isSelectable per candidate: 0 unknown, 1, 2.
 	selectable []int8
+	// trapFree caches whether no candidate's evaluation fails: 0 unknown, 1, 2.
+	trapFree int8
 }
 
 // resultDevice is one allocated device of the current assignment.
@@ -109,6 +111,13 @@ type search struct {
 	constraints [][]constraintState
 	results     [][]resultDevice
 
+	// sawFailure turns on the costlier bounds once the search had to
+	// backtrack; the common first-try success never pays for them.
+	sawFailure bool
+	// optimisticShares makes couldAccept assume that devices allowing
+	// multiple allocations skip the counter check (see couldAcceptLater).
+	optimisticShares bool
+
 	// hash is a Zobrist hash of the state the future depends on, maintained
 	// incrementally; see memo.
 	hash  stateHash
@@ -117,7 +126,7 @@ type search struct {
 }
 
 type searchStats struct {
-	steps, memoHits, symmetrySkips, feasibilityPrunes int64
+	steps, memoHits, symmetrySkips, feasibilityPrunes, boundPrunes int64
 }
 
 func (s *search) allocateOne(r pos, allocSub bool, start int) (bool, error) {
@@ -203,6 +212,7 @@ func (s *search) allocateOne(r pos, allocSub bool, start int) (bool, error) {
 	}
 	if !feasible {
 		s.stats.feasibilityPrunes++
+		s.sawFailure = true
 		return false, nil
 	}
 	var failed []deviceClassKey
@@ -253,6 +263,11 @@ func (s *search) allocateOne(r pos, allocSub bool, start int) (bool, error) {
 		if wasClean {
 			failed = append(failed, s.classOf(ci))
 		}
+		s.sawFailure = true
+		if s.infeasible(r, nr, ci+1) {
+			s.stats.boundPrunes++
+			return false, nil
+		}
 	}
 	return false, nil
 }
@@ -266,6 +281,13 @@ func (s *search) boundary(r pos) (bool, error) {
 			s.stats.memoHits++
 			return false, nil
 		}
+	}
+	if s.sawFailure && s.infeasible(r, nil, 0) {
+		s.stats.boundPrunes++
+		if memoize && len(s.memo) < maxMemoEntries {
+			s.memo[key] = struct{}{}
+		}
+		return false, nil
 	}
 	ok, err := s.allocateOne(r, false, 0)
 	if memoize && !ok && err == nil && len(s.memo) < maxMemoEntries {

@@ -1,0 +1,241 @@
+package allocator_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/dynamic-resource-allocation/structured"
+	"k8s.io/klog/v2/ktesting"
+
+	. "github.com/drasched/drasched/internal/builder"
+	"github.com/drasched/drasched/pkg/allocator"
+)
+
+// TestBadInput: every kind of bad input gets a clear error or a clean
+// "does not fit", never a panic.
+func TestBadInput(t *testing.T) {
+	node := MakeNode("node-0")
+	gpus := func(n int) *resourceapi.ResourceSlice {
+		return MakeSlice("node-0").Node("node-0").Devices(Devices("gpu", n, nil)...).Obj()
+	}
+	for name, tc := range map[string]struct {
+		classes []*resourceapi.DeviceClass
+		slices  []*resourceapi.ResourceSlice
+		claim   *resourceapi.ResourceClaim
+		// wantErr is a substring of the expected error; "" means no error.
+		wantErr string
+		// nodeErr: the error only fails this node.
+		nodeErr bool
+		// wantDevices are the devices allocated, if no error.
+		wantDevices []string
+	}{
+		"CEL runtime error in a class": {
+			classes: []*resourceapi.DeviceClass{MakeClass("gpu", `device.attributes["gpu.example.com"].model == "h100"`)},
+			slices:  []*resourceapi.ResourceSlice{gpus(2)},
+			claim:   MakeClaim("c").Request("gpu", "gpu", 1).Obj(),
+			wantErr: `class gpu: selector #0 on device gpu.example.com/node-0/gpu-0: CEL runtime error: no such key: model`,
+		},
+		"CEL runtime error in a claim": {
+			classes: []*resourceapi.DeviceClass{gpuClass},
+			slices:  []*resourceapi.ResourceSlice{gpus(2)},
+			claim:   MakeClaim("c").Request("gpu", "gpu", 1, `device.attributes["gpu.example.com"].memory > 1`).Obj(),
+			wantErr: `claim default/c: selector #0 on device gpu.example.com/node-0/gpu-0: CEL runtime error: no such key: memory`,
+		},
+		"CEL compile error": {
+			classes: []*resourceapi.DeviceClass{gpuClass},
+			slices:  []*resourceapi.ResourceSlice{gpus(2)},
+			claim:   MakeClaim("c").Request("gpu", "gpu", 1, `device.attributes[`).Obj(),
+			wantErr: `claim default/c: selector #0: CEL compile error: compilation failed`,
+		},
+		"class does not exist": {
+			classes: []*resourceapi.DeviceClass{gpuClass},
+			slices:  []*resourceapi.ResourceSlice{gpus(2)},
+			claim:   MakeClaim("c").Request("gpu", "no-such-class", 1).Obj(),
+			wantErr: `claim default/c, request gpu: could not retrieve device class no-such-class: deviceclass "no-such-class" not found`,
+		},
+		"duplicate device names make the pool invalid": {
+			classes: []*resourceapi.DeviceClass{gpuClass},
+			slices:  []*resourceapi.ResourceSlice{MakeSlice("node-0").Node("node-0").Devices(MakeDevice("gpu-0"), MakeDevice("gpu-0")).Obj()},
+			claim:   MakeClaim("c").Request("gpu", "gpu", 1).Obj(),
+			wantErr: "invalid resource pools were encountered",
+			nodeErr: true,
+		},
+		"slices disagreeing on the generation: the newest wins": {
+			classes: []*resourceapi.DeviceClass{gpuClass},
+			slices: []*resourceapi.ResourceSlice{
+				MakeSlice("old").Node("node-0").Pool("node-0", 1, 1).Devices(MakeDevice("old-gpu")).Obj(),
+				MakeSlice("new").Node("node-0").Pool("node-0", 2, 1).Devices(MakeDevice("new-gpu")).Obj(),
+			},
+			claim:       MakeClaim("c").Request("gpu", "gpu", 1).Obj(),
+			wantDevices: []string{"new-gpu"},
+		},
+		"newest generation incomplete: does not fit": {
+			classes: []*resourceapi.DeviceClass{gpuClass},
+			slices: []*resourceapi.ResourceSlice{
+				MakeSlice("old").Node("node-0").Pool("node-0", 1, 1).Devices(MakeDevice("old-gpu")).Obj(),
+				MakeSlice("new").Node("node-0").Pool("node-0", 2, 2).Devices(MakeDevice("new-gpu")).Obj(),
+			},
+			claim: MakeClaim("c").Request("gpu", "gpu", 1).Obj(),
+		},
+		"10,000 devices in one pool, all of them": {
+			classes:     []*resourceapi.DeviceClass{gpuClass},
+			slices:      []*resourceapi.ResourceSlice{gpus(10000)},
+			claim:       MakeClaim("c").RequestAll("gpu", "gpu").Obj(),
+			wantErr:     "adding 10000 devices exceeds the claim limit of 32",
+			wantDevices: nil,
+		},
+		"10,000 devices in one pool, 32 of them": {
+			classes:     []*resourceapi.DeviceClass{gpuClass},
+			slices:      []*resourceapi.ResourceSlice{gpus(10000)},
+			claim:       MakeClaim("c").Request("gpu", "gpu", 32).Obj(),
+			wantDevices: deviceNames("gpu", 32),
+		},
+		"10,000 devices in one pool, 33 of them": {
+			classes: []*resourceapi.DeviceClass{gpuClass},
+			slices:  []*resourceapi.ResourceSlice{gpus(10000)},
+			claim:   MakeClaim("c").Request("gpu", "gpu", 33).Obj(),
+			wantErr: "adding 33 devices exceeds the claim limit of 32",
+		},
+		"request without exactly or firstAvailable": {
+			classes: []*resourceapi.DeviceClass{gpuClass},
+			slices:  []*resourceapi.ResourceSlice{gpus(1)},
+			claim: func() *resourceapi.ResourceClaim {
+				c := MakeClaim("c").Obj()
+				c.Spec.Devices.Requests = []resourceapi.DeviceRequest{{Name: "empty"}}
+				return c
+			}(),
+			wantErr: "neither exactly nor firstAvailable is set",
+		},
+		"selector of unknown type": {
+			classes: []*resourceapi.DeviceClass{gpuClass},
+			slices:  []*resourceapi.ResourceSlice{gpus(1)},
+			claim: func() *resourceapi.ResourceClaim {
+				c := MakeClaim("c").Request("gpu", "gpu", 1).Obj()
+				c.Spec.Devices.Requests[0].Exactly.Selectors = []resourceapi.DeviceSelector{{}}
+				return c
+			}(),
+			wantErr: "CEL expression empty (unsupported selector type?)",
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, ctx := ktesting.NewTestContext(t)
+			a, err := allocator.New(ctx, structured.Features{PrioritizedList: true}, structured.AllocatedState{}, ClassLister(tc.classes), tc.slices, allocator.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			results, err := a.Allocate(ctx, node, []*resourceapi.ResourceClaim{tc.claim})
+			switch {
+			case tc.wantErr == "" && err != nil:
+				t.Fatalf("unexpected error: %v", err)
+			case tc.wantErr != "" && err == nil:
+				t.Fatalf("expected error containing %q, got results %v", tc.wantErr, results)
+			case tc.wantErr != "" && !strings.Contains(err.Error(), tc.wantErr):
+				t.Fatalf("error %q does not contain %q", err, tc.wantErr)
+			case tc.wantErr != "" && errors.Is(err, structured.ErrFailedAllocationOnNode) != tc.nodeErr:
+				t.Fatalf("error %q: node-only error is %v, want %v", err, !tc.nodeErr, tc.nodeErr)
+			}
+			var got []string
+			for _, result := range results {
+				for _, d := range result.Devices.Results {
+					got = append(got, d.Device)
+				}
+			}
+			if strings.Join(got, ",") != strings.Join(tc.wantDevices, ",") {
+				t.Errorf("allocated %v, want %v", got, tc.wantDevices)
+			}
+		})
+	}
+}
+
+func deviceNames(prefix string, n int) []string {
+	names := make([]string, n)
+	for i := range names {
+		names[i] = fmt.Sprintf("%s-%d", prefix, i)
+	}
+	return names
+}
+
+func TestNoNode(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	a, err := allocator.New(ctx, structured.Features{}, structured.AllocatedState{}, ClassLister{gpuClass}, nil, allocator.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Allocate(ctx, nil, []*resourceapi.ResourceClaim{MakeClaim("c").Request("gpu", "gpu", 1).Obj()}); err == nil {
+		t.Fatal("Allocate without a node succeeded")
+	}
+}
+
+func TestNoClassLister(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	if _, err := allocator.New(ctx, structured.Features{}, structured.AllocatedState{}, nil, nil, allocator.Options{}); err == nil {
+		t.Fatal("New without a class lister succeeded")
+	}
+}
+
+// TestCancel: a search that would take very long returns the context's
+// error once the context is cancelled, here before it starts.
+func TestCancel(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	slices := []*resourceapi.ResourceSlice{MakeSlice("node-0").Node("node-0").Devices(Devices("gpu", 64, nil)...).Obj()}
+	a, err := allocator.New(ctx, structured.Features{}, structured.AllocatedState{}, ClassLister{gpuClass}, slices, allocator.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cancelled, cancel := context.WithCancelCause(ctx)
+	cause := errors.New("scheduler shutting down")
+	cancel(cause)
+	_, err = a.Allocate(cancelled, MakeNode("node-0"), []*resourceapi.ResourceClaim{MakeClaim("c").Request("gpu", "gpu", 8).Obj()})
+	if !errors.Is(err, cause) {
+		t.Fatalf("expected an error wrapping the cancellation cause, got %v", err)
+	}
+}
+
+// TestConcurrentNodes: one allocator, Allocate on many nodes at once (as
+// Filter does), sharing slices across nodes. Run with -race.
+func TestConcurrentNodes(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	var slices []*resourceapi.ResourceSlice
+	for n := range 32 {
+		name := fmt.Sprintf("node-%d", n)
+		slices = append(slices, MakeSlice(name).Node(name).Devices(Devices("gpu", 8, func(i int, d *DeviceWrapper) {
+			d.String("resource.kubernetes.io/pcieRoot", fmt.Sprintf("pci%d", i%2))
+		})...).Obj())
+	}
+	// A network-attached pool that every node sees.
+	slices = append(slices, MakeSlice("shared").AllNodes().Devices(Devices("nic", 4, nil)...).Obj())
+	claim := MakeClaim("c").Request("gpu", "gpu", 4, `device.driver == "gpu.example.com"`).
+		MatchAttribute("resource.kubernetes.io/pcieRoot").Obj()
+	cache := allocator.NewCache(0)
+	a, err := allocator.New(ctx, structured.Features{}, structured.AllocatedState{}, ClassLister{gpuClass}, slices, allocator.Options{Cache: cache})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, 32)
+	for n := range 32 {
+		wg.Go(func() {
+			name := fmt.Sprintf("node-%d", n)
+			results, err := a.Allocate(ctx, MakeNode(name), []*resourceapi.ResourceClaim{claim})
+			switch {
+			case err != nil:
+				errs[n] = err
+			case len(results) != 1 || len(results[0].Devices.Results) != 4:
+				errs[n] = fmt.Errorf("node %s: unexpected results %v", name, results)
+			case results[0].Devices.Results[0].Pool != name:
+				errs[n] = fmt.Errorf("node %s: got devices of pool %s", name, results[0].Devices.Results[0].Pool)
+			}
+		})
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			t.Error(err)
+		}
+	}
+}

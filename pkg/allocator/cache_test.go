@@ -1,0 +1,149 @@
+package allocator
+
+import (
+	"fmt"
+	"testing"
+
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/dynamic-resource-allocation/cel"
+	"k8s.io/dynamic-resource-allocation/structured"
+	"k8s.io/klog/v2/ktesting"
+
+	. "github.com/drasched/drasched/internal/builder"
+)
+
+// cycle runs one scheduling cycle: New, then Allocate on every node.
+func cycle(t *testing.T, cache *Cache, slices []*resourceapi.ResourceSlice, nodes int, claim *resourceapi.ResourceClaim) {
+	t.Helper()
+	_, ctx := ktesting.NewTestContext(t)
+	class := MakeClass("gpu", `device.driver == "gpu.example.com"`)
+	a, err := New(ctx, structured.Features{}, structured.AllocatedState{}, ClassLister{class}, slices, Options{Cache: cache})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for n := range nodes {
+		if _, err := a.Allocate(ctx, MakeNode(fmt.Sprintf("node-%d", n)), []*resourceapi.ResourceClaim{claim}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func TestCacheReuse(t *testing.T) {
+	var slices []*resourceapi.ResourceSlice
+	for n := range 4 {
+		name := fmt.Sprintf("node-%d", n)
+		slices = append(slices, MakeSlice(name).Node(name).Devices(Devices("gpu", 4, func(i int, d *DeviceWrapper) { d.Int("index", int64(i)) })...).Obj())
+	}
+	shared := MakeSlice("shared").AllNodes().Devices(Devices("nic", 2, nil)...).Obj()
+	slices = append(slices, shared)
+	// All five devices per node must be looked at: ask for more than exist.
+	claim := MakeClaim("c").Request("gpu", "gpu", 6).Obj()
+
+	cache := NewCache(0)
+	cycle(t, cache, slices, 4, claim)
+	first := cache.Stats()
+	// One expression (the class selector), evaluated once per device: the
+	// shared slice's two devices only once for all four nodes.
+	if want := int64(4*4 + 2); first.MatchMisses != want {
+		t.Errorf("first cycle: %d CEL evaluations, want %d", first.MatchMisses, want)
+	}
+	if first.MatchHits == 0 {
+		t.Error("first cycle: shared slice results were not reused across nodes")
+	}
+
+	cycle(t, cache, slices, 4, claim)
+	second := cache.Stats()
+	if second.MatchMisses != first.MatchMisses {
+		t.Errorf("second cycle with unchanged slices evaluated CEL %d more times", second.MatchMisses-first.MatchMisses)
+	}
+	if second.SlicesPrepared != first.SlicesPrepared {
+		t.Errorf("second cycle prepared %d slices again", second.SlicesPrepared-first.SlicesPrepared)
+	}
+
+	// Copies with the same UID and resourceVersion (as a DeviceTaintRule
+	// tracker hands out) are prepared again but keep their CEL results.
+	copies := make([]*resourceapi.ResourceSlice, len(slices))
+	for i, s := range slices {
+		copies[i] = s.DeepCopy()
+	}
+	cycle(t, cache, copies, 4, claim)
+	third := cache.Stats()
+	if third.MatchMisses != second.MatchMisses {
+		t.Errorf("copies of unchanged slices evaluated CEL %d more times", third.MatchMisses-second.MatchMisses)
+	}
+	if third.SlicesPrepared != second.SlicesPrepared+int64(len(slices)) {
+		t.Errorf("copies: %d slices prepared, want %d", third.SlicesPrepared-second.SlicesPrepared, len(slices))
+	}
+
+	// A new resourceVersion invalidates the slice's results.
+	changed := make([]*resourceapi.ResourceSlice, len(copies))
+	copy(changed, copies)
+	changed[0] = copies[0].DeepCopy()
+	changed[0].ResourceVersion = "2"
+	cycle(t, cache, changed, 4, claim)
+	fourth := cache.Stats()
+	if got := fourth.MatchMisses - third.MatchMisses; got != 4 {
+		t.Errorf("after one slice changed, %d CEL evaluations, want 4", got)
+	}
+	if ratio := fourth.MatchHitRatio(); ratio <= 0.5 {
+		t.Errorf("hit ratio %.2f after four cycles", ratio)
+	}
+}
+
+func TestCacheSweep(t *testing.T) {
+	cache := NewCache(0)
+	claim := MakeClaim("c").Request("gpu", "gpu", 1).Obj()
+	// Every cycle replaces all slices: the old ones must not accumulate.
+	for round := range 50 {
+		var slices []*resourceapi.ResourceSlice
+		for n := range 4 {
+			name := fmt.Sprintf("node-%d", n)
+			s := MakeSlice(name).Node(name).Devices(Devices("gpu", 2, nil)...).Obj()
+			s.ResourceVersion = fmt.Sprint(round)
+			slices = append(slices, s)
+		}
+		cycle(t, cache, slices, 4, claim)
+	}
+	cache.mutex.Lock()
+	defer cache.mutex.Unlock()
+	if n := len(cache.prepared); n > 2*4+64 {
+		t.Errorf("%d prepared slices kept for 4 live slices", n)
+	}
+	if n := len(cache.matchTables); n > 2*4+64 {
+		t.Errorf("%d match tables kept for 4 live slices", n)
+	}
+}
+
+func TestCompileCacheBounded(t *testing.T) {
+	cache := NewCache(2)
+	features := cel.Features{}
+	a := cache.compile(features, false, "true")
+	cache.compile(features, false, "false")
+	if again := cache.compile(features, false, "true"); again != a {
+		t.Error("a cached expression was compiled again")
+	}
+	cache.compile(features, false, `device.driver == "x"`) // evicts "false"
+	misses := cache.Stats().CompileMisses
+	cache.compile(features, false, "false")
+	if cache.Stats().CompileMisses != misses+1 {
+		t.Error("the least recently used expression was not evicted")
+	}
+	// Compile errors are deterministic and cached too.
+	bad := cache.compile(features, false, "device.attributes[")
+	if bad.result.Error == nil {
+		t.Fatal("broken expression compiled")
+	}
+	if cache.compile(features, false, "device.attributes[") != bad {
+		t.Error("compile error was not cached")
+	}
+}
+
+func TestMatchTableBounded(t *testing.T) {
+	table := &matchTable{byExpr: make(map[int64]*exprResults)}
+	for id := range int64(maxExpressionsPerSlice * 3) {
+		table.results(id, 4)
+	}
+	if n := len(table.byExpr); n > maxExpressionsPerSlice {
+		t.Errorf("%d expressions kept for one slice, bound is %d", n, maxExpressionsPerSlice)
+	}
+}

@@ -1,0 +1,169 @@
+package allocator_test
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/dynamic-resource-allocation/structured"
+	"k8s.io/klog/v2/ktesting"
+	"k8s.io/utils/ptr"
+
+	. "github.com/drasched/drasched/internal/builder"
+	"github.com/drasched/drasched/pkg/allocator"
+)
+
+const gpuDriver = "gpu.example.com"
+
+var gpuClass = MakeClass("gpu", `device.driver == "gpu.example.com"`)
+
+func TestExplain(t *testing.T) {
+	allFeatures := structured.Features{
+		AdminAccess: true, PrioritizedList: true, PartitionableDevices: true, DeviceTaints: true,
+		ConsumableCapacity: true, DeviceBindingAndStatus: true,
+	}
+	fourGPUs := MakeSlice("node-0").Node("node-0").Devices(Devices("gpu", 4, func(i int, d *DeviceWrapper) {
+		d.String("resource.kubernetes.io/pcieRoot", []string{"pci0", "pci1"}[i%2]).String("model", "h100")
+	})...).Obj()
+	allocated := func(names ...string) structured.AllocatedState {
+		state := structured.AllocatedState{AllocatedDevices: sets.New[structured.DeviceID]()}
+		for _, name := range names {
+			state.AllocatedDevices.Insert(structured.MakeDeviceID(gpuDriver, "node-0", name))
+		}
+		return state
+	}
+
+	for name, tc := range map[string]struct {
+		slices  []*resourceapi.ResourceSlice
+		state   structured.AllocatedState
+		claims  []*resourceapi.ResourceClaim
+		want    []allocator.Failure
+		message string
+	}{
+		"fits": {
+			slices: []*resourceapi.ResourceSlice{fourGPUs},
+			claims: []*resourceapi.ResourceClaim{MakeClaim("c").Request("gpu", "gpu", 4).Obj()},
+		},
+		"no matching device": {
+			slices:  []*resourceapi.ResourceSlice{fourGPUs},
+			claims:  []*resourceapi.ResourceClaim{MakeClaim("c").Request("gpu", "gpu", 1, `device.attributes["gpu.example.com"].model == "b200"`).Obj()},
+			want:    []allocator.Failure{{Claim: "default/c", Request: "gpu", Reason: allocator.ReasonNoMatchingDevice, Need: 1}},
+			message: `request "gpu": no device matches the class and selectors`,
+		},
+		"in use": {
+			slices:  []*resourceapi.ResourceSlice{fourGPUs},
+			state:   allocated("gpu-0", "gpu-1", "gpu-3"),
+			claims:  []*resourceapi.ResourceClaim{MakeClaim("c").Request("gpu", "gpu", 2).Obj()},
+			want:    []allocator.Failure{{Claim: "default/c", Request: "gpu", Reason: allocator.ReasonDevicesInUse, Need: 2, Matching: 4, Free: 1, InUse: 3}},
+			message: `request "gpu": 1 of 4 matching devices free, need 2 (3 in use)`,
+		},
+		"tainted beats in use when it blocks more": {
+			slices: []*resourceapi.ResourceSlice{MakeSlice("node-0").Node("node-0").Devices(
+				MakeDevice("gpu-0"), MakeDevice("gpu-1").Taint("ecc", resourceapi.DeviceTaintEffectNoSchedule),
+				MakeDevice("gpu-2").Taint("ecc", resourceapi.DeviceTaintEffectNoExecute), MakeDevice("gpu-3")).Obj()},
+			state:   allocated("gpu-0"),
+			claims:  []*resourceapi.ResourceClaim{MakeClaim("c").Request("gpu", "gpu", 2).Obj()},
+			want:    []allocator.Failure{{Claim: "default/c", Request: "gpu", Reason: allocator.ReasonDevicesTainted, Need: 2, Matching: 4, Free: 1, InUse: 1, Tainted: 2}},
+			message: `request "gpu": 1 of 4 matching devices free, need 2 (1 in use, 2 tainted)`,
+		},
+		"counters exhausted": {
+			slices: []*resourceapi.ResourceSlice{
+				MakeSlice("counters").Node("node-0").Pool("node-0", 1, 2).Counters(CounterSet("gpu-0", map[string]string{"memory": "40Gi"})).Obj(),
+				MakeSlice("parts").Node("node-0").Pool("node-0", 1, 2).Devices(
+					MakeDevice("whole").Consumes("gpu-0", map[string]string{"memory": "40Gi"}),
+					MakeDevice("half-0").Consumes("gpu-0", map[string]string{"memory": "20Gi"}),
+					MakeDevice("half-1").Consumes("gpu-0", map[string]string{"memory": "20Gi"})).Obj(),
+			},
+			state:   allocated("half-0"),
+			claims:  []*resourceapi.ResourceClaim{MakeClaim("c").Request("gpu", "gpu", 1, `device.attributes["gpu.example.com"].model == "whole" || true`).Obj()},
+			want:    nil, // half-1 still fits
+			message: "",
+		},
+		"counters exhausted for the larger partitions": {
+			slices: []*resourceapi.ResourceSlice{
+				MakeSlice("counters").Node("node-0").Pool("node-0", 1, 2).Counters(CounterSet("gpu-0", map[string]string{"memory": "40Gi"})).Obj(),
+				MakeSlice("parts").Node("node-0").Pool("node-0", 1, 2).Devices(
+					MakeDevice("whole").Consumes("gpu-0", map[string]string{"memory": "40Gi"}),
+					MakeDevice("three-quarters").Consumes("gpu-0", map[string]string{"memory": "30Gi"}),
+					MakeDevice("half-0").Consumes("gpu-0", map[string]string{"memory": "20Gi"}),
+					MakeDevice("half-1").Consumes("gpu-0", map[string]string{"memory": "20Gi"})).Obj(),
+			},
+			state:   allocated("half-0"),
+			claims:  []*resourceapi.ResourceClaim{MakeClaim("c").Request("gpu", "gpu", 2).Obj()},
+			want:    []allocator.Failure{{Claim: "default/c", Request: "gpu", Reason: allocator.ReasonCountersExhausted, Need: 2, Matching: 4, Free: 1, InUse: 1, CountersExhausted: 2}},
+			message: `request "gpu": 1 of 4 matching devices free, need 2 (1 in use, 2 counters exhausted)`,
+		},
+		"capacity exhausted": {
+			slices: []*resourceapi.ResourceSlice{MakeSlice("node-0").Node("node-0").Devices(
+				MakeDevice("nic").Capacity("bandwidth", "10G").Shareable(nil)).Obj()},
+			state: structured.AllocatedState{AggregatedCapacity: structured.ConsumedCapacityCollection{
+				structured.MakeDeviceID(gpuDriver, "node-0", "nic"): {"bandwidth": ptr.To(resource.MustParse("8G"))},
+			}},
+			claims:  []*resourceapi.ResourceClaim{MakeClaim("c").Request("net", "gpu", 1).CapacityRequest("bandwidth", "4G").Obj()},
+			want:    []allocator.Failure{{Claim: "default/c", Request: "net", Reason: allocator.ReasonCapacityExhausted, Need: 1, Matching: 1, CapacityExhausted: 1}},
+			message: `request "net": 0 of 1 matching devices free, need 1 (1 capacity exhausted)`,
+		},
+		"constraint": {
+			slices:  []*resourceapi.ResourceSlice{fourGPUs},
+			claims:  []*resourceapi.ResourceClaim{MakeClaim("c").Request("gpu", "gpu", 3).MatchAttribute("resource.kubernetes.io/pcieRoot").Obj()},
+			want:    []allocator.Failure{{Claim: "default/c", Reason: allocator.ReasonConstraintUnsatisfiable, Constraint: `matchAttribute "resource.kubernetes.io/pcieRoot"`}},
+			message: `claim default/c: constraint matchAttribute "resource.kubernetes.io/pcieRoot" unsatisfiable`,
+		},
+		"requests of a claim compete": {
+			slices:  []*resourceapi.ResourceSlice{fourGPUs},
+			claims:  []*resourceapi.ResourceClaim{MakeClaim("c").Request("a", "gpu", 3).Request("b", "gpu", 2).Obj()},
+			want:    []allocator.Failure{{Claim: "default/c", Reason: allocator.ReasonContention}},
+			message: `claim default/c: requests compete for the same devices`,
+		},
+		"claims compete": {
+			slices:  []*resourceapi.ResourceSlice{fourGPUs},
+			claims:  []*resourceapi.ResourceClaim{MakeClaim("c1").Request("a", "gpu", 3).Obj(), MakeClaim("c2").Request("b", "gpu", 2).Obj()},
+			want:    []allocator.Failure{{Reason: allocator.ReasonContention}},
+			message: `claims compete for the same devices`,
+		},
+		"pool being updated": {
+			slices:  []*resourceapi.ResourceSlice{MakeSlice("node-0").Node("node-0").Pool("node-0", 1, 2).Devices(MakeDevice("gpu-0")).Obj()},
+			claims:  []*resourceapi.ResourceClaim{MakeClaim("c").Request("gpu", "gpu", 1).Obj()},
+			want:    []allocator.Failure{{Claim: "default/c", Request: "gpu", Reason: allocator.ReasonPoolIncomplete, Need: 1, Pool: "gpu.example.com/node-0"}},
+			message: `request "gpu": no matching device; resource pool gpu.example.com/node-0 is being updated`,
+		},
+		"closest subrequest": {
+			slices: []*resourceapi.ResourceSlice{fourGPUs},
+			state:  allocated("gpu-0", "gpu-1"),
+			claims: []*resourceapi.ResourceClaim{MakeClaim("c").FirstAvailable("gpu",
+				SubRequest("eight", "gpu", 8), SubRequest("three", "gpu", 3)).Obj()},
+			want:    []allocator.Failure{{Claim: "default/c", Request: "gpu", Reason: allocator.ReasonDevicesInUse, Need: 3, Matching: 4, Free: 2, InUse: 2}},
+			message: `request "gpu": 2 of 4 matching devices free, need 3 (2 in use)`,
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, ctx := ktesting.NewTestContext(t)
+			node := MakeNode("node-0")
+			a, err := allocator.New(ctx, allFeatures, tc.state, ClassLister{gpuClass}, tc.slices, allocator.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			results, err := a.Allocate(ctx, node, tc.claims)
+			if err != nil {
+				t.Fatalf("Allocate: %v", err)
+			}
+			if (results == nil) != (tc.want != nil) {
+				t.Fatalf("Allocate returned %d results, but the case expects failures %v", len(results), tc.want)
+			}
+			got, err := a.Explain(ctx, node, tc.claims)
+			if err != nil {
+				t.Fatalf("Explain: %v", err)
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("failures (-want +got):\n%s", diff)
+			}
+			if len(got) > 0 {
+				if msg := got[0].Message(); msg != tc.message {
+					t.Errorf("message:\n got %s\nwant %s", msg, tc.message)
+				}
+			}
+		})
+	}
+}
