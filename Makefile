@@ -20,9 +20,9 @@ LDFLAGS := -X $(VERSION_PKG).gitVersion=$(VERSION) -X $(VERSION_PKG).gitCommit=$
 # Binaries under cmd/ that have a main package.
 COMMANDS := $(patsubst cmd/%/,%,$(dir $(wildcard cmd/*/main.go)))
 
-# Allocator benchmark knobs: `make bench BENCHTIME=2s COUNT=5`.
-BENCHTIME ?= 1x
-COUNT ?= 1
+# Allocator benchmark knobs: `make bench-allocator BENCHTIME=2s COUNT=5`.
+BENCHTIME ?= 1s
+COUNT ?= 3
 
 .PHONY: help
 help: ## Show this help.
@@ -54,6 +54,13 @@ test-race: ## Run the unit tests of the concurrent packages with the race detect
 .PHONY: conformance
 conformance: ## Run upstream's shared allocator test suite against pkg/allocator (UPSTREAM=1 adds upstream's variants).
 	hack/conformance.sh
+
+.PHONY: bench
+bench: bench-allocator ## Run the benchmarks, drasched and upstream side by side (ratios).
+
+.PHONY: bench-allocator
+bench-allocator: ## Benchmark pkg/allocator against upstream's allocator on the same inputs.
+	hack/bench-allocator.sh -benchtime=$(BENCHTIME) -count=$(COUNT)
 
 .PHONY: verify
 verify: verify-fmt vet lint ## Run all static checks (gofmt, go vet, golangci-lint).

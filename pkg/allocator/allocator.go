@@ -111,6 +111,7 @@ func (a *Allocator) Allocate(ctx context.Context, node *v1.Node, claims []*resou
 	}
 	logger := s.logger
 	logger.V(5).Info("Starting allocation", "numClaims", len(claims), "numCandidates", len(s.cands))
+	defer s.release()
 	ok, err := s.allocateOne(pos{}, false, 0)
 	a.steps.Add(s.stats.steps)
 	logger.V(5).Info("Done with allocation", "success", ok, "err", err,
@@ -138,44 +139,49 @@ func (a *Allocator) newSearch(ctx context.Context, node *v1.Node, claims []*reso
 		return nil, errors.New("no node given")
 	}
 	logger := klog.FromContext(ctx)
-	pools, err := a.gatherPools(node)
-	if err != nil {
-		return nil, fmt.Errorf("gather pool information: %w", err)
+	view := a.view(node)
+	if view.err != nil {
+		return nil, fmt.Errorf("gather pool information: %w", view.err)
 	}
-	s := &search{
-		a:      a,
-		ctx:    ctx,
-		logger: logger,
-		node:   node,
-		pools:  pools,
-	}
-	// poolStart[i] is the index of pool i's first candidate.
-	poolStart := make([]int, len(pools))
-	for i, p := range pools {
-		poolStart[i] = len(s.cands)
-		if !p.usable() {
-			continue
-		}
-		for _, ps := range p.slices {
-			for d := range ps.slice.Spec.Devices {
-				s.cands = append(s.cands, cand{pool: p, ps: ps, i: d})
-			}
-		}
-	}
+	s := searchPool.Get().(*search)
+	s.a, s.ctx, s.logger, s.node = a, ctx, logger, node
+	s.pools, s.cands = view.pools, view.cands
+	poolStart := view.poolStart
 
-	s.claims = make([]*claimData, len(claims))
-	s.reqs = make([][][]*nodeRequest, len(claims))
-	s.selectedSub = make([][]int, len(claims))
-	s.constraints = make([][]constraintState, len(claims))
+	// Size the reusable buffers: one nodeRequest per (sub)request.
+	s.claims = grow(s.claims, len(claims))
+	numRequests, numAlternatives, numConstraints := 0, 0, 0
 	for ci, claim := range claims {
 		cd := a.claimData(ci, claim)
 		s.claims[ci] = cd
-		s.reqs[ci] = make([][]*nodeRequest, len(cd.requests))
-		s.selectedSub[ci] = make([]int, len(cd.requests))
+		numRequests += len(cd.requests)
+		numConstraints += len(cd.constraints)
+		for ri := range cd.requests {
+			numAlternatives += len(cd.requests[ri].alternatives)
+		}
+	}
+	s.requestBuf = grow(s.requestBuf, numRequests)
+	s.selectedBuf = grow(s.selectedBuf, numRequests)
+	s.alternativeBuf = grow(s.alternativeBuf, numAlternatives)
+	s.nodeRequestBuf = grow(s.nodeRequestBuf, numAlternatives)
+	s.selectableBuf = grow(s.selectableBuf, numAlternatives*len(s.cands))
+	s.constraintBuf = grow(s.constraintBuf, numConstraints)
+	s.reqs = grow(s.reqs, len(claims))
+	s.selectedSub = grow(s.selectedSub, len(claims))
+	s.constraints = grow(s.constraints, len(claims))
+	s.results = growKeep(s.results, len(claims))
+
+	nextRequest, nextAlternative, nextConstraint := 0, 0, 0
+	for ci, cd := range s.claims {
+		claim := cd.claim
+		s.reqs[ci] = s.requestBuf[nextRequest : nextRequest+len(cd.requests)]
+		s.selectedSub[ci] = s.selectedBuf[nextRequest : nextRequest+len(cd.requests)]
+		nextRequest += len(cd.requests)
 		minClaim := 0
 		for ri := range cd.requests {
 			spec := &cd.requests[ri]
 			if spec.err != nil {
+				s.release()
 				return nil, spec.err
 			}
 			minRequest := 0
@@ -183,14 +189,18 @@ func (a *Allocator) newSearch(ctx context.Context, node *v1.Node, claims []*reso
 				// Seeded high so the loop can take the minimum.
 				minRequest = math.MaxInt
 			}
-			alternatives := make([]*nodeRequest, len(spec.alternatives))
+			alternatives := s.alternativeBuf[nextAlternative : nextAlternative+len(spec.alternatives)]
 			for ai, rd := range spec.alternatives {
 				if rd.err != nil {
+					s.release()
 					return nil, rd.err
 				}
-				nr := &nodeRequest{rd: rd, selectable: make([]int8, len(s.cands))}
+				k := nextAlternative + ai
+				nr := &s.nodeRequestBuf[k]
+				*nr = nodeRequest{rd: rd, selectable: s.selectableBuf[k*len(s.cands) : (k+1)*len(s.cands)]}
 				if rd.allocationMode == resourceapi.DeviceAllocationModeAll {
 					if err := s.enumerateAll(nr, poolStart); err != nil {
+						s.release()
 						return nil, err
 					}
 					nr.numDevices = len(nr.all)
@@ -200,6 +210,7 @@ func (a *Allocator) newSearch(ctx context.Context, node *v1.Node, claims []*reso
 				alternatives[ai] = nr
 				minRequest = min(minRequest, nr.numDevices)
 			}
+			nextAlternative += len(spec.alternatives)
 			if !spec.hasSubRequests {
 				minRequest = alternatives[0].numDevices
 			}
@@ -207,27 +218,71 @@ func (a *Allocator) newSearch(ctx context.Context, node *v1.Node, claims []*reso
 			// Compare against the remaining room, so a large count cannot
 			// overflow the sum.
 			if minRequest > resourceapi.AllocationResultsMaxSize-minClaim {
+				s.release()
 				return nil, fmt.Errorf("claim %s, request %s: adding %d devices exceeds the claim limit of %d, with %d already accounted for",
 					klog.KObj(claim), spec.name, minRequest, resourceapi.AllocationResultsMaxSize, minClaim)
 			}
 			minClaim += minRequest
 		}
 		if cd.constraintErr != nil {
+			s.release()
 			return nil, cd.constraintErr
 		}
-		states := make([]constraintState, len(cd.constraints))
+		states := s.constraintBuf[nextConstraint : nextConstraint+len(cd.constraints)]
+		nextConstraint += len(cd.constraints)
 		for i := range cd.constraints {
 			states[i] = constraintState{spec: &cd.constraints[i], listSemantics: a.features.ListTypeAttributes}
 		}
 		s.constraints[ci] = states
 	}
 
-	s.results = make([][]resultDevice, len(claims))
-	s.marks = make([][]int, len(s.cands))
-	s.allocated = make([]int8, len(s.cands))
-	s.capacity = structured.NewConsumedCapacityCollection()
-	s.memo = make(map[memoKey]struct{})
+	s.marks = growKeep(s.marks, len(s.cands))
+	s.allocated = grow(s.allocated, len(s.cands))
 	return s, nil
+}
+
+// searchPool recycles searches: their buffers are sized for the largest
+// problem seen and reused, so that a search on one node allocates next to
+// nothing.
+var searchPool = sync.Pool{New: func() any { return new(search) }}
+
+// release returns the search to the pool. It must not be used afterwards;
+// results built from it do not share its memory.
+func (s *search) release() {
+	s.a, s.ctx, s.node, s.pools, s.cands = nil, nil, nil, nil, nil
+	clear(s.claims)
+	clear(s.nodeRequestBuf)
+	clear(s.alternativeBuf)
+	clear(s.constraintBuf)
+	s.shares = nil
+	clear(s.counters)
+	clear(s.compat)
+	clear(s.memo)
+	s.hash, s.failures, s.optimisticShares, s.stats = stateHash{}, 0, false, searchStats{}
+	searchPool.Put(s)
+}
+
+// grow returns a zeroed slice of length n, reusing b's memory if it fits.
+func grow[T any](b []T, n int) []T {
+	if cap(b) < n {
+		return make([]T, n)
+	}
+	b = b[:n]
+	clear(b)
+	return b
+}
+
+// growKeep returns a slice of length n whose elements are emptied slices
+// that keep their memory.
+func growKeep[T any](b [][]T, n int) [][]T {
+	if cap(b) < n {
+		b = append(b[:cap(b)], make([][]T, n-cap(b))...)
+	}
+	b = b[:n]
+	for i := range b {
+		b[i] = b[i][:0]
+	}
+	return b
 }
 
 // enumerateAll determines the devices of an "All" request: every selectable
@@ -255,7 +310,8 @@ func (s *search) enumerateAll(nr *nodeRequest, poolStart []int) error {
 					// use is checked when allocating, so that a busy device
 					// makes "all" fail instead of being skipped.
 					device := &ps.slice.Spec.Devices[d]
-					fits, err := capacityFits(rd.capacity, device.Capacity, nil, nil, s.a.features.FractionalCapacityRange)
+					eval := evaluateCapacity(rd.capacity, device.Capacity, s.a.features.FractionalCapacityRange)
+					fits, err := eval.fits(device.Capacity, nil, nil)
 					if err != nil {
 						return fmt.Errorf("claim %s, request %s: checking capacity for device %s: %w", klog.KObj(claim), rd.name, device.Name, err)
 					}

@@ -351,11 +351,7 @@ func matchableDistinct(demands []demand, keys []map[int][]string) bool {
 		}
 		valueDemands = append(valueDemands, vd)
 	}
-	m := &matching{
-		unbounded: func(int) bool { return false },
-		owner:     make(map[int]int),
-		shared:    make(map[[2]int]bool),
-	}
+	m := newMatching(len(ids), func(int) bool { return false })
 	for _, vd := range valueDemands {
 		if !m.add(vd) {
 			return false
@@ -378,13 +374,18 @@ func (s *search) matchable(demands []demand, filter func(i, c int) bool) bool {
 }
 
 func (s *search) newMatching() *matching {
-	return &matching{
-		unbounded: func(c int) bool {
-			return s.a.features.ConsumableCapacity && ptr.Deref(s.cands[c].device().AllowMultipleAllocations, false)
-		},
-		owner:  make(map[int]int),
-		shared: make(map[[2]int]bool),
+	return newMatching(len(s.cands), func(c int) bool {
+		return s.a.features.ConsumableCapacity && ptr.Deref(s.cands[c].device().AllowMultipleAllocations, false)
+	})
+}
+
+// newMatching prepares a matching over n candidates.
+func newMatching(n int, unbounded func(c int) bool) *matching {
+	m := &matching{unbounded: unbounded, owner: make([]int32, n), visited: make([]uint32, n)}
+	for i := range m.owner {
+		m.owner[i] = -1
 	}
+	return m
 }
 
 // demand is one request of the relaxation: how many devices it needs and
@@ -407,9 +408,14 @@ type matching struct {
 	demands   []demand
 	unbounded func(c int) bool
 	filter    func(i, c int) bool
-	owner     map[int]int     // bounded candidate -> demand using it
-	shared    map[[2]int]bool // (demand, unbounded candidate) in use
-	visited   map[int]bool
+	// owner[c] is the demand using bounded candidate c, or -1.
+	owner []int32
+	// shared holds (demand, unbounded candidate) pairs in use; created on
+	// first use.
+	shared map[[2]int]bool
+	// visited[c] == epoch: c was visited in the current augmentation.
+	visited []uint32
+	epoch   uint32
 }
 
 // add adds a demand and reports whether all demands added so far can be
@@ -430,7 +436,7 @@ func (m *matching) add(d demand) bool {
 		return n >= d.need
 	}
 	for range d.need {
-		m.visited = make(map[int]bool)
+		m.epoch++
 		if !m.augment(di) {
 			return false
 		}
@@ -449,18 +455,20 @@ func (m *matching) augment(di int) bool {
 		}
 		if m.unbounded(c) {
 			if !m.shared[[2]int{di, c}] {
+				if m.shared == nil {
+					m.shared = make(map[[2]int]bool)
+				}
 				m.shared[[2]int{di, c}] = true
 				return true
 			}
 			continue
 		}
-		if m.visited[c] {
+		if m.visited[c] == m.epoch {
 			continue
 		}
-		m.visited[c] = true
-		other, taken := m.owner[c]
-		if !taken || m.augment(other) {
-			m.owner[c] = di
+		m.visited[c] = m.epoch
+		if other := m.owner[c]; other < 0 || m.augment(int(other)) {
+			m.owner[c] = int32(di)
 			return true
 		}
 	}
@@ -515,7 +523,7 @@ func (s *search) computeTrapFree(nr *nodeRequest) bool {
 			continue
 		}
 		if s.a.features.ConsumableCapacity {
-			if _, err := s.capacityFits(rd, ci); err != nil {
+			if _, err := s.capacityFits(nr, ci); err != nil {
 				return false
 			}
 		}

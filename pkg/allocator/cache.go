@@ -44,6 +44,8 @@ type Cache struct {
 	mutex       sync.Mutex
 	prepared    map[*resourceapi.ResourceSlice]*preparedSlice
 	matchTables map[sliceVersion]*matchTable
+	// views holds the last nodeView per node name.
+	views map[string]*nodeView
 
 	stats cacheStats
 }
@@ -61,7 +63,20 @@ func NewCache(compileCacheSize int) *Cache {
 		},
 		prepared:    make(map[*resourceapi.ResourceSlice]*preparedSlice),
 		matchTables: make(map[sliceVersion]*matchTable),
+		views:       make(map[string]*nodeView),
 	}
+}
+
+func (c *Cache) nodeView(node string) *nodeView {
+	c.mutex.Lock()
+	defer c.mutex.Unlock()
+	return c.views[node]
+}
+
+func (c *Cache) storeNodeView(node string, v *nodeView) {
+	c.mutex.Lock()
+	defer c.mutex.Unlock()
+	c.views[node] = v
 }
 
 // CacheStats are cumulative counters of a Cache.
@@ -171,6 +186,19 @@ func (c *Cache) sweep(current []*resourceapi.ResourceSlice) {
 	for v := range c.matchTables {
 		if _, ok := versions[v]; !ok {
 			delete(c.matchTables, v)
+		}
+	}
+	// Views of nodes without slices now are dropped: they may belong to
+	// deleted nodes. Others stay; they revalidate on use.
+	nodes := make(map[string]struct{})
+	for _, s := range current {
+		if s.Spec.NodeName != nil {
+			nodes[*s.Spec.NodeName] = struct{}{}
+		}
+	}
+	for name := range c.views {
+		if _, ok := nodes[name]; !ok {
+			delete(c.views, name)
 		}
 	}
 }

@@ -3,7 +3,9 @@ package allocator
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"math"
+	"slices"
 
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -27,65 +29,104 @@ var (
 	errNegativeCapacity = errors.New("capacity value is negative")
 )
 
-// capacityFits checks whether a request fits the remaining capacity of a
-// device: what is already allocated plus what the current search allocates
-// plus what the request consumes must stay within each capacity, and the
-// consumption must obey the capacity's request policy. An error means the
-// request is unusable on any device (not representable, negative).
-func capacityFits(request *resourceapi.CapacityRequirements, capacity map[resourceapi.QualifiedName]resourceapi.DeviceCapacity,
-	allocated, allocating structured.ConsumedCapacity, fractional bool) (bool, error) {
+// capacityEval is what a request would consume of a device, which only
+// depends on the two and is computed once per search.
+type capacityEval struct {
+	// missing: the request asks for a capacity the device does not have.
+	missing bool
+	// err: the request cannot be resolved (not representable, negative);
+	// this aborts allocation rather than skipping the device.
+	err error
+	// violates: a resolved consumption breaks the capacity's request policy.
+	violates bool
+	names    []resourceapi.QualifiedName
+	amounts  []resource.Quantity
+}
+
+// evaluateCapacity resolves what a request consumes of every capacity of a
+// device. Every capacity is resolved before any policy check, so that an
+// unrepresentable request fails regardless of map order.
+func evaluateCapacity(request *resourceapi.CapacityRequirements, capacity map[resourceapi.QualifiedName]resourceapi.DeviceCapacity, fractional bool) capacityEval {
+	var e capacityEval
 	if request != nil {
 		for name := range request.Requests {
 			if _, ok := capacity[name]; !ok {
 				// Another device may define it; skip this one.
-				return false, nil
+				e.missing = true
+				return e
 			}
 		}
 	}
-	// Resolve every capacity before any soft rejection, so that an
-	// unrepresentable request fails regardless of map order.
-	consumed := make(map[resourceapi.QualifiedName]resource.Quantity, len(capacity))
-	for name, c := range capacity {
-		q, err := consumption(requested(request, name), c, fractional)
+	// Sorted names give every evaluation for a device the same order, so
+	// that sums of shares line up.
+	e.names = slices.Sorted(maps.Keys(capacity))
+	e.amounts = make([]resource.Quantity, 0, len(capacity))
+	for _, name := range e.names {
+		c := capacity[name]
+		q, err := resolveConsumption(requested(request, name), c, fractional)
 		if err != nil {
-			return false, fmt.Errorf("capacity %q: %w", name, err)
+			e.err = fmt.Errorf("capacity %q: %w", name, err)
+			return e
 		}
 		if q.Sign() < 0 {
-			return false, fmt.Errorf("capacity %q: %w", name, errNegativeCapacity)
+			e.err = fmt.Errorf("capacity %q: %w", name, errNegativeCapacity)
+			return e
 		}
-		consumed[name] = q
+		e.amounts = append(e.amounts, q)
 	}
-	for name, c := range capacity {
-		q := consumed[name]
-		if violatesPolicy(q, c.RequestPolicy, fractional) {
-			return false, nil
+	for i, name := range e.names {
+		if violatesPolicy(e.amounts[i], capacity[name].RequestPolicy, fractional) {
+			e.violates = true
 		}
-		total := q.DeepCopy()
-		if a, ok := allocated[name]; ok {
+	}
+	return e
+}
+
+// fits checks the consumption against what is left of each capacity after
+// earlier cycles (allocated) and the current search (allocating, aligned with
+// names; nil if the device has no share now).
+func (e *capacityEval) fits(capacity map[resourceapi.QualifiedName]resourceapi.DeviceCapacity, allocated structured.ConsumedCapacity, allocating []resource.Quantity) (bool, error) {
+	if e.missing {
+		return false, nil
+	}
+	if e.err != nil {
+		return false, e.err
+	}
+	if e.violates {
+		return false, nil
+	}
+	for i, name := range e.names {
+		a, inAllocated := allocated[name]
+		if !inAllocated && allocating == nil {
+			// Cmp may change its receiver's representation; the amount ends
+			// up in results, so compare a copy.
+			amount := e.amounts[i]
+			if amount.Cmp(capacity[name].Value) > 0 {
+				return false, nil
+			}
+			continue
+		}
+		total := e.amounts[i].DeepCopy()
+		if inAllocated {
 			total.Add(*a)
 		}
-		if a, ok := allocating[name]; ok {
-			total.Add(*a)
+		if allocating != nil {
+			total.Add(allocating[i])
 		}
-		if total.Cmp(c.Value) > 0 {
+		if total.Cmp(capacity[name].Value) > 0 {
 			return false, nil
 		}
 	}
 	return true, nil
 }
 
-// consumedCapacity returns what a request consumes of each capacity of a
-// device it got allocated.
-func consumedCapacity(request *resourceapi.CapacityRequirements, capacity map[resourceapi.QualifiedName]resourceapi.DeviceCapacity, fractional bool) (map[resourceapi.QualifiedName]resource.Quantity, error) {
-	result := make(map[resourceapi.QualifiedName]resource.Quantity, len(capacity))
-	for name, c := range capacity {
-		q, err := consumption(requested(request, name), c, fractional)
-		if err != nil {
-			return nil, fmt.Errorf("capacity %q: %w", name, err)
-		}
-		result[name] = q
+// consumed returns the consumption as a map, for the allocation result.
+func (e *capacityEval) consumed() map[resourceapi.QualifiedName]resource.Quantity {
+	result := make(map[resourceapi.QualifiedName]resource.Quantity, len(e.names))
+	for i, name := range e.names {
+		result[name] = e.amounts[i].DeepCopy()
 	}
-	return result, nil
+	return result
 }
 
 func requested(request *resourceapi.CapacityRequirements, name resourceapi.QualifiedName) *resource.Quantity {
@@ -98,10 +139,10 @@ func requested(request *resourceapi.CapacityRequirements, name resourceapi.Quali
 	return nil
 }
 
-// consumption resolves what a request consumes of one capacity: the policy
+// resolveConsumption resolves what a request consumes of one capacity: the policy
 // default (or the whole capacity) when nothing is requested, otherwise the
 // request rounded up according to the policy.
-func consumption(req *resource.Quantity, c resourceapi.DeviceCapacity, fractional bool) (resource.Quantity, error) {
+func resolveConsumption(req *resource.Quantity, c resourceapi.DeviceCapacity, fractional bool) (resource.Quantity, error) {
 	policy := c.RequestPolicy
 	if req == nil {
 		if policy != nil && policy.Default != nil {

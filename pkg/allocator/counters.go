@@ -1,6 +1,7 @@
 package allocator
 
 import (
+	"math"
 	"sync"
 
 	resourceapi "k8s.io/api/resource/v1"
@@ -21,14 +22,20 @@ type counterRef struct {
 
 // poolCounters is what the whole cycle knows about a pool's counters:
 // capacity minus what already allocated devices consume. It is computed once
-// per Allocator and pool and never changes afterwards.
+// per Allocator and pool and never changes afterwards, except for the lazily
+// compiled consumption of devices (guarded by mutex).
 type poolCounters struct {
 	once sync.Once
 
 	slots map[counterRef]int
+	// exact: every counter value and consumption of the pool is a whole
+	// number of milli-units and all sums fit into int64, so arithmetic runs
+	// on int64 (milli) instead of resource.Quantity (quantities).
+	exact bool
 	// available[slot] is the counter's value minus the consumption of all
 	// allocated devices of the pool. It may be negative.
-	available []resource.Quantity
+	milli      []int64
+	quantities []resource.Quantity
 	// overdrawn counts slots with available < 0. Such a pool admits no
 	// device that consumes counters at all, as upstream checks every
 	// counter of the pool after each addition.
@@ -37,6 +44,17 @@ type poolCounters struct {
 	// compatBaseline is, per counter set, the compatibility-group
 	// intersection of the allocated devices drawing from it.
 	compatBaseline map[string]compatIntersection
+
+	mutex    sync.Mutex
+	compiled map[*preparedSlice][]consumption
+}
+
+// consumption is what one device draws, per slot, summed over its
+// ConsumesCounters entries.
+type consumption struct {
+	slots      []int
+	milli      []int64
+	quantities []resource.Quantity
 }
 
 func (a *Allocator) poolCounters(p *pool) *poolCounters {
@@ -48,23 +66,45 @@ func (a *Allocator) poolCounters(p *pool) *poolCounters {
 
 func (pc *poolCounters) init(a *Allocator, p *pool) {
 	pc.slots = make(map[counterRef]int)
+	pc.compiled = make(map[*preparedSlice][]consumption)
+	// Exact int64 arithmetic needs every value in whole milli-units, and
+	// the sum of all magnitudes below MaxInt64 so that no sum overflows.
+	pc.exact = true
+	var total int64
+	addMagnitude := func(q resource.Quantity) {
+		m, ok := exactMilli(q)
+		if m < 0 {
+			m = -m
+		}
+		if !ok || m > math.MaxInt64/4 || total > math.MaxInt64/4 {
+			pc.exact = false
+			return
+		}
+		total += m
+	}
 	for name, set := range p.counterSets {
 		for counter, c := range set.Counters {
-			pc.slots[counterRef{name, counter}] = len(pc.available)
-			pc.available = append(pc.available, c.Value.DeepCopy())
+			pc.slots[counterRef{name, counter}] = len(pc.quantities)
+			pc.quantities = append(pc.quantities, c.Value.DeepCopy())
+			addMagnitude(c.Value)
 		}
 	}
 	pc.compatBaseline = make(map[string]compatIntersection)
 	for _, group := range [][]*preparedSlice{p.slices, p.notTargeting} {
 		for _, ps := range group {
 			for i := range ps.slice.Spec.Devices {
+				for _, consumption := range ps.slice.Spec.Devices[i].ConsumesCounters {
+					for _, c := range consumption.Counters {
+						addMagnitude(c.Value)
+					}
+				}
 				if !a.isAllocated(ps.ids[i]) {
 					continue
 				}
 				for _, consumption := range ps.slice.Spec.Devices[i].ConsumesCounters {
 					for counter, c := range consumption.Counters {
 						if slot, ok := pc.slots[counterRef{consumption.CounterSet, counter}]; ok {
-							pc.available[slot].Sub(c.Value)
+							pc.quantities[slot].Sub(c.Value)
 						}
 					}
 					if a.features.CompatibilityGroups {
@@ -74,71 +114,155 @@ func (pc *poolCounters) init(a *Allocator, p *pool) {
 			}
 		}
 	}
-	for i := range pc.available {
-		if pc.available[i].Sign() < 0 {
+	for i := range pc.quantities {
+		if pc.quantities[i].Sign() < 0 {
 			pc.overdrawn++
 		}
 	}
+	if pc.exact {
+		pc.milli = make([]int64, len(pc.quantities))
+		for i := range pc.quantities {
+			pc.milli[i], _ = exactMilli(pc.quantities[i])
+		}
+	}
+}
+
+// consumptionOf returns the compiled consumption of device i of a slice.
+func (pc *poolCounters) consumptionOf(ps *preparedSlice, i int) *consumption {
+	pc.mutex.Lock()
+	defer pc.mutex.Unlock()
+	compiled := pc.compiled[ps]
+	if compiled == nil {
+		compiled = make([]consumption, len(ps.slice.Spec.Devices))
+		for d := range ps.slice.Spec.Devices {
+			compiled[d] = pc.compile(&ps.slice.Spec.Devices[d])
+		}
+		pc.compiled[ps] = compiled
+	}
+	return &compiled[i]
+}
+
+func (pc *poolCounters) compile(device *resourceapi.Device) consumption {
+	var c consumption
+	index := make(map[int]int)
+	for _, entry := range device.ConsumesCounters {
+		for counter, value := range entry.Counters {
+			slot, ok := pc.slots[counterRef{entry.CounterSet, counter}]
+			if !ok {
+				// Pools with undefined counters are invalid and never get
+				// here.
+				continue
+			}
+			at, seen := index[slot]
+			if !seen {
+				at = len(c.slots)
+				index[slot] = at
+				c.slots = append(c.slots, slot)
+				c.milli = append(c.milli, 0)
+				c.quantities = append(c.quantities, resource.Quantity{})
+			}
+			c.quantities[at].Add(value.Value)
+			if pc.exact {
+				m, _ := exactMilli(value.Value)
+				c.milli[at] += m
+			}
+		}
+	}
+	return c
 }
 
 // counterUsage tracks, during one search, what the devices being allocated
 // consume from one pool.
 type counterUsage struct {
-	pool      *poolCounters
-	consumed  []resource.Quantity
-	overdrawn int
+	pool       *poolCounters
+	milli      []int64
+	quantities []resource.Quantity
+	overdrawn  int
 }
 
 func newCounterUsage(pc *poolCounters) *counterUsage {
-	return &counterUsage{pool: pc, consumed: make([]resource.Quantity, len(pc.available)), overdrawn: pc.overdrawn}
+	u := &counterUsage{pool: pc, overdrawn: pc.overdrawn}
+	if pc.exact {
+		u.milli = make([]int64, len(pc.milli))
+	} else {
+		u.quantities = make([]resource.Quantity, len(pc.quantities))
+	}
+	return u
 }
 
 // reserve adds a device's consumption and reports whether the pool is
 // still within its counters; if not, the consumption is removed again.
-func (u *counterUsage) reserve(device *resourceapi.Device) bool {
-	u.apply(device, true)
-	if u.overdrawn > 0 {
-		u.apply(device, false)
+func (u *counterUsage) reserve(c *consumption) bool {
+	if !u.fits(c) {
 		return false
 	}
+	u.apply(c, true)
 	return true
 }
 
-// fits reports whether reserve would succeed, without changing anything.
-func (u *counterUsage) fits(device *resourceapi.Device) bool {
-	ok := u.reserve(device)
-	if ok {
-		u.release(device)
+// fits reports whether reserve would succeed, without changing anything:
+// only the device's slots can change from within to overdrawn.
+func (u *counterUsage) fits(c *consumption) bool {
+	overdrawn := u.overdrawn
+	for k, slot := range c.slots {
+		before, after := u.overdrawnAfter(slot, c, k)
+		switch {
+		case after && !before:
+			overdrawn++
+		case before && !after:
+			overdrawn--
+		}
 	}
-	return ok
+	return overdrawn == 0
 }
 
-func (u *counterUsage) release(device *resourceapi.Device) {
-	u.apply(device, false)
+// overdrawnAfter reports whether a slot is overdrawn now and after adding
+// the consumption's k-th amount.
+func (u *counterUsage) overdrawnAfter(slot int, c *consumption, k int) (before, after bool) {
+	if u.pool.exact {
+		return u.pool.milli[slot] < u.milli[slot], u.pool.milli[slot] < u.milli[slot]+c.milli[k]
+	}
+	next := u.quantities[slot].DeepCopy()
+	next.Add(c.quantities[k])
+	return u.pool.quantities[slot].Cmp(u.quantities[slot]) < 0, u.pool.quantities[slot].Cmp(next) < 0
 }
 
-func (u *counterUsage) apply(device *resourceapi.Device, add bool) {
-	for _, consumption := range device.ConsumesCounters {
-		for counter, c := range consumption.Counters {
-			slot, ok := u.pool.slots[counterRef{consumption.CounterSet, counter}]
-			if !ok {
-				// Pools with undefined counters are invalid and never reach
-				// this point.
-				continue
-			}
-			before := u.pool.available[slot].Cmp(u.consumed[slot]) < 0
-			if add {
-				u.consumed[slot].Add(c.Value)
+func (u *counterUsage) release(c *consumption) {
+	u.apply(c, false)
+}
+
+func (u *counterUsage) apply(c *consumption, add bool) {
+	for k, slot := range c.slots {
+		before, after := u.overdrawnAfter(slot, c, k)
+		if !add {
+			// Removing: the state "after" removal is the current "before"
+			// minus the amount; recompute directly.
+			if u.pool.exact {
+				before = u.pool.milli[slot] < u.milli[slot]
+				after = u.pool.milli[slot] < u.milli[slot]-c.milli[k]
 			} else {
-				u.consumed[slot].Sub(c.Value)
+				next := u.quantities[slot].DeepCopy()
+				next.Sub(c.quantities[k])
+				before = u.pool.quantities[slot].Cmp(u.quantities[slot]) < 0
+				after = u.pool.quantities[slot].Cmp(next) < 0
 			}
-			after := u.pool.available[slot].Cmp(u.consumed[slot]) < 0
-			switch {
-			case after && !before:
-				u.overdrawn++
-			case before && !after:
-				u.overdrawn--
+		}
+		if u.pool.exact {
+			if add {
+				u.milli[slot] += c.milli[k]
+			} else {
+				u.milli[slot] -= c.milli[k]
 			}
+		} else if add {
+			u.quantities[slot].Add(c.quantities[k])
+		} else {
+			u.quantities[slot].Sub(c.quantities[k])
+		}
+		switch {
+		case after && !before:
+			u.overdrawn++
+		case before && !after:
+			u.overdrawn--
 		}
 	}
 }

@@ -122,7 +122,7 @@ func (s *search) evaluate(expr *compiled, c cand) (bool, error) {
 func (s *search) attribute(rd *requestData, c cand, name resourceapi.FullyQualifiedName) (*resourceapi.DeviceAttribute, error) {
 	expression, derived := rd.derived[name]
 	if !derived {
-		return staticAttribute(c.device(), c.ps.slice.Spec.Driver, name), nil
+		return c.ps.attribute(c.i, name), nil
 	}
 	expr := s.a.cache.compile(s.a.celFeatures, true, expression)
 	if expr.result.Error != nil {
@@ -168,6 +168,9 @@ func (s *search) feasible(r pos, nr *nodeRequest, start, need int) (int, bool, e
 	bucketBy := s.emptyScalarMatch(r.claim, nr.rd)
 	var buckets map[string]int
 	count, first := 0, -1
+	// Devices that draw counters are only counted after the scan, by what
+	// their pools' remaining counters can hold together.
+	var drawing []int
 	for ci := start; ci < len(s.cands); ci++ {
 		ok, key, trap := s.couldAccept(r, nr, ci, bucketBy)
 		if trap {
@@ -181,6 +184,10 @@ func (s *search) feasible(r pos, nr *nodeRequest, start, need int) (int, bool, e
 		}
 		if first < 0 {
 			first = ci
+		}
+		if bucketBy == nil && s.drawsCounters(ci) {
+			drawing = append(drawing, ci)
+			continue
 		}
 		n := count + 1
 		if bucketBy != nil {
@@ -202,7 +209,67 @@ func (s *search) feasible(r pos, nr *nodeRequest, start, need int) (int, bool, e
 	if first < 0 {
 		first = len(s.cands)
 	}
+	if len(drawing) > 0 && count+s.counterCapacity(drawing) >= need {
+		return first, true, nil
+	}
 	return first, false, nil
+}
+
+// drawsCounters: allocating the candidate now would draw from its pool's
+// counters (a further share of a shared device would not).
+func (s *search) drawsCounters(ci int) bool {
+	device := s.cands[ci].device()
+	if len(device.ConsumesCounters) == 0 || !s.a.features.PartitionableDevices {
+		return false
+	}
+	allowMultiple := s.a.features.ConsumableCapacity && ptr.Deref(device.AllowMultipleAllocations, false)
+	return !allowMultiple || !s.capacityInUse(ci)
+}
+
+// counterCapacity bounds how many of the candidates can be allocated
+// together as far as counters go: per pool and counter, the candidates
+// drawing least fill what remains first; the fewest that fit over all of a
+// pool's counters is the most the pool can take.
+func (s *search) counterCapacity(cands []int) int {
+	total := 0
+	byPool := make(map[*pool][]int)
+	for _, ci := range cands {
+		p := s.cands[ci].pool
+		byPool[p] = append(byPool[p], ci)
+	}
+	for p, group := range byPool {
+		u := s.countersFor(p)
+		most := len(group)
+		amounts := make(map[int][]int64)
+		if !u.pool.exact {
+			// Without exact arithmetic, only the single-device check of
+			// couldAccept applies.
+			total += most
+			continue
+		}
+		for _, ci := range group {
+			c := s.consumptionOf(ci)
+			for k, slot := range c.slots {
+				amounts[slot] = append(amounts[slot], c.milli[k])
+			}
+		}
+		for slot, list := range amounts {
+			slices.Sort(list)
+			remaining := u.pool.milli[slot] - u.milli[slot]
+			// Devices that do not draw this counter fit regardless.
+			fit := len(group) - len(list)
+			for _, amount := range list {
+				if amount > remaining {
+					break
+				}
+				remaining -= amount
+				fit++
+			}
+			most = min(most, fit)
+		}
+		total += most
+	}
+	return total
 }
 
 // emptyScalarMatch returns a matchAttribute constraint with scalar
@@ -239,7 +306,7 @@ func (s *search) couldAccept(r pos, nr *nodeRequest, ci int, bucketBy *constrain
 		return false, "", false
 	}
 	if s.a.features.ConsumableCapacity {
-		fits, err := s.capacityFits(rd, ci)
+		fits, err := s.capacityFits(nr, ci)
 		if err != nil {
 			return false, "", true
 		}
@@ -260,7 +327,7 @@ func (s *search) couldAccept(r pos, nr *nodeRequest, ci int, bucketBy *constrain
 		if s.a.features.CompatibilityGroups && !s.compatFor(c.pool).admits(device) {
 			return false, "", false
 		}
-		if !s.countersFor(c.pool).fits(device) {
+		if !s.countersFor(c.pool).fits(s.consumptionOf(ci)) {
 			return false, "", false
 		}
 	}

@@ -119,6 +119,7 @@ func (a *Allocator) Explain(ctx context.Context, node *v1.Node, claims []*resour
 	if err != nil {
 		return nil, err
 	}
+	defer s.release()
 	var incomplete string
 	for _, p := range s.pools {
 		if p.incomplete {
@@ -248,11 +249,11 @@ func (s *search) blockedBy(nr *nodeRequest, ci int) Reason {
 	}
 	skipCounters := allowMultiple && s.capacityInUse(ci)
 	if !skipCounters && len(device.ConsumesCounters) > 0 &&
-		(!s.a.features.PartitionableDevices || !s.countersFor(c.pool).fits(device)) {
+		(!s.a.features.PartitionableDevices || !s.countersFor(c.pool).fits(s.consumptionOf(ci))) {
 		return ReasonCountersExhausted
 	}
 	if s.a.features.ConsumableCapacity {
-		if fits, err := s.capacityFits(rd, ci); err != nil || !fits {
+		if fits, err := s.capacityFits(nr, ci); err != nil || !fits {
 			return ReasonCapacityExhausted
 		}
 	}
@@ -303,6 +304,7 @@ func (a *Allocator) fits(ctx context.Context, node *v1.Node, claims []*resourcea
 	if err != nil {
 		return false, err
 	}
+	defer s.release()
 	if keep >= 0 {
 		for ci := range s.constraints {
 			var kept []constraintState

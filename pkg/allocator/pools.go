@@ -3,10 +3,12 @@ package allocator
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"slices"
 
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/dynamic-resource-allocation/structured"
 	"k8s.io/utils/ptr"
 )
 
@@ -48,7 +50,7 @@ func (p *pool) usable() bool { return !p.incomplete && !p.invalid }
 // conditions after all others. This reproduces upstream's GatherPools: slices
 // of older generations are ignored, pools whose current generation is not
 // fully visible are incomplete, pools with inconsistent content are invalid.
-func (a *Allocator) gatherPools(node *v1.Node) ([]*pool, error) {
+func (a *Allocator) gatherPools(node *v1.Node) ([]*pool, map[poolID][]*resourceapi.ResourceSlice, error) {
 	type group struct {
 		generation int64
 		slices     []*preparedSlice
@@ -122,14 +124,17 @@ func (a *Allocator) gatherPools(node *v1.Node) ([]*pool, error) {
 	idx := a.index()
 	for _, s := range idx.byNode[node.Name] {
 		if err := consider(s); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	for _, s := range idx.shared {
 		if err := consider(s); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
+	// deps are the pools whose complete slice lists were consulted; the
+	// result depends on them too.
+	var deps map[poolID][]*resourceapi.ResourceSlice
 
 	pools := make([]*pool, 0, len(order))
 	var withBindingConditions []*pool
@@ -142,6 +147,10 @@ func (a *Allocator) gatherPools(node *v1.Node) ([]*pool, error) {
 		if int64(len(g.slices)) != wantSlices {
 			// Some slices were not relevant for this node. Look at the whole
 			// pool to tell "incomplete" from "relevant subset".
+			if deps == nil {
+				deps = make(map[poolID][]*resourceapi.ResourceSlice)
+			}
+			deps[id] = idx.byPool[id]
 			obsolete, inPool := idx.poolSlices(id, g.generation)
 			if obsolete {
 				// The driver is replacing this generation; ignore the pool.
@@ -167,7 +176,80 @@ func (a *Allocator) gatherPools(node *v1.Node) ([]*pool, error) {
 	}
 	sortPools(pools)
 	sortPools(withBindingConditions)
-	return append(pools, withBindingConditions...), nil
+	return append(pools, withBindingConditions...), deps, nil
+}
+
+// nodeView is what gatherPools finds for a node, with the node's candidate
+// devices. It depends only on the node, the features and slice objects, so
+// it is kept in the Cache and reused in later cycles while those are the
+// same objects.
+type nodeView struct {
+	node     *v1.Node
+	features structured.Features
+	local    []*resourceapi.ResourceSlice
+	shared   []*resourceapi.ResourceSlice
+	deps     map[poolID][]*resourceapi.ResourceSlice
+
+	pools []*pool
+	// cands are the devices of usable pools that target the node, in
+	// candidate order; poolStart[i] is the index of pool i's first one.
+	cands     []cand
+	poolStart []int
+	err       error
+}
+
+// view returns the node's view, from the cache if still valid.
+func (a *Allocator) view(node *v1.Node) *nodeView {
+	idx := a.index()
+	if v := a.cache.nodeView(node.Name); v != nil && v.valid(a, node, idx) {
+		return v
+	}
+	v := &nodeView{node: node, features: a.features, local: idx.byNode[node.Name], shared: idx.shared}
+	v.pools, v.deps, v.err = a.gatherPools(node)
+	if v.err == nil {
+		v.poolStart = make([]int, len(v.pools))
+		n := 0
+		for _, p := range v.pools {
+			if p.usable() {
+				for _, ps := range p.slices {
+					n += len(ps.slice.Spec.Devices)
+				}
+			}
+		}
+		v.cands = make([]cand, 0, n)
+		for i, p := range v.pools {
+			v.poolStart[i] = len(v.cands)
+			if !p.usable() {
+				continue
+			}
+			for _, ps := range p.slices {
+				for d := range ps.slice.Spec.Devices {
+					v.cands = append(v.cands, cand{pool: p, ps: ps, i: d})
+				}
+			}
+		}
+	}
+	a.cache.storeNodeView(node.Name, v)
+	return v
+}
+
+func (v *nodeView) valid(a *Allocator, node *v1.Node, idx *sliceIndex) bool {
+	if v.features != a.features || !sameNode(v.node, node) ||
+		!slices.Equal(v.local, idx.byNode[node.Name]) || !slices.Equal(v.shared, idx.shared) {
+		return false
+	}
+	for id, consulted := range v.deps {
+		if !slices.Equal(consulted, idx.byPool[id]) {
+			return false
+		}
+	}
+	return true
+}
+
+// sameNode: the same object, or one with the same name and labels (node
+// selectors only look at those; status updates change the object often).
+func sameNode(a, b *v1.Node) bool {
+	return a == b || a.Name == b.Name && maps.Equal(a.Labels, b.Labels)
 }
 
 func sortPools(pools []*pool) {

@@ -50,6 +50,29 @@ type preparedSlice struct {
 	// them (after a failure).
 	classesOnce sync.Once
 	classes     []deviceClassKey
+
+	// attrs caches constraint attribute lookups: per fully qualified name,
+	// the attribute of each device (nil if it has none).
+	attrsMutex sync.Mutex
+	attrs      map[resourceapi.FullyQualifiedName][]*resourceapi.DeviceAttribute
+}
+
+// attribute returns device i's attribute with the fully qualified name.
+func (ps *preparedSlice) attribute(i int, name resourceapi.FullyQualifiedName) *resourceapi.DeviceAttribute {
+	ps.attrsMutex.Lock()
+	defer ps.attrsMutex.Unlock()
+	values, ok := ps.attrs[name]
+	if !ok {
+		values = make([]*resourceapi.DeviceAttribute, len(ps.slice.Spec.Devices))
+		for d := range ps.slice.Spec.Devices {
+			values[d] = staticAttribute(&ps.slice.Spec.Devices[d], ps.slice.Spec.Driver, name)
+		}
+		if ps.attrs == nil {
+			ps.attrs = make(map[resourceapi.FullyQualifiedName][]*resourceapi.DeviceAttribute)
+		}
+		ps.attrs[name] = values
+	}
+	return values[i]
 }
 
 type lazySelector struct {

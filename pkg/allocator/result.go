@@ -7,7 +7,9 @@ import (
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/utils/ptr"
 )
 
@@ -23,10 +25,13 @@ func (s *search) buildResults() ([]resourceapi.AllocationResult, error) {
 			c := s.cands[d.cand]
 			rd := d.nr.rd
 			var consumed map[resourceapi.QualifiedName]resource.Quantity
-			if d.consumed != nil {
-				consumed = make(map[resourceapi.QualifiedName]resource.Quantity, len(d.consumed))
-				for name, q := range d.consumed {
-					consumed[name] = q.DeepCopy()
+			var shareID *types.UID
+			if d.share != nil {
+				// Share IDs are only made for the final result; which
+				// random ID a share gets does not matter.
+				shareID = ptr.To(uuid.NewUUID())
+				if len(d.share.names) > 0 {
+					consumed = d.share.consumed()
 				}
 			}
 			out := resourceapi.DeviceRequestAllocationResult{
@@ -35,7 +40,7 @@ func (s *search) buildResults() ([]resourceapi.AllocationResult, error) {
 				Pool:             c.id().Pool.String(),
 				Device:           c.id().Device.String(),
 				Tolerations:      rd.tolerations,
-				ShareID:          d.shareID,
+				ShareID:          shareID,
 				ConsumedCapacity: consumed,
 			}
 			if rd.adminAccess {

@@ -9,8 +9,6 @@ import (
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
-	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/component-helpers/nodedeclaredfeatures/features/draoptionalnodeoperations"
 	"k8s.io/dynamic-resource-allocation/resourceclaim"
 	"k8s.io/dynamic-resource-allocation/structured"
@@ -78,14 +76,17 @@ type nodeRequest struct {
 	selectable []int8
 	// trapFree caches whether no candidate's evaluation fails: 0 unknown, 1, 2.
 	trapFree int8
+	// capacity caches what the request would consume per candidate.
+	capacity []*capacityEval
 }
 
 // resultDevice is one allocated device of the current assignment.
 type resultDevice struct {
-	cand     int
-	nr       *nodeRequest
-	shareID  *types.UID
-	consumed map[resourceapi.QualifiedName]resource.Quantity
+	cand int
+	nr   *nodeRequest
+	// share is set for a share of an allow-multiple device: what it
+	// consumes.
+	share *capacityEval
 }
 
 type search struct {
@@ -103,17 +104,20 @@ type search struct {
 	selectedSub [][]int
 
 	// Mutable state of the current partial assignment.
-	marks       [][]int // per candidate: claims that allocate it exclusively
-	allocated   []int8  // per candidate: 0 unknown, 1 allocated before this cycle, 2 not
-	capacity    structured.ConsumedCapacityCollection
+	marks     [][]int // per candidate: claims that allocate it exclusively
+	allocated []int8  // per candidate: 0 unknown, 1 allocated before this cycle, 2 not
+	// shares tracks, per candidate, the shares of allow-multiple devices
+	// in the current assignment: how many, and what they consume together.
+	shares      []shareUse
 	counters    map[*pool]*counterUsage
 	compat      map[*pool]*compatUsage
 	constraints [][]constraintState
 	results     [][]resultDevice
 
-	// sawFailure turns on the costlier bounds once the search had to
-	// backtrack; the common first-try success never pays for them.
-	sawFailure bool
+	// failures counts backtracks. The costlier bounds only run once the
+	// search had to backtrack a few times: a search that succeeds at the
+	// first try, or after a little backtracking, never pays for them.
+	failures int
 	// optimisticShares makes couldAccept assume that devices allowing
 	// multiple allocations skip the counter check (see couldAcceptLater).
 	optimisticShares bool
@@ -123,6 +127,14 @@ type search struct {
 	hash  stateHash
 	memo  map[memoKey]struct{}
 	stats searchStats
+
+	// Buffers behind the slices above, reused through searchPool.
+	requestBuf     [][]*nodeRequest
+	selectedBuf    []int
+	alternativeBuf []*nodeRequest
+	nodeRequestBuf []nodeRequest
+	selectableBuf  []int8
+	constraintBuf  []constraintState
 }
 
 type searchStats struct {
@@ -212,7 +224,7 @@ func (s *search) allocateOne(r pos, allocSub bool, start int) (bool, error) {
 	}
 	if !feasible {
 		s.stats.feasibilityPrunes++
-		s.sawFailure = true
+		s.failures++
 		return false, nil
 	}
 	var failed []deviceClassKey
@@ -236,7 +248,7 @@ func (s *search) allocateOne(r pos, allocSub bool, start int) (bool, error) {
 			continue
 		}
 		if s.a.features.ConsumableCapacity {
-			fits, err := s.capacityFits(rd, ci)
+			fits, err := s.capacityFits(nr, ci)
 			if err != nil {
 				return false, fmt.Errorf("claim %s, request %s: checking capacity for device %s: %w", klog.KObj(s.claims[r.claim].claim), rd.name, c.id(), err)
 			}
@@ -263,8 +275,8 @@ func (s *search) allocateOne(r pos, allocSub bool, start int) (bool, error) {
 		if wasClean {
 			failed = append(failed, s.classOf(ci))
 		}
-		s.sawFailure = true
-		if s.infeasible(r, nr, ci+1) {
+		s.failures++
+		if s.boundsEnabled() && s.infeasible(r, nr, ci+1) {
 			s.stats.boundPrunes++
 			return false, nil
 		}
@@ -272,28 +284,46 @@ func (s *search) allocateOne(r pos, allocSub bool, start int) (bool, error) {
 	return false, nil
 }
 
+// boundsThreshold is how many backtracks turn on the matching bounds.
+const boundsThreshold = 8
+
+func (s *search) boundsEnabled() bool { return s.failures >= boundsThreshold }
+
 // boundary enters the next request or claim, consulting the memo of failed
 // searches from equivalent states.
 func (s *search) boundary(r pos) (bool, error) {
-	key, memoize := s.memoKey(r)
+	// The memo, like the bounds, only pays off once the search backtracks.
+	key, memoize := memoKey{}, false
+	if s.boundsEnabled() {
+		key, memoize = s.memoKey(r)
+	}
 	if memoize {
 		if _, failed := s.memo[key]; failed {
 			s.stats.memoHits++
 			return false, nil
 		}
 	}
-	if s.sawFailure && s.infeasible(r, nil, 0) {
+	if s.boundsEnabled() && s.infeasible(r, nil, 0) {
 		s.stats.boundPrunes++
-		if memoize && len(s.memo) < maxMemoEntries {
-			s.memo[key] = struct{}{}
+		if memoize {
+			s.remember(key)
 		}
 		return false, nil
 	}
 	ok, err := s.allocateOne(r, false, 0)
-	if memoize && !ok && err == nil && len(s.memo) < maxMemoEntries {
-		s.memo[key] = struct{}{}
+	if memoize && !ok && err == nil {
+		s.remember(key)
 	}
 	return ok, err
+}
+
+func (s *search) remember(key memoKey) {
+	if s.memo == nil {
+		s.memo = make(map[memoKey]struct{})
+	}
+	if len(s.memo) < maxMemoEntries {
+		s.memo[key] = struct{}{}
+	}
 }
 
 // placement records what allocateDevice changed, for undo.
@@ -305,12 +335,11 @@ type placement struct {
 	countersHeld bool
 	compatUndo   []compatUndo
 	constraints  int // number of constraints the device was added to
-	capacity     *structured.DeviceConsumedCapacity
-	// capacityEntryExisted: another share of the device already had an
-	// entry in s.capacity, which doubles as the "already shared" marker.
-	capacityEntryExisted bool
-	shareKey             stateHash
-	resultAdded          bool
+	// share is the capacity consumed by a share of an allow-multiple
+	// device.
+	share       *capacityEval
+	shareKey    stateHash
+	resultAdded bool
 }
 
 // allocateDevice checks availability and constraints for one candidate and,
@@ -352,7 +381,7 @@ func (s *search) allocateDevice(r pos, nr *nodeRequest, ci int, must bool) (*pla
 			}
 			p.compatUndo = undo
 		}
-		if !s.countersFor(c.pool).reserve(device) {
+		if !s.countersFor(c.pool).reserve(s.consumptionOf(ci)) {
 			s.undo(p)
 			return nil, nil
 		}
@@ -396,7 +425,7 @@ func (s *search) allocateDevice(r pos, nr *nodeRequest, ci int, must bool) (*pla
 
 	result := resultDevice{cand: ci, nr: nr}
 	if s.a.features.ConsumableCapacity {
-		fits, err := s.capacityFits(rd, ci)
+		fits, err := s.capacityFits(nr, ci)
 		if err != nil {
 			s.undo(p)
 			return nil, fmt.Errorf("claim %s, request %s: rechecking capacity for device %s: %w", klog.KObj(s.claims[r.claim].claim), rd.name, c.id(), err)
@@ -406,19 +435,10 @@ func (s *search) allocateDevice(r pos, nr *nodeRequest, ci int, must bool) (*pla
 			return nil, nil
 		}
 		if allowMultiple {
-			consumed, err := consumedCapacity(rd.capacity, device.Capacity, s.a.features.FractionalCapacityRange)
-			if err != nil {
-				s.undo(p)
-				return nil, fmt.Errorf("claim %s, request %s: computing consumed capacity for device %s: %w", klog.KObj(s.claims[r.claim].claim), rd.name, c.id(), err)
-			}
-			result.shareID = ptr.To(uuid.NewUUID())
-			if len(consumed) > 0 {
-				result.consumed = consumed
-			}
-			_, p.capacityEntryExisted = s.capacity[c.id()]
-			share := structured.NewDeviceConsumedCapacity(c.id(), consumed)
-			s.capacity.Insert(share)
-			p.capacity = &share
+			share := s.capacityOf(nr, ci)
+			result.share = share
+			s.addShare(ci, share, true)
+			p.share = share
 			p.shareKey = candKey(ci, r.claim, keyShare+uint64(rd.requestIndex)<<8+uint64(rd.subRequestIndex))
 			s.hash.toggle(p.shareKey)
 		}
@@ -435,15 +455,8 @@ func (s *search) undo(p *placement) {
 	if p.resultAdded {
 		s.results[p.r.claim] = s.results[p.r.claim][:len(s.results[p.r.claim])-1]
 	}
-	if p.capacity != nil {
-		s.capacity.Remove(*p.capacity)
-		if p.capacityEntryExisted {
-			// Remove drops an entry that became empty, which would also
-			// erase the "already shared" marker the earlier share needs.
-			if _, ok := s.capacity[c.id()]; !ok {
-				s.capacity[c.id()] = structured.ConsumedCapacity{}
-			}
-		}
+	if p.share != nil {
+		s.addShare(p.cand, p.share, false)
 		s.hash.toggle(p.shareKey)
 	}
 	if p.marked {
@@ -463,7 +476,7 @@ func (s *search) undo(p *placement) {
 		s.compatFor(c.pool).restore(p.compatUndo)
 	}
 	if p.countersHeld {
-		s.countersFor(c.pool).release(c.device())
+		s.countersFor(c.pool).release(s.consumptionOf(p.cand))
 		s.hash.toggle(candKey(p.cand, -1, keyCounters))
 	}
 }
@@ -493,6 +506,44 @@ func (s *search) isAllocatedCand(ci int) bool {
 	return allocated
 }
 
+// shareUse is what the shares of one device in the current assignment
+// consume, per capacity in the order of capacityEval.names.
+type shareUse struct {
+	count int
+	sums  []resource.Quantity
+}
+
+// addShare adds or removes a share. Upstream keeps these sums in a
+// ConsumedCapacityCollection whose entry for a device exists exactly while
+// the device has a share (undo is last-in first-out and consumption is never
+// negative); count plays that part here.
+func (s *search) addShare(ci int, share *capacityEval, add bool) {
+	if s.shares == nil {
+		s.shares = make([]shareUse, len(s.cands))
+	}
+	use := &s.shares[ci]
+	if use.sums == nil {
+		use.sums = make([]resource.Quantity, len(share.amounts))
+	}
+	for i := range share.amounts {
+		if add {
+			use.sums[i].Add(share.amounts[i])
+		} else {
+			use.sums[i].Sub(share.amounts[i])
+		}
+	}
+	if add {
+		use.count++
+	} else {
+		use.count--
+	}
+}
+
+// sharedNow: the device has a share in the current assignment.
+func (s *search) sharedNow(ci int) bool {
+	return s.shares != nil && s.shares[ci].count > 0
+}
+
 // capacityInUse: some share of an allow-multiple device exists, from an
 // earlier cycle or the current assignment.
 func (s *search) capacityInUse(ci int) bool {
@@ -503,8 +554,7 @@ func (s *search) capacityInUse(ci int) bool {
 	if s.a.sharedDevices().Has(id) {
 		return true
 	}
-	_, ok := s.capacity[id]
-	return ok
+	return s.sharedNow(ci)
 }
 
 // clean: nothing in the current assignment touches the candidate, so it is
@@ -513,8 +563,7 @@ func (s *search) clean(ci int) bool {
 	if len(s.marks[ci]) > 0 {
 		return false
 	}
-	_, shared := s.capacity[s.cands[ci].id()]
-	return !shared
+	return !s.sharedNow(ci)
 }
 
 // classOf returns the candidate's equivalence class for this cycle. Devices
@@ -532,11 +581,32 @@ func (s *search) classOf(ci int) deviceClassKey {
 	return c.ps.deviceClasses()[c.i]
 }
 
-func (s *search) capacityFits(rd *requestData, ci int) (bool, error) {
+func (s *search) capacityFits(nr *nodeRequest, ci int) (bool, error) {
 	c := s.cands[ci]
-	device := c.device()
 	id := c.id()
-	return capacityFits(rd.capacity, device.Capacity, s.a.state.AggregatedCapacity[id], s.capacity[id], s.a.features.FractionalCapacityRange)
+	var allocating []resource.Quantity
+	if s.sharedNow(ci) {
+		allocating = s.shares[ci].sums
+	}
+	return s.capacityOf(nr, ci).fits(c.device().Capacity, s.a.state.AggregatedCapacity[id], allocating)
+}
+
+// capacityOf returns what the (sub)request would consume of a candidate.
+func (s *search) capacityOf(nr *nodeRequest, ci int) *capacityEval {
+	if nr.capacity == nil {
+		nr.capacity = make([]*capacityEval, len(s.cands))
+	}
+	if nr.capacity[ci] == nil {
+		e := evaluateCapacity(nr.rd.capacity, s.cands[ci].device().Capacity, s.a.features.FractionalCapacityRange)
+		nr.capacity[ci] = &e
+	}
+	return nr.capacity[ci]
+}
+
+// consumptionOf returns what a candidate draws from its pool's counters.
+func (s *search) consumptionOf(ci int) *consumption {
+	c := s.cands[ci]
+	return s.countersFor(c.pool).pool.consumptionOf(c.ps, c.i)
 }
 
 func (s *search) countersFor(p *pool) *counterUsage {

@@ -1,0 +1,306 @@
+package allocator_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/dynamic-resource-allocation/cel"
+	"k8s.io/dynamic-resource-allocation/structured"
+	"k8s.io/utils/ptr"
+
+	v1 "k8s.io/api/core/v1"
+
+	. "github.com/drasched/drasched/internal/builder"
+	"github.com/drasched/drasched/pkg/allocator"
+)
+
+// benchCase is one allocation problem: what the scheduler gives the
+// allocator for one pod, and the nodes Filter tries.
+type benchCase struct {
+	features structured.Features
+	state    structured.AllocatedState
+	classes  []*resourceapi.DeviceClass
+	slices   []*resourceapi.ResourceSlice
+	nodes    []*v1.Node
+	claims   []*resourceapi.ResourceClaim
+	// fits says whether the claims fit on the nodes, checked once.
+	fits bool
+}
+
+const perfDriver = "test-driver.cdi.k8s.io"
+
+var perfClass = MakeClass("test-class", `device.driver == "test-driver.cdi.k8s.io"`)
+
+// basicDevices mirrors scheduler_perf's resourceslice-basic-devices.yaml: an
+// Intel-GPU-like device with a realistic number of attributes, PCI roots
+// alternating.
+func basicDevices(n, pciRoots int) []*DeviceWrapper {
+	return Devices("basic-device", n, func(i int, d *DeviceWrapper) {
+		d.String("driver", "xe").Version("driverVersion", "1.2.3").
+			String("resource.k8s.io/pciRoot", fmt.Sprint(i%pciRoots)).
+			String("family", "Arc Pro B-Series").String("health", "Healthy").String("model", "B60").
+			String("pciAddress", fmt.Sprintf("0000:0%d:00.0", i)).String("pciId", "0xe211").
+			String("pciRoot", fmt.Sprintf("0%d", i%pciRoots)).
+			String("resource.kubernetes.io/pciBusID", fmt.Sprintf("0000:0%d:00.0", i)).
+			String("resource.kubernetes.io/pciRoot", fmt.Sprintf("pci0000:0%d", i%pciRoots)).
+			String("type", "gpu").
+			Capacity("memory", "24480Mi").Capacity("millicores", "1k")
+		d.Attributes["sriov"] = resourceapi.DeviceAttribute{BoolValue: ptr.To(true)}
+	})
+}
+
+func perfNodes(n int, slice func(node string) []*resourceapi.ResourceSlice) ([]*v1.Node, []*resourceapi.ResourceSlice) {
+	var nodes []*v1.Node
+	var slices []*resourceapi.ResourceSlice
+	for i := range n {
+		name := fmt.Sprintf("scheduler-perf-dra-%d", i)
+		nodes = append(nodes, MakeNode(name))
+		slices = append(slices, slice(name)...)
+	}
+	return nodes, slices
+}
+
+func basicSlice(node string) []*resourceapi.ResourceSlice {
+	return []*resourceapi.ResourceSlice{MakeSlice(node).Driver(perfDriver).Node(node).Devices(basicDevices(10, 2)...).Obj()}
+}
+
+// benchCases are modelled on scheduler_perf's DRA workloads (500 nodes) and
+// on inputs that are hard for an exhaustive search.
+func benchCases() map[string]func() benchCase {
+	return map[string]func() benchCase{
+		// SchedulingWithResourceClaimTemplate/empty_500nodes: one device
+		// out of ten on each of 500 nodes.
+		"empty_500nodes": func() benchCase {
+			nodes, slices := perfNodes(500, basicSlice)
+			return benchCase{
+				features: structured.Features{},
+				classes:  []*resourceapi.DeviceClass{perfClass}, slices: slices, nodes: nodes,
+				claims: []*resourceapi.ResourceClaim{MakeClaim("claim").Request("req-0", "test-class", 1).Obj()},
+				fits:   true,
+			}
+		},
+		// selector_empty_500nodes: the same with a CEL selector that every
+		// device matches.
+		"selector_500nodes": func() benchCase {
+			nodes, slices := perfNodes(500, basicSlice)
+			return benchCase{
+				classes: []*resourceapi.DeviceClass{perfClass}, slices: slices, nodes: nodes,
+				claims: []*resourceapi.ResourceClaim{MakeClaim("claim").Request("req-0", "test-class", 1,
+					`device.attributes["test-driver.cdi.k8s.io"].driverVersion.major() >= 1 && device.capacity["test-driver.cdi.k8s.io"].memory.isGreaterThan(quantity("1Mi"))`).Obj()},
+				fits: true,
+			}
+		},
+		// match_empty_500nodes: five requests whose devices share a PCI
+		// root; roots alternate, so every other device is skipped.
+		"match_500nodes": func() benchCase {
+			nodes, slices := perfNodes(500, basicSlice)
+			claim := MakeClaim("claim")
+			for i := range 5 {
+				claim.Request(fmt.Sprintf("req-%d", i), "test-class", 1)
+			}
+			claim.MatchAttribute("resource.kubernetes.io/pciRoot")
+			return benchCase{
+				classes: []*resourceapi.DeviceClass{perfClass}, slices: slices, nodes: nodes,
+				claims: []*resourceapi.ResourceClaim{claim.Obj()},
+				fits:   true,
+			}
+		},
+		// PartitionableBacktracking: seven of eight devices; the first one
+		// needs twice the memory, so the search must backtrack past it.
+		"partitionable_500nodes": func() benchCase {
+			nodes, slices := perfNodes(500, func(node string) []*resourceapi.ResourceSlice {
+				cpu := map[string]string{}
+				for i := 1; i <= 8; i++ {
+					cpu[fmt.Sprintf("cpu%d", i)] = "1"
+				}
+				counters := MakeSlice("counters-"+node).Driver(perfDriver).Node(node).Pool(node, 1, 2).
+					Counters(CounterSet("counter-set-for-cpu", cpu), CounterSet("counter-set-for-mem", map[string]string{"mem": "70Gi"})).Obj()
+				devices := Devices("device", 8, func(i int, d *DeviceWrapper) {
+					mem := "10Gi"
+					if i == 0 {
+						mem = "20Gi"
+					}
+					d.Consumes("counter-set-for-cpu", map[string]string{fmt.Sprintf("cpu%d", i+1): "1"}).
+						Consumes("counter-set-for-mem", map[string]string{"mem": mem})
+				})
+				return []*resourceapi.ResourceSlice{counters, MakeSlice("devices-"+node).Driver(perfDriver).Node(node).Pool(node, 1, 2).Devices(devices...).Obj()}
+			})
+			return benchCase{
+				features: structured.Features{PartitionableDevices: true},
+				classes:  []*resourceapi.DeviceClass{perfClass}, slices: slices, nodes: nodes,
+				claims: []*resourceapi.ResourceClaim{MakeClaim("claim").Request("req-0", "test-class", 7).Obj()},
+				fits:   true,
+			}
+		},
+		// ConsumableCapacity: two distinct shareable devices with 2500M of
+		// bandwidth each, out of four per node.
+		"consumable_500nodes": func() benchCase {
+			nodes, slices := perfNodes(500, func(node string) []*resourceapi.ResourceSlice {
+				policy := &resourceapi.CapacityRequestPolicy{
+					Default:    ptr.To(resource.MustParse("1M")),
+					ValidRange: &resourceapi.CapacityRequestPolicyRange{Min: ptr.To(resource.MustParse("1M")), Step: ptr.To(resource.MustParse("8"))},
+				}
+				devices := Devices("shareable-device", 4, func(i int, d *DeviceWrapper) {
+					d.Int("dra.example.com/index", int64(i)).Capacity("bandwidth", "10G").Shareable(policy)
+				})
+				return []*resourceapi.ResourceSlice{MakeSlice(node).Driver(perfDriver).Node(node).Devices(devices...).Obj()}
+			})
+			class := MakeClass("test-class", `device.driver == "test-driver.cdi.k8s.io" && device.allowMultipleAllocations == true`)
+			return benchCase{
+				features: structured.Features{ConsumableCapacity: true},
+				classes:  []*resourceapi.DeviceClass{class}, slices: slices, nodes: nodes,
+				claims: []*resourceapi.ResourceClaim{MakeClaim("claim").Request("req-0", "test-class", 2).
+					CapacityRequest("bandwidth", "2500M").DistinctAttribute("dra.example.com/index", "req-0").Obj()},
+				fits: true,
+			}
+		},
+
+		// Hard cases, one node each.
+
+		// Two requests under one matchAttribute need 17 devices with the
+		// same PCIe root; 64 devices have four roots of 16 each.
+		"hard_unsatisfiable_match_64": func() benchCase {
+			slice := MakeSlice("node-0").Driver(perfDriver).Node("node-0").Devices(Devices("gpu", 64, func(i int, d *DeviceWrapper) {
+				d.String("resource.kubernetes.io/pcieRoot", fmt.Sprintf("pci%d", i%4))
+			})...).Obj()
+			return benchCase{
+				classes: []*resourceapi.DeviceClass{perfClass}, slices: []*resourceapi.ResourceSlice{slice}, nodes: []*v1.Node{MakeNode("node-0")},
+				claims: []*resourceapi.ResourceClaim{MakeClaim("claim").Request("a", "test-class", 11).Request("b", "test-class", 6).
+					MatchAttribute("resource.kubernetes.io/pcieRoot").Obj()},
+			}
+		},
+		// One more than there are: 21 of 20 identical devices.
+		"hard_count_n_plus_1": func() benchCase {
+			slice := MakeSlice("node-0").Driver(perfDriver).Node("node-0").Devices(Devices("gpu", 20, nil)...).Obj()
+			return benchCase{
+				classes: []*resourceapi.DeviceClass{perfClass}, slices: []*resourceapi.ResourceSlice{slice}, nodes: []*v1.Node{MakeNode("node-0")},
+				claims: []*resourceapi.ResourceClaim{MakeClaim("claim").Request("gpu", "test-class", 21).Obj()},
+			}
+		},
+		// Four requests of three devices each compete for the same 11
+		// devices, which carry distinct serial numbers (no two identical).
+		"hard_overlapping_requests": func() benchCase {
+			slice := MakeSlice("node-0").Driver(perfDriver).Node("node-0").Devices(Devices("gpu", 11, func(i int, d *DeviceWrapper) {
+				d.String("serial", fmt.Sprintf("sn-%d", i))
+			})...).Obj()
+			claim := MakeClaim("claim")
+			for i := range 4 {
+				claim.Request(fmt.Sprintf("req-%d", i), "test-class", 3)
+			}
+			return benchCase{
+				classes: []*resourceapi.DeviceClass{perfClass}, slices: []*resourceapi.ResourceSlice{slice}, nodes: []*v1.Node{MakeNode("node-0")},
+				claims: []*resourceapi.ResourceClaim{claim.Obj()},
+			}
+		},
+		// A pod with two claims: the second needs more H100s than the node
+		// has, which upstream finds out again for each of the first
+		// claim's choices.
+		"hard_second_claim_impossible": func() benchCase {
+			slice := MakeSlice("node-0").Driver(perfDriver).Node("node-0").Devices(Devices("gpu", 18, func(i int, d *DeviceWrapper) {
+				d.String("model", []string{"a100", "h100"}[i%2])
+			})...).Obj()
+			return benchCase{
+				classes: []*resourceapi.DeviceClass{perfClass}, slices: []*resourceapi.ResourceSlice{slice}, nodes: []*v1.Node{MakeNode("node-0")},
+				claims: []*resourceapi.ResourceClaim{
+					MakeClaim("first").Request("gpu", "test-class", 5).Obj(),
+					MakeClaim("second").Request("gpu", "test-class", 10, `device.attributes["test-driver.cdi.k8s.io"].model == "h100"`).Obj(),
+				},
+			}
+		},
+	}
+}
+
+// runAllocator performs one op: New, then Allocate on every node, like one
+// scheduling cycle of one pod.
+type runAllocator func(ctx context.Context, bc *benchCase) (fits int, err error)
+
+func upstreamRunner(bc *benchCase) runAllocator {
+	// The scheduler plugin keeps one compile cache across cycles.
+	celCache := cel.NewCache(10, cel.Features{EnableConsumableCapacity: bc.features.ConsumableCapacity, EnableListTypeAttributes: bc.features.ListTypeAttributes})
+	return func(ctx context.Context, bc *benchCase) (int, error) {
+		a, err := structured.NewAllocator(ctx, bc.features, bc.state, ClassLister(bc.classes), bc.slices, celCache)
+		if err != nil {
+			return 0, err
+		}
+		fits := 0
+		for _, node := range bc.nodes {
+			results, err := a.Allocate(ctx, node, bc.claims)
+			if err != nil {
+				return 0, err
+			}
+			if results != nil {
+				fits++
+			}
+		}
+		return fits, nil
+	}
+}
+
+func draschedRunner(cache *allocator.Cache) runAllocator {
+	return func(ctx context.Context, bc *benchCase) (int, error) {
+		a, err := allocator.New(ctx, bc.features, bc.state, ClassLister(bc.classes), bc.slices, allocator.Options{Cache: cache})
+		if err != nil {
+			return 0, err
+		}
+		fits := 0
+		for _, node := range bc.nodes {
+			results, err := a.Allocate(ctx, node, bc.claims)
+			if err != nil {
+				return 0, err
+			}
+			if results != nil {
+				fits++
+			}
+		}
+		return fits, nil
+	}
+}
+
+// BenchmarkAllocate runs every case with upstream's allocator and ours on
+// the same inputs; hack/bench-allocator.sh turns the output into ratios.
+//
+//	go test ./pkg/allocator -run '^$' -bench BenchmarkAllocate -benchmem
+func BenchmarkAllocate(b *testing.B) {
+	for name, newCase := range benchCases() {
+		bc := newCase()
+		if bc.state.AllocatedDevices == nil {
+			bc.state.AllocatedDevices = sets.New[structured.DeviceID]()
+		}
+		for _, impl := range []string{"upstream", "drasched"} {
+			b.Run(fmt.Sprintf("case=%s/impl=%s", name, impl), func(b *testing.B) {
+				ctx := context.Background()
+				var run runAllocator
+				var cache *allocator.Cache
+				if impl == "upstream" {
+					run = upstreamRunner(&bc)
+				} else {
+					cache = allocator.NewCache(0)
+					run = draschedRunner(cache)
+				}
+				// A warm-up op outside the timer, as in a running scheduler,
+				// also checks the outcome.
+				fits, err := run(ctx, &bc)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if want := map[bool]int{true: len(bc.nodes), false: 0}[bc.fits]; fits != want {
+					b.Fatalf("claims fit on %d of %d nodes, want %d", fits, len(bc.nodes), want)
+				}
+				b.ReportAllocs()
+				b.ResetTimer()
+				for b.Loop() {
+					if _, err := run(ctx, &bc); err != nil {
+						b.Fatal(err)
+					}
+				}
+				if cache != nil {
+					b.ReportMetric(cache.Stats().MatchHitRatio(), "cel-hit-ratio")
+				}
+			})
+		}
+	}
+}
