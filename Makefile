@@ -43,13 +43,14 @@ build: ## Build all packages and the binaries under cmd/ into $(BIN_DIR).
 	done
 
 .PHONY: test
-test: ## Run all tests: unit, differential, integration and upstream conformance.
+test: ## Run all tests: unit, differential, integration, race and upstream conformance.
 	$(GO) test ./...
+	$(MAKE) test-race
 	$(MAKE) conformance
 
 .PHONY: test-race
-test-race: ## Run the unit tests of the concurrent packages with the race detector.
-	$(GO) test -race ./pkg/...
+test-race: ## Run the tests of concurrent code paths with the race detector.
+	$(GO) test -race -run 'TestConcurrentNodes|TestCacheReuse|TestExplain' ./pkg/allocator
 
 .PHONY: conformance
 conformance: ## Run upstream's shared allocator test suite against pkg/allocator (UPSTREAM=1 adds upstream's variants).

@@ -258,7 +258,7 @@ func (s *search) release() {
 	clear(s.counters)
 	clear(s.compat)
 	clear(s.memo)
-	s.hash, s.failures, s.optimisticShares, s.stats = stateHash{}, 0, false, searchStats{}
+	s.hash, s.failures, s.optimisticShares, s.stats, s.suffix = stateHash{}, 0, false, searchStats{}, nil
 	searchPool.Put(s)
 }
 

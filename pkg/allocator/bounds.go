@@ -1,6 +1,7 @@
 package allocator
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 
@@ -36,6 +37,9 @@ import (
 func (s *search) infeasible(r pos, current *nodeRequest, from int) bool {
 	if r.claim >= len(s.claims) {
 		return false
+	}
+	if s.laterClaimImpossible(r, current) {
+		return true
 	}
 	// Demands are added in the order upstream's search reaches the
 	// requests. Upstream only reaches a request after satisfying all
@@ -110,6 +114,107 @@ func (s *search) infeasible(r pos, current *nodeRequest, from int) bool {
 		}
 	}
 	return finishClaim()
+}
+
+// laterClaimImpossible reports that some later claim, together with the
+// ones after it, cannot be satisfied even from the state the search started
+// in. Allocating devices only ever takes options away, so such claims
+// cannot be satisfied after any choice for the claims before them, and the
+// subtree can be cut, provided that upstream would not reach an error in it
+// (no trap among the remaining requests, no "too many results" for the
+// current claim).
+//
+// The one way in which using a device gives options instead is a shared
+// device that consumes counters: its later shares skip the counter check.
+// With such candidates this shortcut is off.
+func (s *search) laterClaimImpossible(r pos, current *nodeRequest) bool {
+	if r.claim+1 >= len(s.claims) || s.sharesSkipCounters() {
+		return false
+	}
+	impossible := false
+	for k := r.claim + 1; k < len(s.claims) && !impossible; k++ {
+		impossible = s.suffixImpossible(k)
+	}
+	if !impossible {
+		return false
+	}
+	// Upstream would search all of the remainder; it must hold no trap and
+	// no way for the current claim to exceed the result limit.
+	room := resourceapi.AllocationResultsMaxSize - len(s.results[r.claim])
+	if current != nil {
+		if !s.trapFree(current) {
+			return false
+		}
+		room -= current.numDevices - r.device
+	}
+	for ci := r.claim; ci < len(s.claims); ci++ {
+		first := 0
+		if ci == r.claim {
+			first = r.request
+			if current != nil {
+				first++
+			}
+		}
+		for ri := first; ri < len(s.reqs[ci]); ri++ {
+			most := 0
+			for _, nr := range s.reqs[ci][ri] {
+				if !s.trapFree(nr) {
+					return false
+				}
+				most = max(most, nr.numDevices)
+			}
+			if ci == r.claim {
+				room -= most
+			}
+		}
+	}
+	return room >= 0
+}
+
+// suffixImpossible reports whether claims k and later cannot be satisfied
+// from the search's initial state, searching them once on their own.
+func (s *search) suffixImpossible(k int) bool {
+	if s.suffix == nil {
+		s.suffix = make([]int8, len(s.claims))
+	}
+	switch s.suffix[k] {
+	case 1:
+		return true
+	case 2:
+		return false
+	}
+	s.suffix[k] = 2
+	claims := make([]*resourceapi.ResourceClaim, 0, len(s.claims)-k)
+	for _, cd := range s.claims[k:] {
+		claims = append(claims, cd.claim)
+	}
+	probe, err := s.a.newSearch(s.ctx, s.node, claims)
+	if err != nil {
+		return false
+	}
+	defer probe.release()
+	ok, err := probe.allocateOne(pos{}, false, 0)
+	s.stats.steps += probe.stats.steps
+	if !ok && err == nil {
+		s.suffix[k] = 1
+		return true
+	}
+	return false
+}
+
+// sharesSkipCounters: some candidate allows multiple allocations and
+// consumes counters.
+func (s *search) sharesSkipCounters() bool {
+	if !s.a.features.ConsumableCapacity {
+		return false
+	}
+	for ci := range s.cands {
+		device := s.cands[ci].device()
+		if ptr.Deref(device.AllowMultipleAllocations, false) && len(device.ConsumesCounters) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // demandFor builds the relaxation's demand for a request that the search
@@ -218,7 +323,7 @@ func (s *search) constraintKeys(cs *constraintState, demands []demand) []map[int
 				if err != nil || attr == nil {
 					continue
 				}
-				keys[i][c] = attributeKeys(attr, cs.listSemantics)
+				keys[i][c] = attributeKeys(attr, cs.listSemantics, cs.spec.match, c)
 				break
 			}
 		}
@@ -226,10 +331,12 @@ func (s *search) constraintKeys(cs *constraintState, demands []demand) []map[int
 	return keys
 }
 
-// attributeKeys are the values an attribute offers: its elements under list
-// semantics; otherwise its scalar value, or one shared key for all values
-// that are not scalars.
-func attributeKeys(attr *resourceapi.DeviceAttribute, listSemantics bool) []string {
+// attributeKeys are the values an attribute of candidate c offers: its
+// elements under list semantics; otherwise its scalar value. Under scalar
+// semantics a value that is not a scalar never equals another: for
+// matchAttribute it forms a set of one (a key of its own), for
+// distinctAttribute only one such device fits in a set (one shared key).
+func attributeKeys(attr *resourceapi.DeviceAttribute, listSemantics, match bool, c int) []string {
 	if listSemantics {
 		set := attributeAsSet(attr)
 		if set == nil {
@@ -240,7 +347,10 @@ func attributeKeys(attr *resourceapi.DeviceAttribute, listSemantics bool) []stri
 	if key, ok := scalarKey(attr); ok {
 		return []string{key}
 	}
-	return []string{"non-scalar"}
+	if !match {
+		return []string{"non-scalar"}
+	}
+	return []string{fmt.Sprintf("#%d", c)}
 }
 
 // maxValueCombinations bounds how many combinations of values

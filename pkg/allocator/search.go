@@ -127,6 +127,9 @@ type search struct {
 	hash  stateHash
 	memo  map[memoKey]struct{}
 	stats searchStats
+	// suffix[k] caches whether claims k.. are impossible from the initial
+	// state: 0 unknown, 1 impossible, 2 possible or unknown.
+	suffix []int8
 
 	// Buffers behind the slices above, reused through searchPool.
 	requestBuf     [][]*nodeRequest
