@@ -80,7 +80,7 @@ lint: ## Run golangci-lint (pinned in hack/tools/go.mod).
 	$(GO_TOOL) golangci-lint run ./...
 
 .PHONY: update-codegen
-update-codegen: ## Regenerate deepcopy/conversion/defaults of apis/config.
+update-codegen: ## Regenerate deepcopy/conversion/defaults of apis/config and config/scheduler/configmap.yaml.
 	hack/update-codegen.sh
 
 .PHONY: verify-codegen

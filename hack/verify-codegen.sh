@@ -12,11 +12,11 @@ trap 'rm -rf "${work}"' EXIT
 
 # The working tree as it is, committed or not: a new type is checked before
 # its first commit.
-cp -r go.mod go.sum apis hack "${work}/"
+cp -r go.mod go.sum apis hack config "${work}/"
 (cd "${work}" && hack/update-codegen.sh)
 
 stale=0
-for path in apis; do
+for path in apis config/scheduler/configmap.yaml; do
   if ! diff -ruN "${path}" "${work}/${path}"; then
     stale=1
   fi
