@@ -1,8 +1,10 @@
 package scheme
 
 import (
+	"bytes"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -10,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	kubeschedulerv1 "k8s.io/kube-scheduler/config/v1"
 	schedconfig "k8s.io/kubernetes/pkg/scheduler/apis/config"
 	schedscheme "k8s.io/kubernetes/pkg/scheduler/apis/config/scheme"
 
@@ -223,6 +226,42 @@ func TestBadArgs(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, err.Error()); diff != "" {
 		t.Errorf("error (-want +got):\n%s", diff)
+	}
+}
+
+// TestEncode: kube-scheduler encodes its configuration back to v1 YAML at
+// startup when logging at -v=2 and for --write-config-to. The args must
+// survive that: encoding them converts internal to v1 through the
+// plugin-args conversion scheme.
+func TestEncode(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("..", "..", "..", "config", "scheduler-config.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := decode(t, data)
+	if err != nil {
+		t.Fatalf("decode: %v", err)
+	}
+	info, ok := runtime.SerializerInfoForMediaType(schedscheme.Codecs.SupportedMediaTypes(), runtime.ContentTypeYAML)
+	if !ok {
+		t.Fatal("no YAML serializer")
+	}
+	var buf bytes.Buffer
+	if err := schedscheme.Codecs.EncoderForVersion(info.Serializer, kubeschedulerv1.SchemeGroupVersion).Encode(cfg, &buf); err != nil {
+		t.Fatalf("encode: %v", err)
+	}
+	for _, line := range []string{"kind: StructuredDRAArgs", "filterTimeout: 10s", "bindingTimeout: 10m0s", "allocator: builtin", "deviceStrategy: MostAllocated"} {
+		if !strings.Contains(buf.String(), line) {
+			t.Errorf("encoded configuration has no %q:\n%s", line, buf.String())
+		}
+	}
+	again, err := decode(t, buf.Bytes())
+	if err != nil {
+		t.Fatalf("decode the encoded configuration: %v", err)
+	}
+	args, _ := pluginArgs(t, again, 0)
+	if diff := cmp.Diff(runtime.Object(defaultArgs), args); diff != "" {
+		t.Errorf("args after encoding and decoding (-want +got):\n%s", diff)
 	}
 }
 
