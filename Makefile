@@ -64,7 +64,7 @@ bench-allocator: ## Benchmark pkg/allocator against upstream's allocator on the 
 	hack/bench-allocator.sh -benchtime=$(BENCHTIME) -count=$(COUNT)
 
 .PHONY: verify
-verify: verify-fmt vet lint ## Run all static checks (gofmt, go vet, golangci-lint).
+verify: verify-fmt vet lint verify-codegen ## Run all static checks (gofmt, go vet, golangci-lint, generated files).
 
 .PHONY: verify-fmt
 verify-fmt: ## Fail if any Go file is not gofmt'ed.
@@ -78,6 +78,14 @@ vet: ## Run go vet.
 .PHONY: lint
 lint: ## Run golangci-lint (pinned in hack/tools/go.mod).
 	$(GO_TOOL) golangci-lint run ./...
+
+.PHONY: update-codegen
+update-codegen: ## Regenerate deepcopy/conversion/defaults of apis/config and config/scheduler/configmap.yaml.
+	hack/update-codegen.sh
+
+.PHONY: verify-codegen
+verify-codegen: ## Fail if generated files are stale (the tree is not touched).
+	hack/verify-codegen.sh
 
 .PHONY: update-replaces
 update-replaces: ## Regenerate the k8s.io staging replace block from k8s.io/kubernetes' go.mod.

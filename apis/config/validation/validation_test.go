@@ -1,0 +1,101 @@
+package validation
+
+import (
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/drasched/drasched/apis/config"
+)
+
+func validArgs() *config.StructuredDRAArgs {
+	return &config.StructuredDRAArgs{
+		FilterTimeout:  metav1.Duration{Duration: 10 * time.Second},
+		BindingTimeout: metav1.Duration{Duration: 600 * time.Second},
+		Allocator:      config.AllocatorBuiltin,
+		Scoring:        config.ScoringArgs{DeviceStrategy: config.DeviceScoringMostAllocated},
+	}
+}
+
+func TestValidateStructuredDRAArgs(t *testing.T) {
+	testCases := map[string]struct {
+		path    *field.Path
+		modify  func(*config.StructuredDRAArgs)
+		wantErr string
+	}{
+		"defaults": {
+			modify: func(*config.StructuredDRAArgs) {},
+		},
+		"filter timeout zero disables it": {
+			modify: func(a *config.StructuredDRAArgs) { a.FilterTimeout.Duration = 0 },
+		},
+		"filter timeout negative": {
+			modify:  func(a *config.StructuredDRAArgs) { a.FilterTimeout.Duration = -time.Second },
+			wantErr: `filterTimeout: Invalid value: "-1s": must be zero or positive`,
+		},
+		"binding timeout one second": {
+			modify: func(a *config.StructuredDRAArgs) { a.BindingTimeout.Duration = time.Second },
+		},
+		"binding timeout below one second": {
+			modify:  func(a *config.StructuredDRAArgs) { a.BindingTimeout.Duration = 999 * time.Millisecond },
+			wantErr: `bindingTimeout: Invalid value: "999ms": must be at least 1 second`,
+		},
+		"binding timeout zero": {
+			modify:  func(a *config.StructuredDRAArgs) { a.BindingTimeout.Duration = 0 },
+			wantErr: `bindingTimeout: Invalid value: "0s": must be at least 1 second`,
+		},
+		"upstream allocator": {
+			modify: func(a *config.StructuredDRAArgs) { a.Allocator = config.AllocatorUpstream },
+		},
+		"unknown allocator": {
+			modify:  func(a *config.StructuredDRAArgs) { a.Allocator = "Builtin" },
+			wantErr: `allocator: Unsupported value: "Builtin": supported values: "builtin", "upstream"`,
+		},
+		"empty allocator": {
+			modify:  func(a *config.StructuredDRAArgs) { a.Allocator = "" },
+			wantErr: `allocator: Unsupported value: "": supported values: "builtin", "upstream"`,
+		},
+		"least allocated": {
+			modify: func(a *config.StructuredDRAArgs) { a.Scoring.DeviceStrategy = config.DeviceScoringLeastAllocated },
+		},
+		"no device scoring": {
+			modify: func(a *config.StructuredDRAArgs) { a.Scoring.DeviceStrategy = config.DeviceScoringNone },
+		},
+		"unknown device strategy": {
+			modify:  func(a *config.StructuredDRAArgs) { a.Scoring.DeviceStrategy = "BestFit" },
+			wantErr: `scoring.deviceStrategy: Unsupported value: "BestFit": supported values: "MostAllocated", "LeastAllocated", "None"`,
+		},
+		"every field invalid, under a path": {
+			path: field.NewPath("profiles").Index(0).Child("pluginConfig").Index(2).Child("args"),
+			modify: func(a *config.StructuredDRAArgs) {
+				a.FilterTimeout.Duration = -time.Minute
+				a.BindingTimeout.Duration = -time.Minute
+				a.Allocator = "fast"
+				a.Scoring.DeviceStrategy = ""
+			},
+			wantErr: `[` +
+				`profiles[0].pluginConfig[2].args.filterTimeout: Invalid value: "-1m0s": must be zero or positive, ` +
+				`profiles[0].pluginConfig[2].args.bindingTimeout: Invalid value: "-1m0s": must be at least 1 second, ` +
+				`profiles[0].pluginConfig[2].args.allocator: Unsupported value: "fast": supported values: "builtin", "upstream", ` +
+				`profiles[0].pluginConfig[2].args.scoring.deviceStrategy: Unsupported value: "": supported values: "MostAllocated", "LeastAllocated", "None"` +
+				`]`,
+		},
+	}
+	for name, tc := range testCases {
+		t.Run(name, func(t *testing.T) {
+			args := validArgs()
+			tc.modify(args)
+			err := ValidateStructuredDRAArgs(tc.path, args)
+			var gotErr string
+			if err != nil {
+				gotErr = err.Error()
+			}
+			if diff := cmp.Diff(tc.wantErr, gotErr); diff != "" {
+				t.Errorf("error (-want +got):\n%s", diff)
+			}
+		})
+	}
+}

@@ -1,0 +1,233 @@
+// Package config_test checks the YAML under config/: every manifest decodes
+// strictly and passes the API server's validation, the scheduler profile
+// passes kube-scheduler's validation and replaces DynamicResources exactly,
+// RBAC grants what kube-scheduler's bootstrap roles grant, and the example
+// claims allocate where they should. This directory holds no Go code besides
+// these tests.
+package config_test
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp/cmpopts"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/kubernetes/pkg/api/legacyscheme"
+	podutil "k8s.io/kubernetes/pkg/api/pod"
+	"k8s.io/kubernetes/pkg/apis/apps"
+	_ "k8s.io/kubernetes/pkg/apis/apps/install"
+	appsvalidation "k8s.io/kubernetes/pkg/apis/apps/validation"
+	"k8s.io/kubernetes/pkg/apis/core"
+	_ "k8s.io/kubernetes/pkg/apis/core/install"
+	corevalidation "k8s.io/kubernetes/pkg/apis/core/validation"
+	"k8s.io/kubernetes/pkg/apis/policy"
+	_ "k8s.io/kubernetes/pkg/apis/policy/install"
+	policyvalidation "k8s.io/kubernetes/pkg/apis/policy/validation"
+	"k8s.io/kubernetes/pkg/apis/rbac"
+	_ "k8s.io/kubernetes/pkg/apis/rbac/install"
+	rbacvalidation "k8s.io/kubernetes/pkg/apis/rbac/validation"
+	"k8s.io/kubernetes/pkg/apis/resource"
+	_ "k8s.io/kubernetes/pkg/apis/resource/install"
+	resourcevalidation "k8s.io/kubernetes/pkg/apis/resource/validation"
+)
+
+// sortStrings makes cmp.Diff ignore the order of string slices.
+var sortStrings = cmpopts.SortSlices(func(a, b string) bool { return a < b })
+
+// manifestDirs are the directories of plain Kubernetes manifests; each has a
+// kustomization.yaml that lists all of them.
+var manifestDirs = []string{"scheduler", "examples"}
+
+// manifestFiles returns the YAML files of a manifest directory, without its
+// kustomization.yaml.
+func manifestFiles(t *testing.T, dir string) []string {
+	t.Helper()
+	paths, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var files []string
+	for _, p := range paths {
+		if filepath.Base(p) != "kustomization.yaml" {
+			files = append(files, p)
+		}
+	}
+	if len(files) == 0 {
+		t.Fatalf("no manifests in %s", dir)
+	}
+	return files
+}
+
+// decodeFile decodes every document of a YAML file strictly (unknown and
+// duplicate fields are errors) with client-go's scheme, which knows all
+// built-in kinds including resource.k8s.io/v1.
+func decodeFile(t *testing.T, path string) []runtime.Object {
+	t.Helper()
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	decoder := serializer.NewCodecFactory(scheme.Scheme, serializer.EnableStrict).UniversalDeserializer()
+	reader := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(raw)))
+	var objects []runtime.Object
+	for {
+		doc, err := reader.Read()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		if len(bytes.TrimSpace(stripComments(doc))) == 0 {
+			continue
+		}
+		obj, _, err := decoder.Decode(doc, nil, nil)
+		if err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		objects = append(objects, obj)
+	}
+	return objects
+}
+
+func stripComments(doc []byte) []byte {
+	var out [][]byte
+	for line := range bytes.Lines(doc) {
+		if !bytes.HasPrefix(bytes.TrimSpace(line), []byte("#")) {
+			out = append(out, line)
+		}
+	}
+	return bytes.Join(out, nil)
+}
+
+// decodeAll decodes all manifests of a directory.
+func decodeAll(t *testing.T, dir string) []runtime.Object {
+	t.Helper()
+	var objects []runtime.Object
+	for _, f := range manifestFiles(t, dir) {
+		objects = append(objects, decodeFile(t, f)...)
+	}
+	return objects
+}
+
+// objectsOf returns the objects of type T.
+func objectsOf[T runtime.Object](objects []runtime.Object) []T {
+	var out []T
+	for _, obj := range objects {
+		if typed, ok := obj.(T); ok {
+			out = append(out, typed)
+		}
+	}
+	return out
+}
+
+// named returns the object of type T with the given name.
+func named[T runtime.Object](t *testing.T, objects []runtime.Object, name string) T {
+	t.Helper()
+	for _, obj := range objectsOf[T](objects) {
+		if m, err := meta.Accessor(obj); err == nil && m.GetName() == name {
+			return obj
+		}
+	}
+	var zero T
+	t.Fatalf("no %T named %s", zero, name)
+	return zero
+}
+
+// withDefaults applies the API server's defaults to the objects, in place.
+func withDefaults(objects []runtime.Object) []runtime.Object {
+	for _, obj := range objects {
+		legacyscheme.Scheme.Default(obj)
+	}
+	return objects
+}
+
+// clusterScoped kinds need no namespace.
+var clusterScoped = []string{"Namespace", "ClusterRole", "ClusterRoleBinding", "DeviceClass"}
+
+// validate runs the API server's defaulting and validation of a create
+// request on an object. Objects without a namespace are validated in
+// "default", where kubectl puts them.
+func validate(t *testing.T, obj runtime.Object) field.ErrorList {
+	t.Helper()
+	gvks, _, err := legacyscheme.Scheme.ObjectKinds(obj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gvk := gvks[0]
+	versioned := obj.DeepCopyObject()
+	accessor, err := meta.Accessor(versioned)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if accessor.GetNamespace() == "" && !slices.Contains(clusterScoped, gvk.Kind) {
+		accessor.SetNamespace("default")
+	}
+	legacyscheme.Scheme.Default(versioned)
+	internal, err := legacyscheme.Scheme.ConvertToVersion(versioned, schema.GroupVersion{Group: gvk.Group, Version: runtime.APIVersionInternal})
+	if err != nil {
+		t.Fatalf("convert %s: %v", gvk, err)
+	}
+	switch o := internal.(type) {
+	case *core.Namespace:
+		return corevalidation.ValidateNamespace(o)
+	case *core.ServiceAccount:
+		return corevalidation.ValidateServiceAccount(o)
+	case *core.ConfigMap:
+		return corevalidation.ValidateConfigMap(o)
+	case *core.Pod:
+		return corevalidation.ValidatePodCreate(o, podutil.GetValidationOptionsFromPodSpecAndMeta(&o.Spec, nil, &o.ObjectMeta, nil))
+	case *apps.Deployment:
+		return appsvalidation.ValidateDeployment(o, podutil.GetValidationOptionsFromPodTemplate(&o.Spec.Template, nil))
+	case *policy.PodDisruptionBudget:
+		return policyvalidation.ValidatePodDisruptionBudget(o, policyvalidation.PodDisruptionBudgetValidationOptions{})
+	case *rbac.ClusterRole:
+		return rbacvalidation.ValidateClusterRole(o, rbacvalidation.ClusterRoleValidationOptions{})
+	case *rbac.ClusterRoleBinding:
+		return rbacvalidation.ValidateClusterRoleBinding(o)
+	case *rbac.Role:
+		return rbacvalidation.ValidateRole(o)
+	case *rbac.RoleBinding:
+		return rbacvalidation.ValidateRoleBinding(o)
+	case *resource.DeviceClass:
+		return resourcevalidation.ValidateDeviceClass(o)
+	case *resource.ResourceClaim:
+		return resourcevalidation.ValidateResourceClaim(o)
+	case *resource.ResourceClaimTemplate:
+		return resourcevalidation.ValidateResourceClaimTemplate(o)
+	default:
+		t.Fatalf("no validation for %s: add it to validate()", gvk)
+		return nil
+	}
+}
+
+// kindAndName describes an object as "Kind name".
+func kindAndName(t *testing.T, obj runtime.Object) string {
+	t.Helper()
+	gvks, _, err := scheme.Scheme.ObjectKinds(obj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := m.GetName()
+	if ns := m.GetNamespace(); ns != "" {
+		name = ns + "/" + name
+	}
+	return strings.Join([]string{gvks[0].Kind, name}, " ")
+}

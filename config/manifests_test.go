@@ -1,0 +1,85 @@
+package config_test
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"sigs.k8s.io/yaml"
+)
+
+// TestManifests decodes every manifest strictly and runs the API server's
+// validation on every object, and pins what each file contains.
+func TestManifests(t *testing.T) {
+	want := map[string][]string{
+		"scheduler/namespace.yaml":      {"Namespace drasched-system"},
+		"scheduler/serviceaccount.yaml": {"ServiceAccount drasched-system/drasched-scheduler"},
+		"scheduler/rbac.yaml": {
+			"ClusterRole drasched-scheduler",
+			"ClusterRoleBinding drasched-scheduler",
+			"ClusterRoleBinding drasched-scheduler:auth-delegator",
+			"RoleBinding kube-system/drasched-scheduler:extension-apiserver-authentication-reader",
+			"Role drasched-system/drasched-scheduler:leader-election",
+			"RoleBinding drasched-system/drasched-scheduler:leader-election",
+		},
+		"scheduler/configmap.yaml":           {"ConfigMap drasched-system/drasched-scheduler-config"},
+		"scheduler/deployment.yaml":          {"Deployment drasched-system/drasched-scheduler"},
+		"scheduler/poddisruptionbudget.yaml": {"PodDisruptionBudget drasched-system/drasched-scheduler"},
+		"examples/deviceclasses.yaml": {
+			"DeviceClass large-memory.gpu.drasched.dev",
+			"DeviceClass timeshared.gpu.drasched.dev",
+		},
+		"examples/one-gpu.yaml":                 {"ResourceClaimTemplate one-gpu", "Pod one-gpu"},
+		"examples/four-gpus-one-pcie-root.yaml": {"ResourceClaimTemplate four-gpus-one-pcie-root", "Pod four-gpus-one-pcie-root"},
+		"examples/mig-slice.yaml":               {"ResourceClaimTemplate mig-1g-5gb", "Pod mig-slice"},
+		"examples/prioritized-list.yaml":        {"ResourceClaimTemplate best-available-gpu", "Pod best-available-gpu"},
+		"examples/shared-claim.yaml":            {"ResourceClaim shared-gpu", "Pod shared-gpu-a", "Pod shared-gpu-b"},
+	}
+	got := map[string][]string{}
+	for _, dir := range manifestDirs {
+		for _, path := range manifestFiles(t, dir) {
+			for _, obj := range decodeFile(t, path) {
+				name := kindAndName(t, obj)
+				got[path] = append(got[path], name)
+				if errs := validate(t, obj); len(errs) > 0 {
+					t.Errorf("%s: %s: %v", path, name, errs.ToAggregate())
+				}
+			}
+		}
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("objects per file (-want +got):\n%s", diff)
+	}
+}
+
+// TestKustomizations: each kustomization.yaml lists exactly the manifests
+// of its directory, so that no file is forgotten by `kubectl apply -k`.
+func TestKustomizations(t *testing.T) {
+	for _, dir := range manifestDirs {
+		t.Run(dir, func(t *testing.T) {
+			raw, err := os.ReadFile(filepath.Join(dir, "kustomization.yaml"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var k struct {
+				APIVersion string   `json:"apiVersion"`
+				Kind       string   `json:"kind"`
+				Resources  []string `json:"resources"`
+			}
+			if err := yaml.UnmarshalStrict(raw, &k); err != nil {
+				t.Fatal(err)
+			}
+			if k.APIVersion != "kustomize.config.k8s.io/v1beta1" || k.Kind != "Kustomization" {
+				t.Errorf("%s, %s: not a Kustomization", k.APIVersion, k.Kind)
+			}
+			var files []string
+			for _, f := range manifestFiles(t, dir) {
+				files = append(files, filepath.Base(f))
+			}
+			if diff := cmp.Diff(files, k.Resources, sortStrings); diff != "" {
+				t.Errorf("resources (-files in %s +listed):\n%s", dir, diff)
+			}
+		})
+	}
+}
