@@ -15,7 +15,14 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo v0.0
 GIT_COMMIT ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 BUILD_DATE ?= $(shell date -u +%Y-%m-%dT%H:%M:%SZ)
 VERSION_PKG := github.com/drasched/drasched/pkg/version
-LDFLAGS := -X $(VERSION_PKG).gitVersion=$(VERSION) -X $(VERSION_PKG).gitCommit=$(GIT_COMMIT) -X $(VERSION_PKG).buildDate=$(BUILD_DATE)
+# kube-scheduler logs and serves (/version, --version) the version of
+# k8s.io/component-base: stamp it with the Kubernetes release we build on.
+K8S_VERSION := $(shell $(GO) list -m -f '{{.Version}}' k8s.io/kubernetes 2>/dev/null)
+K8S_VERSION_PKG := k8s.io/component-base/version
+K8S_VERSION_PARTS := $(subst ., ,$(patsubst v%,%,$(K8S_VERSION)))
+LDFLAGS := -X $(VERSION_PKG).gitVersion=$(VERSION) -X $(VERSION_PKG).gitCommit=$(GIT_COMMIT) -X $(VERSION_PKG).buildDate=$(BUILD_DATE) \
+	-X $(K8S_VERSION_PKG).gitVersion=$(K8S_VERSION) -X $(K8S_VERSION_PKG).gitTreeState=clean -X $(K8S_VERSION_PKG).buildDate=$(BUILD_DATE) \
+	-X $(K8S_VERSION_PKG).gitMajor=$(word 1,$(K8S_VERSION_PARTS)) -X $(K8S_VERSION_PKG).gitMinor=$(word 2,$(K8S_VERSION_PARTS))
 
 # Binaries under cmd/ that have a main package.
 COMMANDS := $(patsubst cmd/%/,%,$(dir $(wildcard cmd/*/main.go)))

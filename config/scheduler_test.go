@@ -14,7 +14,6 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/informers"
@@ -22,13 +21,10 @@ import (
 	"k8s.io/client-go/tools/events"
 	rbacvalidation "k8s.io/component-helpers/auth/rbac/validation"
 	"k8s.io/klog/v2/ktesting"
-	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler"
 	schedconfig "k8s.io/kubernetes/pkg/scheduler/apis/config"
 	schedscheme "k8s.io/kubernetes/pkg/scheduler/apis/config/scheme"
 	schedvalidation "k8s.io/kubernetes/pkg/scheduler/apis/config/validation"
-	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/dynamicresources"
-	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/feature"
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/names"
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 	"k8s.io/kubernetes/pkg/scheduler/profile"
@@ -37,6 +33,7 @@ import (
 	"github.com/drasched/drasched/apis/config"
 	_ "github.com/drasched/drasched/apis/config/scheme"
 	"github.com/drasched/drasched/apis/config/validation"
+	"github.com/drasched/drasched/pkg/plugins/dra"
 )
 
 const (
@@ -228,9 +225,10 @@ func TestDeployment(t *testing.T) {
 // (same extension points, same score weight, after the same plugins, before
 // DefaultPreemption), and nothing else may change but order.
 //
-// StructuredDRA is stood in for by the in-tree plugin under the new name, so
-// it implements exactly the extension points that DynamicResources
-// implements in this Kubernetes version.
+// The profile runs the real StructuredDRA plugin (pkg/plugins/dra), so this
+// also checks that it implements every extension point that
+// DynamicResources implements in this Kubernetes version, except those
+// listed in notImplemented.
 func TestSchedulerProfile(t *testing.T) {
 	logger, ctx := ktesting.NewTestContext(t)
 	ctx, cancel := context.WithCancel(ctx)
@@ -245,16 +243,7 @@ profiles:
 `))
 	profiles := append(ours.Profiles, reference.Profiles...)
 
-	registry := frameworkruntime.Registry{
-		pluginName: func(ctx context.Context, _ runtime.Object, fh fwk.Handle) (fwk.Plugin, error) {
-			// Disabled (no features): it only has to occupy extension points.
-			pl, err := dynamicresources.New(ctx, nil, fh, feature.Features{})
-			if err != nil {
-				return nil, err
-			}
-			return renamed{pl.(*dynamicresources.DynamicResources)}, nil
-		},
-	}
+	registry := frameworkruntime.Registry{pluginName: dra.New}
 	client := fake.NewClientset()
 	broadcaster := events.NewBroadcaster(&events.EventSinkImpl{Interface: client.EventsV1()})
 	sched, err := scheduler.New(ctx, client, informers.NewSharedInformerFactory(client, 0), nil,
@@ -281,12 +270,15 @@ profiles:
 				renamedPlugins[i].Name = pluginName
 			}
 		}
+		if notImplemented[point] {
+			renamedPlugins = slices.DeleteFunc(renamedPlugins, func(p schedconfig.Plugin) bool { return p.Name == pluginName })
+		}
 		if diff := cmp.Diff(renamedPlugins, gotPlugins, sortPlugins); diff != "" {
 			t.Errorf("%s: plugins and weights (-default with %s +drasched):\n%s", point, pluginName, diff)
 			continue
 		}
 		dra := slices.IndexFunc(wantPlugins, func(p schedconfig.Plugin) bool { return p.Name == names.DynamicResources })
-		if dra < 0 {
+		if dra < 0 || notImplemented[point] {
 			continue
 		}
 		structured := slices.IndexFunc(gotPlugins, func(p schedconfig.Plugin) bool { return p.Name == pluginName })
@@ -307,12 +299,11 @@ profiles:
 	}
 }
 
-// renamed is the in-tree DynamicResources plugin under the name StructuredDRA.
-type renamed struct {
-	*dynamicresources.DynamicResources
-}
-
-func (renamed) Name() string { return pluginName }
+// notImplemented are the extension points of DynamicResources that
+// StructuredDRA leaves out. PodGroupPostFilter runs only for pod groups
+// (feature GenericWorkload, alpha and off in 1.37); the plugin refuses to
+// start with that feature on.
+var notImplemented = map[string]bool{"PodGroupPostFilter": true}
 
 var sortPlugins = cmpopts.SortSlices(func(a, b schedconfig.Plugin) bool { return a.Name < b.Name })
 

@@ -351,3 +351,20 @@ func (a *Allocator) sharedDevices() sets.Set[structured.DeviceID] {
 	})
 	return a.shared
 }
+
+// DeviceUsage returns how many devices the node can use and how many of
+// them are allocated, in whole or as a share, before this cycle. Scoring
+// uses it to pack or spread device usage.
+func (a *Allocator) DeviceUsage(node *v1.Node) (total, used int) {
+	v := a.view(node)
+	if v.err != nil {
+		return 0, 0
+	}
+	for _, c := range v.cands {
+		total++
+		if a.isAllocated(c.id()) {
+			used++
+		}
+	}
+	return total, used
+}

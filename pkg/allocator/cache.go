@@ -1,6 +1,7 @@
 package allocator
 
 import (
+	"context"
 	"sync"
 	"sync/atomic"
 
@@ -289,4 +290,34 @@ func (c *Cache) compile(features cel.Features, derived bool, expr string) *compi
 	entry := &compiled{id: c.compiler.nextID.Add(1), result: result}
 	c.compiler.entries.Add(key, entry)
 	return entry
+}
+
+// Matches evaluates a CEL selector on device i of a slice through the
+// cache: the result is shared with allocations and kept while the slice
+// version and the expression are unchanged. Queueing hints use it to tell
+// whether a new slice can serve a request.
+func (c *Cache) Matches(features cel.Features, slice *resourceapi.ResourceSlice, i int, expression string) (bool, error) {
+	expr := c.compile(features, false, expression)
+	if expr.result.Error != nil {
+		return false, expr.result.Error
+	}
+	ps := c.slice(slice)
+	slot := &ps.matches.results(expr.id, len(ps.celDevices)).outcomes[i]
+	if outcome := slot.Load(); outcome != nil {
+		c.stats.matchHits.Add(1)
+		return outcome.match, outcome.err
+	}
+	c.stats.matchMisses.Add(1)
+	match, _, err := expr.result.DeviceMatches(context.Background(), ps.celDevices[i])
+	if err != nil {
+		err = cel.EnhanceRuntimeError(err)
+		slot.Store(&evalOutcome{err: err})
+		return false, err
+	}
+	if match {
+		slot.Store(outcomeTrue)
+	} else {
+		slot.Store(outcomeFalse)
+	}
+	return match, nil
 }

@@ -1,0 +1,219 @@
+package dra
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/component-helpers/nodedeclaredfeatures/features/draoptionalnodeoperations"
+	"k8s.io/dynamic-resource-allocation/structured"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+)
+
+// errBindingFailed: a device's binding failure condition is true.
+var errBindingFailed = errors.New("device binding failed")
+
+// errBindingTimeout: binding conditions were not met within bindingTimeout.
+var errBindingTimeout = errors.New("device binding timeout")
+
+// Filter checks that the pod's allocated claims can be used on the node and
+// allocates the others there. The allocation is remembered for Reserve. If
+// the claims do not fit, the status says why, per request.
+func (pl *Plugin) Filter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, nodeInfo fwk.NodeInfo) *fwk.Status {
+	logger := klog.FromContext(ctx)
+	s, err := getState(cs)
+	if err != nil {
+		return statusError(logger, err)
+	}
+	if len(s.claims) == 0 {
+		return nil
+	}
+	node := nodeInfo.Node()
+
+	var unavailable []int
+	for i, claim := range s.claims {
+		allocation := claim.Status.Allocation
+		if allocation == nil {
+			continue
+		}
+		if selector := s.info[i].availableOnNodes; selector != nil && !selector.Match(node) {
+			logger.V(5).Info("Allocation's node selector does not match", "pod", klog.KObj(pod), "node", klog.KObj(node), "claim", klog.KObj(claim))
+			unavailable = append(unavailable, i)
+			continue
+		}
+		if requiresOptionalNodeOperations(allocation) && !slices.Contains(node.Status.DeclaredFeatures, draoptionalnodeoperations.DRAOptionalNodeOperationsFeatureGate) {
+			logger.V(5).Info("Allocation needs DRAOptionalNodeOperations, the node lacks it", "pod", klog.KObj(pod), "node", klog.KObj(node), "claim", klog.KObj(claim))
+			unavailable = append(unavailable, i)
+			continue
+		}
+		if pl.bindingConditions() {
+			// A claim whose devices failed to bind, or did not bind in
+			// time, should be deallocated by PostFilter so that other
+			// devices can be tried.
+			ready, err := readyForBinding(claim)
+			if err != nil || !ready && pl.bindingTimedOut(claim) {
+				logger.V(5).Info("Claim's binding conditions failed or timed out", "pod", klog.KObj(pod), "node", klog.KObj(node), "claim", klog.KObj(claim), "err", err)
+				unavailable = append(unavailable, i)
+			}
+		}
+	}
+	if len(unavailable) > 0 {
+		s.mutex.Lock()
+		defer s.mutex.Unlock()
+		if s.unavailable == nil {
+			s.unavailable = sets.New[int]()
+		}
+		s.unavailable.Insert(unavailable...)
+		return statusUnschedulable(logger, []string{"resourceclaim not available on the node"}, "pod", klog.KObj(pod), "node", klog.KObj(node))
+	}
+	if s.allocator == nil {
+		return nil
+	}
+
+	allocCtx := ctx
+	if loggerV := logger.V(5); loggerV.Enabled() {
+		allocCtx = klog.NewContext(allocCtx, klog.LoggerWithValues(logger, "node", klog.KObj(node)))
+	}
+	if pl.filterTimeout > 0 {
+		c, cancel := context.WithTimeout(allocCtx, pl.filterTimeout)
+		defer cancel()
+		allocCtx = c
+	}
+	claims := s.claimsToAllocate()
+	start := time.Now()
+	results, err := s.allocator.Allocate(allocCtx, node, claims)
+	observeFilter(start, results != nil, err)
+	switch {
+	case errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil:
+		// Possibly transient: an error sends the pod through backoff
+		// instead of waiting for a cluster event.
+		return statusError(logger, fmt.Errorf("node %s: timed out trying to allocate devices", node.Name), "pod", klog.KObj(pod), "claims", klog.KObjSlice(claims))
+	case errors.Is(err, structured.ErrFailedAllocationOnNode):
+		// Only this node fails.
+		return statusUnschedulable(logger, []string{err.Error()}, "pod", klog.KObj(pod), "node", klog.KObj(node))
+	case ctx.Err() != nil:
+		return statusUnschedulable(logger, []string{fmt.Sprintf("asked by caller to stop allocating devices: %v", context.Cause(ctx))}, "pod", klog.KObj(pod), "node", klog.KObj(node))
+	case err != nil:
+		// Something is wrong with a claim or class (a CEL runtime error,
+		// say); every node would fail the same way.
+		return statusError(logger, err, "pod", klog.KObj(pod), "node", klog.KObj(node), "claims", klog.KObjSlice(claims))
+	case len(results) != len(claims):
+		return statusUnschedulable(logger, pl.explain(ctx, s, node, claims), "pod", klog.KObj(pod), "node", klog.KObj(node))
+	}
+
+	s.mutex.Lock()
+	defer s.mutex.Unlock()
+	s.allocations[node.Name] = results
+	return nil
+}
+
+// claimsToAllocate returns the claims without an allocation.
+func (s *stateData) claimsToAllocate() []*resourceapi.ResourceClaim {
+	claims := make([]*resourceapi.ResourceClaim, len(s.toAllocate))
+	for k, i := range s.toAllocate {
+		claims[k] = s.claims[i]
+	}
+	return claims
+}
+
+// explain turns the allocator's failure reasons into the status reasons of
+// a node. The scheduler counts equal reasons over all nodes, which gives
+// messages like "0/500 nodes are available: 480 request "gpu": 2 of 8
+// matching devices free, need 4, 20 claim default/c: constraint
+// matchAttribute ... unsatisfiable."
+func (pl *Plugin) explain(ctx context.Context, s *stateData, node *v1.Node, claims []*resourceapi.ResourceClaim) []string {
+	const fallback = "cannot allocate all claims"
+	a, err := s.explainer(ctx, pl)
+	if err != nil {
+		return []string{fallback}
+	}
+	failures, err := a.Explain(ctx, node, claims)
+	if err != nil || len(failures) == 0 {
+		return []string{fallback}
+	}
+	reasons := make([]string, 0, len(failures))
+	for _, f := range failures {
+		reasons = append(reasons, f.Message())
+	}
+	return reasons
+}
+
+func (pl *Plugin) bindingConditions() bool {
+	return pl.fts.EnableDRADeviceBindingConditions && pl.fts.EnableDRAResourceClaimDeviceStatus
+}
+
+// requiresOptionalNodeOperations: some allocated device skips node
+// operations, which only nodes declaring DRAOptionalNodeOperations support.
+func requiresOptionalNodeOperations(allocation *resourceapi.AllocationResult) bool {
+	if allocation == nil {
+		return false
+	}
+	for _, result := range allocation.Devices.Results {
+		if len(result.SkipNodeOperations) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// readyForBinding reports whether all binding conditions of the claim's
+// devices are true (trivially, without any). A true binding failure
+// condition is an error.
+func readyForBinding(claim *resourceapi.ResourceClaim) (bool, error) {
+	if claim.Status.Allocation == nil {
+		return false, nil
+	}
+	for _, result := range claim.Status.Allocation.Devices.Results {
+		if len(result.BindingConditions) == 0 {
+			continue
+		}
+		status := deviceStatus(claim, &result)
+		if status == nil {
+			return false, nil
+		}
+		for _, condition := range result.BindingFailureConditions {
+			if failed := apimeta.FindStatusCondition(status.Conditions, condition); failed != nil && failed.Status == metav1.ConditionTrue {
+				return false, fmt.Errorf("%w: claim %s, device %s: %s: %s", errBindingFailed, klog.KObj(claim), result.Device, failed.Reason, failed.Message)
+			}
+		}
+		for _, condition := range result.BindingConditions {
+			if !apimeta.IsStatusConditionTrue(status.Conditions, condition) {
+				return false, nil
+			}
+		}
+	}
+	return true, nil
+}
+
+// bindingTimedOut: the claim has devices with binding conditions and was
+// allocated longer than bindingTimeout ago.
+func (pl *Plugin) bindingTimedOut(claim *resourceapi.ResourceClaim) bool {
+	allocation := claim.Status.Allocation
+	if allocation == nil || allocation.AllocationTimestamp == nil {
+		return false
+	}
+	for _, result := range allocation.Devices.Results {
+		if result.BindingConditions != nil && allocation.AllocationTimestamp.Add(pl.bindingTimeout).Before(time.Now()) {
+			return true
+		}
+	}
+	return false
+}
+
+func deviceStatus(claim *resourceapi.ResourceClaim, result *resourceapi.DeviceRequestAllocationResult) *resourceapi.AllocatedDeviceStatus {
+	for i := range claim.Status.Devices {
+		status := &claim.Status.Devices[i]
+		if status.Driver == result.Driver && status.Pool == result.Pool && status.Device == result.Device {
+			return status
+		}
+	}
+	return nil
+}

@@ -1,0 +1,310 @@
+package dra
+
+import (
+	"context"
+	"fmt"
+
+	v1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/dynamic-resource-allocation/cel"
+	"k8s.io/dynamic-resource-allocation/resourceclaim"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+	schedutil "k8s.io/kubernetes/pkg/scheduler/util"
+)
+
+// EventsToRegister lists the cluster events that can make a pod rejected
+// by this plugin schedulable, each with a hint that filters out events
+// that cannot help that pod.
+func (pl *Plugin) EventsToRegister(_ context.Context) ([]fwk.ClusterEventWithHint, error) {
+	return []fwk.ClusterEventWithHint{
+		// Node labels matter for node selectors of slices and allocations.
+		{Event: fwk.ClusterEvent{Resource: fwk.Node, ActionType: fwk.Add | fwk.UpdateNodeLabel | fwk.UpdateNodeAllocatable}},
+		// Claims carry allocations: a claim that appears, changes status or
+		// frees devices may help.
+		{Event: fwk.ClusterEvent{Resource: fwk.ResourceClaim, ActionType: fwk.Add | fwk.Update | fwk.Delete}, QueueingHintFn: pl.afterClaimChange, PreQueueingHintFn: pl.podsForClaim},
+		// The pod's generated claims get their names in the pod status.
+		{Event: fwk.ClusterEvent{Resource: fwk.TargetPod, ActionType: fwk.UpdatePodGeneratedResourceClaim}, QueueingHintFn: pl.afterPodUpdate},
+		// A class that appears or changes helps pods whose requests use it.
+		{Event: fwk.ClusterEvent{Resource: fwk.DeviceClass, ActionType: fwk.Add | fwk.Update}, QueueingHintFn: pl.afterClassChange},
+		// A slice helps pods with a request that one of its devices could
+		// serve. Upstream requeues every DRA pod on any slice change.
+		{Event: fwk.ClusterEvent{Resource: fwk.ResourceSlice, ActionType: fwk.Add | fwk.Update}, QueueingHintFn: pl.afterSliceChange},
+	}, nil
+}
+
+// claimIndex is the name of the pod indexer by referenced claim.
+func claimIndex(profile string) string { return "drasched-claims-" + profile }
+
+// indexPodsByClaim adds an index of pods by "namespace/claim name" to the
+// shared pod informer.
+func (pl *Plugin) indexPodsByClaim(profile string) error {
+	informer := pl.fh.SharedInformerFactory().Core().V1().Pods().Informer()
+	name := claimIndex(profile)
+	if err := informer.AddIndexers(cache.Indexers{name: func(obj any) ([]string, error) {
+		pod, ok := obj.(*v1.Pod)
+		if !ok {
+			return nil, nil
+		}
+		keys := sets.New[string]()
+		for i := range pod.Spec.ResourceClaims {
+			claimName, _, err := resourceclaim.Name(pod, &pod.Spec.ResourceClaims[i])
+			if err != nil || claimName == nil {
+				continue
+			}
+			keys.Insert(pod.Namespace + "/" + *claimName)
+		}
+		return keys.UnsortedList(), nil
+	}}); err != nil {
+		return fmt.Errorf("add pod indexer %s: %w", name, err)
+	}
+	pl.podsByClaim = informer.GetIndexer()
+	pl.claimIndexName = name
+	return nil
+}
+
+// podsForClaim narrows a claim event to the pods that reference the claim,
+// except when the event frees devices, which may help any pod.
+func (pl *Plugin) podsForClaim(_ klog.Logger, oldObj, newObj any) (fwk.PreQueueingHintResult, error) {
+	oldClaim, _ := oldObj.(*resourceapi.ResourceClaim)
+	newClaim, _ := newObj.(*resourceapi.ResourceClaim)
+	if oldClaim != nil && oldClaim.Status.Allocation != nil && (newClaim == nil || newClaim.Status.Allocation == nil) {
+		return fwk.PreQueueingHintResult{AllPods: true}, nil
+	}
+	claim := newClaim
+	if claim == nil {
+		claim = oldClaim
+	}
+	if claim == nil {
+		return fwk.PreQueueingHintResult{AllPods: true}, nil
+	}
+	objs, err := pl.podsByClaim.ByIndex(pl.claimIndexName, claim.Namespace+"/"+claim.Name)
+	if err != nil {
+		return fwk.PreQueueingHintResult{}, fmt.Errorf("look up pods of claim %s: %w", klog.KObj(claim), err)
+	}
+	pods := make([]types.NamespacedName, 0, len(objs))
+	for _, obj := range objs {
+		if pod, ok := obj.(*v1.Pod); ok {
+			pods = append(pods, types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name})
+		}
+	}
+	return fwk.PreQueueingHintResult{Pods: pods}, nil
+}
+
+// afterClaimChange: a claim was deallocated (devices became free), or one
+// of the pod's claims appeared or changed its status.
+func (pl *Plugin) afterClaimChange(logger klog.Logger, pod *v1.Pod, oldObj, newObj any) (fwk.QueueingHint, error) {
+	if newObj == nil {
+		if _, unknown := oldObj.(cache.DeletedFinalStateUnknown); unknown {
+			// We may have missed the deallocation; play safe.
+			return fwk.Queue, nil
+		}
+	}
+	original, modified, err := schedutil.As[*resourceapi.ResourceClaim](oldObj, newObj)
+	if err != nil {
+		return fwk.Queue, fmt.Errorf("unexpected object in claim hint: %w", err)
+	}
+	if modified == nil {
+		// Deleted with known final state. Claims are allocated only by the
+		// scheduler through the assume cache, so the deallocation was seen
+		// as an update already, unless it was deleted while allocated.
+		if original.Status.Allocation == nil {
+			return fwk.QueueSkip, nil
+		}
+		return fwk.Queue, nil
+	}
+	uses := false
+	claims, err := pl.podClaims(pod)
+	if err != nil {
+		// Still missing or broken: not schedulable yet.
+		logger.V(6).Info("Pod not schedulable after claim change", "pod", klog.KObj(pod), "claim", klog.KObj(modified), "reason", err.Error())
+		return fwk.QueueSkip, nil
+	}
+	for _, claim := range claims {
+		if claim.UID == modified.UID {
+			uses = true
+		}
+	}
+	switch {
+	case original != nil && original.Status.Allocation != nil && modified.Status.Allocation == nil:
+		logger.V(6).Info("Claim deallocated, devices may be free", "pod", klog.KObj(pod), "claim", klog.KObj(modified))
+		return fwk.Queue, nil
+	case !uses:
+		return fwk.QueueSkip, nil
+	case original == nil:
+		logger.V(5).Info("Claim of pod created", "pod", klog.KObj(pod), "claim", klog.KObj(modified))
+		return fwk.Queue, nil
+	case apiequality.Semantic.DeepEqual(&original.Status, &modified.Status):
+		// A finalizer or label, nothing the pod waits for.
+		return fwk.QueueSkip, nil
+	}
+	logger.V(5).Info("Status of pod's claim changed", "pod", klog.KObj(pod), "claim", klog.KObj(modified))
+	return fwk.Queue, nil
+}
+
+// afterPodUpdate: the pod's generated claims may all be known now.
+func (pl *Plugin) afterPodUpdate(logger klog.Logger, pod *v1.Pod, _, newObj any) (fwk.QueueingHint, error) {
+	_, modified, err := schedutil.As[*v1.Pod](nil, newObj)
+	if err != nil {
+		return fwk.Queue, fmt.Errorf("unexpected object in pod hint: %w", err)
+	}
+	if _, err := pl.podClaims(modified); err != nil {
+		logger.V(6).Info("Pod still waits for claims", "pod", klog.KObj(pod), "reason", err.Error())
+		return fwk.QueueSkip, nil
+	}
+	return fwk.Queue, nil
+}
+
+// afterClassChange: the class is used by a request of one of the pod's
+// claims, and for an update, something that matters changed.
+func (pl *Plugin) afterClassChange(logger klog.Logger, pod *v1.Pod, oldObj, newObj any) (fwk.QueueingHint, error) {
+	original, modified, err := schedutil.As[*resourceapi.DeviceClass](oldObj, newObj)
+	if err != nil {
+		return fwk.Queue, fmt.Errorf("unexpected object in class hint: %w", err)
+	}
+	if original != nil && apiequality.Semantic.DeepEqual(original.Spec, modified.Spec) {
+		return fwk.QueueSkip, nil
+	}
+	claims, err := pl.podClaims(pod)
+	if err != nil {
+		return fwk.QueueSkip, nil
+	}
+	for _, claim := range claims {
+		if claim.Status.Allocation != nil {
+			continue
+		}
+		for _, class := range requestClasses(claim) {
+			if class == modified.Name {
+				logger.V(5).Info("Class of pod's request changed", "pod", klog.KObj(pod), "class", klog.KObj(modified))
+				return fwk.Queue, nil
+			}
+		}
+	}
+	return fwk.QueueSkip, nil
+}
+
+// afterSliceChange: some device of the new or updated slice could serve
+// one of the pod's unallocated requests (its class's and the request's
+// selectors match). A slice without such devices can still complete a pool
+// whose other slices have them; that is covered by also queueing when the
+// slice's pool has matching devices in the slices already known.
+func (pl *Plugin) afterSliceChange(logger klog.Logger, pod *v1.Pod, oldObj, newObj any) (fwk.QueueingHint, error) {
+	original, modified, err := schedutil.As[*resourceapi.ResourceSlice](oldObj, newObj)
+	if err != nil {
+		return fwk.Queue, fmt.Errorf("unexpected object in slice hint: %w", err)
+	}
+	if original != nil && apiequality.Semantic.DeepEqual(original.Spec, modified.Spec) {
+		return fwk.QueueSkip, nil
+	}
+	claims, err := pl.podClaims(pod)
+	if err != nil {
+		return fwk.QueueSkip, nil
+	}
+	pool := []*resourceapi.ResourceSlice{modified}
+	if all, err := pl.tracker.Slices(); err == nil {
+		for _, s := range all {
+			if s.Spec.Driver == modified.Spec.Driver && s.Spec.Pool.Name == modified.Spec.Pool.Name && s.Name != modified.Name {
+				pool = append(pool, s)
+			}
+		}
+	}
+	for _, claim := range claims {
+		if claim.Status.Allocation != nil {
+			continue
+		}
+		for _, request := range requestSelectors(claim) {
+			match, err := pl.anyDeviceMatches(request, pool)
+			if err != nil {
+				// When in doubt, try again.
+				return fwk.Queue, nil
+			}
+			if match {
+				logger.V(5).Info("Slice has devices for pod", "pod", klog.KObj(pod), "slice", klog.KObj(modified))
+				return fwk.Queue, nil
+			}
+		}
+	}
+	return fwk.QueueSkip, nil
+}
+
+// requestSelector is what a (sub)request asks of a device.
+type requestSelector struct {
+	class     string
+	selectors []resourceapi.DeviceSelector
+}
+
+func requestSelectors(claim *resourceapi.ResourceClaim) []requestSelector {
+	var result []requestSelector
+	for _, request := range claim.Spec.Devices.Requests {
+		if request.Exactly != nil {
+			result = append(result, requestSelector{class: request.Exactly.DeviceClassName, selectors: request.Exactly.Selectors})
+		}
+		for _, sub := range request.FirstAvailable {
+			result = append(result, requestSelector{class: sub.DeviceClassName, selectors: sub.Selectors})
+		}
+	}
+	return result
+}
+
+func requestClasses(claim *resourceapi.ResourceClaim) []string {
+	var classes []string
+	for _, request := range requestSelectors(claim) {
+		classes = append(classes, request.class)
+	}
+	return classes
+}
+
+// anyDeviceMatches evaluates the class's and the request's selectors on
+// the devices of the slices until one matches. Results come from the
+// allocator's cache, so each device and expression is evaluated once per
+// slice version, however many pods ask.
+func (pl *Plugin) anyDeviceMatches(request requestSelector, slices []*resourceapi.ResourceSlice) (bool, error) {
+	class, err := pl.tracker.DeviceClasses().Get(request.class)
+	if err != nil {
+		// A missing class is handled by its own event.
+		return false, nil
+	}
+	var expressions []string
+	for _, selector := range append(append([]resourceapi.DeviceSelector{}, class.Spec.Selectors...), request.selectors...) {
+		if selector.CEL == nil {
+			return false, fmt.Errorf("selector of unknown type")
+		}
+		expressions = append(expressions, selector.CEL.Expression)
+	}
+	features := cel.Features{
+		EnableConsumableCapacity: pl.fts.EnableDRAConsumableCapacity,
+		EnableListTypeAttributes: pl.fts.EnableDRAListTypeAttributes,
+	}
+	for _, slice := range slices {
+		for i := range slice.Spec.Devices {
+			matches := true
+			for _, expr := range expressions {
+				ok, err := pl.cache.Matches(features, slice, i, expr)
+				if err != nil {
+					return false, err
+				}
+				if !ok {
+					matches = false
+					break
+				}
+			}
+			if matches {
+				return true, nil
+			}
+		}
+	}
+	return false, nil
+}
+
+// SignPod excludes pods with claims from the scheduler's pod signatures
+// (batching of equal pods): their devices are per pod.
+func (pl *Plugin) SignPod(_ context.Context, pod *v1.Pod) ([]fwk.SignFragment, *fwk.Status) {
+	if len(pod.Spec.ResourceClaims) > 0 {
+		return nil, fwk.NewStatus(fwk.Unschedulable, "pods with resource claims are not signable")
+	}
+	return nil, nil
+}

@@ -1,0 +1,67 @@
+package dra
+
+import (
+	"sync"
+	"time"
+
+	"k8s.io/component-base/metrics"
+	"k8s.io/component-base/metrics/legacyregistry"
+
+	"github.com/drasched/drasched/pkg/allocator"
+)
+
+const (
+	metricsNamespace = "drasched"
+	metricsSubsystem = "plugin"
+)
+
+// sharedCache is the allocator cache of the process, shared by all
+// profiles that run the plugin: the slices and expressions are the same.
+var sharedCache = allocator.NewCache(0)
+
+var (
+	filterDuration = metrics.NewHistogramVec(&metrics.HistogramOpts{
+		Namespace:      metricsNamespace,
+		Subsystem:      metricsSubsystem,
+		Name:           "filter_allocation_duration_seconds",
+		Help:           "Time Filter spent allocating devices on one node, by result (fit, nofit, error).",
+		Buckets:        metrics.ExponentialBuckets(0.00001, 4, 10),
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"result"})
+
+	celHitRatio = metrics.NewGaugeFunc(&metrics.GaugeOpts{
+		Namespace:      metricsNamespace,
+		Subsystem:      metricsSubsystem,
+		Name:           "cel_match_cache_hit_ratio",
+		Help:           "Share of CEL selector evaluations answered from the cache since start.",
+		StabilityLevel: metrics.ALPHA,
+	}, func() float64 { return sharedCache.Stats().MatchHitRatio() })
+
+	slicesPrepared = metrics.NewGaugeFunc(&metrics.GaugeOpts{
+		Namespace:      metricsNamespace,
+		Subsystem:      metricsSubsystem,
+		Name:           "resource_slices_prepared",
+		Help:           "ResourceSlice objects preprocessed since start; each object is prepared once.",
+		StabilityLevel: metrics.ALPHA,
+	}, func() float64 { return float64(sharedCache.Stats().SlicesPrepared) })
+
+	registerOnce sync.Once
+)
+
+func registerMetrics() {
+	registerOnce.Do(func() {
+		legacyregistry.MustRegister(filterDuration)
+		legacyregistry.RawMustRegister(celHitRatio, slicesPrepared)
+	})
+}
+
+func observeFilter(start time.Time, fit bool, err error) {
+	result := "nofit"
+	switch {
+	case err != nil:
+		result = "error"
+	case fit:
+		result = "fit"
+	}
+	filterDuration.WithLabelValues(result).Observe(time.Since(start).Seconds())
+}

@@ -1,0 +1,45 @@
+package dra
+
+import (
+	"context"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+)
+
+// PostFilter runs when no node fits. If an allocated claim of the pod could
+// not be used on some node and no other pod holds it, its allocation is
+// dropped so that the next attempt can allocate it elsewhere. A claim
+// reserved for other pods is left alone: they use its devices.
+func (pl *Plugin) PostFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, _ fwk.NodeToStatusReader) (*fwk.PostFilterResult, *fwk.Status) {
+	logger := klog.FromContext(ctx)
+	s, err := getState(cs)
+	if err != nil {
+		return nil, statusError(logger, err)
+	}
+	s.mutex.Lock()
+	candidates := sets.List(s.unavailable)
+	s.mutex.Unlock()
+
+	// Lowest index first: deterministic, and no better heuristic exists.
+	for _, i := range candidates {
+		claim := s.claims[i]
+		reserved := claim.Status.ReservedFor
+		if len(reserved) > 1 || len(reserved) == 1 && reserved[0].UID != pod.UID {
+			continue
+		}
+		claim = claim.DeepCopy()
+		claim.Status.ReservedFor = nil
+		claim.Status.Allocation = nil
+		claim.Status.Devices = nil
+		logger.V(5).Info("Deallocating ResourceClaim", "pod", klog.KObj(pod), "claim", klog.KObj(claim))
+		if _, err := pl.client.ResourceV1().ResourceClaims(claim.Namespace).UpdateStatus(ctx, claim, metav1.UpdateOptions{}); err != nil {
+			return nil, statusError(logger, err)
+		}
+		return nil, fwk.NewStatus(fwk.Unschedulable, "deallocation of ResourceClaim completed")
+	}
+	return nil, fwk.NewStatus(fwk.Unschedulable)
+}

@@ -1,0 +1,228 @@
+package dra
+
+import (
+	"context"
+	"fmt"
+
+	v1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
+	"k8s.io/dynamic-resource-allocation/cel"
+	"k8s.io/dynamic-resource-allocation/resourceclaim"
+	"k8s.io/dynamic-resource-allocation/structured"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+
+	"github.com/drasched/drasched/pkg/allocator"
+)
+
+// PreEnqueue keeps a pod out of the active queue while one of its claims
+// does not exist yet, is being deleted or belongs to another pod. Claim
+// events bring it back.
+func (pl *Plugin) PreEnqueue(ctx context.Context, pod *v1.Pod) *fwk.Status {
+	if _, err := pl.podClaims(pod); err != nil {
+		return statusUnschedulable(klog.FromContext(ctx), []string{err.Error()}, "pod", klog.KObj(pod))
+	}
+	return nil
+}
+
+// podClaims returns the pod's ResourceClaims in the order of
+// pod.Spec.ResourceClaims, skipping templates for which no claim is needed.
+// The objects come from the tracker's assume cache and must not be
+// modified.
+func (pl *Plugin) podClaims(pod *v1.Pod) ([]*resourceapi.ResourceClaim, error) {
+	claims := make([]*resourceapi.ResourceClaim, 0, len(pod.Spec.ResourceClaims))
+	for i := range pod.Spec.ResourceClaims {
+		name, mustCheckOwner, err := resourceclaim.Name(pod, &pod.Spec.ResourceClaims[i])
+		if err != nil {
+			return nil, err
+		}
+		if name == nil {
+			// No claim needed for this entry.
+			continue
+		}
+		claim, err := pl.tracker.Claim(pod.Namespace, *name)
+		if err != nil {
+			return nil, fmt.Errorf("waiting for resource claim %s/%s: %w", pod.Namespace, *name, err)
+		}
+		if claim.DeletionTimestamp != nil {
+			return nil, fmt.Errorf("resourceclaim %q is being deleted", claim.Name)
+		}
+		if mustCheckOwner {
+			if err := resourceclaim.IsForPod(pod, claim, false); err != nil {
+				return nil, err
+			}
+		}
+		claims = append(claims, claim)
+	}
+	return claims, nil
+}
+
+// PreFilter gathers the pod's claims, rejects the pod while a claim is in
+// use by others or being allocated for another pod, checks that all
+// DeviceClasses exist, and builds one allocator for the cycle from a
+// consistent snapshot of allocated devices and the slices (with
+// DeviceTaintRules applied).
+func (pl *Plugin) PreFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, _ []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
+	logger := klog.FromContext(ctx)
+	s := &stateData{allocations: make(map[string][]resourceapi.AllocationResult)}
+	cs.Write(stateKey, s)
+
+	claims, err := pl.podClaims(pod)
+	if err != nil {
+		return nil, statusUnschedulable(logger, []string{err.Error()}, "pod", klog.KObj(pod))
+	}
+	if len(claims) == 0 {
+		return nil, fwk.NewStatus(fwk.Skip)
+	}
+	s.claims = claims
+	s.info = make([]claimInfo, len(claims))
+
+	// Allocated claims that are local to one node restrict the pod to it.
+	var onlyNodes sets.Set[string]
+	for i, claim := range claims {
+		if claim.Status.Allocation != nil {
+			if !resourceclaim.CanBeReserved(claim) && !resourceclaim.IsReservedForPod(pod, claim, false) {
+				return nil, statusUnschedulable(logger, []string{fmt.Sprintf("resource claim %s is in use by the maximum number of other pods", klog.KObj(claim))}, "pod", klog.KObj(pod))
+			}
+			if selector := claim.Status.Allocation.NodeSelector; selector != nil {
+				matcher, err := nodeaffinity.NewNodeSelector(selector)
+				if err != nil {
+					return nil, statusError(logger, fmt.Errorf("claim %s: node selector of allocation: %w", klog.KObj(claim), err))
+				}
+				s.info[i].availableOnNodes = matcher
+				if node, ok := singleNode(selector); ok {
+					if onlyNodes == nil {
+						onlyNodes = sets.New(node)
+					} else {
+						onlyNodes = onlyNodes.Intersection(sets.New(node))
+					}
+				}
+			}
+			continue
+		}
+
+		// An allocation in flight for another pod: wait for it to be
+		// written; the claim update requeues this pod.
+		if pl.tracker.PendingAllocation(claim.UID) != nil {
+			return nil, statusUnschedulable(logger, []string{fmt.Sprintf("resource claim %s is in the process of being allocated", klog.KObj(claim))}, "pod", klog.KObj(pod))
+		}
+		if status := pl.checkClasses(logger, claim); status != nil {
+			return nil, status
+		}
+		s.toAllocate = append(s.toAllocate, i)
+	}
+
+	if len(s.toAllocate) > 0 {
+		a, err := pl.newAllocator(ctx)
+		if err != nil {
+			return nil, statusError(logger, err)
+		}
+		s.allocator = a
+	}
+	if onlyNodes != nil {
+		return &fwk.PreFilterResult{NodeNames: onlyNodes}, nil
+	}
+	return nil, nil
+}
+
+// PreFilterExtensions returns nil: the plugin does not react to pods added
+// or removed during preemption; devices are not freed by preempting pods.
+func (pl *Plugin) PreFilterExtensions() fwk.PreFilterExtensions { return nil }
+
+// checkClasses verifies that the DeviceClasses of all requests exist. A
+// missing class makes the pod unschedulable on every node until the class
+// is created.
+func (pl *Plugin) checkClasses(logger klog.Logger, claim *resourceapi.ResourceClaim) *fwk.Status {
+	check := func(className, requestName string) *fwk.Status {
+		if className == "" {
+			return statusError(logger, fmt.Errorf("claim %s, request %s: unsupported request type", klog.KObj(claim), requestName))
+		}
+		if _, err := pl.tracker.DeviceClasses().Get(className); err != nil {
+			if apierrors.IsNotFound(err) {
+				return statusUnresolvable(logger, fmt.Sprintf("request %s: device class %s does not exist", requestName, className), "claim", klog.KObj(claim))
+			}
+			return statusError(logger, fmt.Errorf("claim %s, request %s: get device class %s: %w", klog.KObj(claim), requestName, className, err))
+		}
+		return nil
+	}
+	for _, request := range claim.Spec.Devices.Requests {
+		switch {
+		case request.Exactly != nil:
+			if status := check(request.Exactly.DeviceClassName, request.Name); status != nil {
+				return status
+			}
+		case len(request.FirstAvailable) > 0:
+			if !pl.fts.EnableDRAPrioritizedList {
+				return statusUnresolvable(logger, fmt.Sprintf("resource claim %s, request %s: has subrequests, but the DRAPrioritizedList feature is disabled", klog.KObj(claim), request.Name))
+			}
+			for _, sub := range request.FirstAvailable {
+				if status := check(sub.DeviceClassName, request.Name+"/"+sub.Name); status != nil {
+					return status
+				}
+			}
+		default:
+			return statusUnresolvable(logger, fmt.Sprintf("resource claim %s, request %s: unknown request type", klog.KObj(claim), request.Name))
+		}
+	}
+	return nil
+}
+
+// newAllocator builds the cycle's allocator from the tracker's snapshot.
+func (pl *Plugin) newAllocator(ctx context.Context) (nodeAllocator, error) {
+	state := pl.tracker.AllocatedState()
+	slices, err := pl.tracker.Slices()
+	if err != nil {
+		return nil, fmt.Errorf("list resource slices: %w", err)
+	}
+	if pl.upstream {
+		return structured.NewAllocator(ctx, pl.features, state, pl.tracker.DeviceClasses(), slices, pl.celCache())
+	}
+	return allocator.New(ctx, pl.features, state, pl.tracker.DeviceClasses(), slices, allocator.Options{Cache: pl.cache})
+}
+
+// explainer returns drasched's allocator for the cycle's inputs, for
+// failure reasons; with allocator: upstream the cycle's allocator cannot
+// explain itself, and drasched's gives the same answers.
+func (s *stateData) explainer(ctx context.Context, pl *Plugin) (*allocator.Allocator, error) {
+	if a, ok := s.allocator.(*allocator.Allocator); ok {
+		return a, nil
+	}
+	state := pl.tracker.AllocatedState()
+	slices, err := pl.tracker.Slices()
+	if err != nil {
+		return nil, err
+	}
+	return allocator.New(ctx, pl.features, state, pl.tracker.DeviceClasses(), slices, allocator.Options{Cache: pl.cache})
+}
+
+// celCache is upstream's compile cache, for allocator: upstream. The
+// scheduler plugin upstream keeps 10 expressions.
+func (pl *Plugin) celCache() *cel.Cache {
+	pl.upstreamCELOnce.Do(func() {
+		pl.upstreamCEL = cel.NewCache(10, cel.Features{
+			EnableConsumableCapacity: pl.fts.EnableDRAConsumableCapacity,
+			EnableListTypeAttributes: pl.fts.EnableDRAListTypeAttributes,
+		})
+	})
+	return pl.upstreamCEL
+}
+
+// singleNode returns the node name of a selector that selects exactly one
+// node by name, as allocations of node-local devices do.
+func singleNode(selector *v1.NodeSelector) (string, bool) {
+	if len(selector.NodeSelectorTerms) != 1 {
+		return "", false
+	}
+	term := selector.NodeSelectorTerms[0]
+	if len(term.MatchExpressions) != 0 || len(term.MatchFields) != 1 {
+		return "", false
+	}
+	field := term.MatchFields[0]
+	if field.Key != "metadata.name" || field.Operator != v1.NodeSelectorOpIn || len(field.Values) != 1 {
+		return "", false
+	}
+	return field.Values[0], true
+}

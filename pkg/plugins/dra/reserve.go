@@ -1,0 +1,79 @@
+package dra
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	v1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/dynamic-resource-allocation/resourceclaim"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+)
+
+// Reserve takes the allocation that Filter found on the chosen node and
+// marks it in flight in the tracker: from now until PreBind writes it (or
+// Unreserve drops it), the next pod's cycle sees these devices as taken
+// and this claim as being allocated.
+func (pl *Plugin) Reserve(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, nodeName string) *fwk.Status {
+	logger := klog.FromContext(ctx)
+	s, err := getState(cs)
+	if err != nil {
+		return statusError(logger, err)
+	}
+	if len(s.toAllocate) == 0 {
+		return nil
+	}
+	s.mutex.Lock()
+	results, found := s.allocations[nodeName]
+	s.mutex.Unlock()
+	if !found || len(results) != len(s.toAllocate) {
+		// Filter accepted the node, so this cannot happen.
+		return statusError(logger, fmt.Errorf("internal error: no allocation for node %s", nodeName))
+	}
+	for k, i := range s.toAllocate {
+		allocation := &results[k]
+		s.info[i].allocation = allocation
+		claim := s.claims[i].DeepCopy()
+		if !slices.Contains(claim.Finalizers, resourceapi.Finalizer) {
+			claim.Finalizers = append(claim.Finalizers, resourceapi.Finalizer)
+		}
+		claim.Status.Allocation = allocation
+		if err := pl.tracker.Reserve(claim); err != nil {
+			return statusError(logger, err, "pod", klog.KObj(pod))
+		}
+		logger.V(5).Info("Allocation in flight", "pod", klog.KObj(pod), "claim", klog.KObj(claim), "allocation", klog.Format(allocation))
+	}
+	return nil
+}
+
+// Unreserve rolls back what Reserve and PreBind did for a pod that will not
+// be bound: allocations still in flight are dropped, and the pod is removed
+// from reservedFor of claims PreBind already updated. It is idempotent.
+func (pl *Plugin) Unreserve(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, _ string) {
+	logger := klog.FromContext(ctx)
+	s, err := getState(cs)
+	if err != nil {
+		return
+	}
+	for _, claim := range s.claims {
+		if pl.tracker.Unreserve(claim) {
+			logger.V(5).Info("Dropped allocation in flight", "pod", klog.KObj(pod), "claim", klog.KObj(claim))
+		}
+		if claim.Status.Allocation == nil || !resourceclaim.IsReservedForPod(pod, claim, false) {
+			continue
+		}
+		// A strategic merge patch removes just this entry without needing
+		// the latest version of the claim.
+		patch := fmt.Sprintf(`{"metadata":{"uid":%q},"status":{"reservedFor":[{"$patch":"delete","uid":%q}]}}`, claim.UID, pod.UID)
+		if _, err := pl.client.ResourceV1().ResourceClaims(claim.Namespace).Patch(ctx, claim.Name, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{}, "status"); err != nil {
+			// The next scheduling attempt gets here again.
+			logger.Error(err, "Remove pod from reservedFor", "claim", klog.KObj(claim), "pod", klog.KObj(pod))
+			continue
+		}
+		logger.V(5).Info("Removed pod from reservedFor", "claim", klog.KObj(claim), "pod", klog.KObj(pod))
+	}
+}

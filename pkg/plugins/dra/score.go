@@ -1,0 +1,110 @@
+package dra
+
+import (
+	"context"
+
+	v1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/dynamic-resource-allocation/resourceclaim"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/helper"
+
+	"github.com/drasched/drasched/apis/config"
+)
+
+// Score ranks nodes, first like upstream by the prioritized lists (a
+// subrequest earlier in firstAvailable scores more), then, as a tie
+// breaker within the same prioritized-list score, by device usage: with
+// MostAllocated, nodes whose devices are already in use come first, which
+// keeps whole nodes free for large pods; with LeastAllocated the opposite.
+func (pl *Plugin) Score(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, nodeInfo fwk.NodeInfo) (int64, *fwk.Status) {
+	logger := klog.FromContext(ctx)
+	s, err := getState(cs)
+	if err != nil {
+		return 0, statusError(logger, err)
+	}
+	if s.allocator == nil {
+		return 0, nil
+	}
+	node := nodeInfo.Node()
+	s.mutex.Lock()
+	results, found := s.allocations[node.Name]
+	s.mutex.Unlock()
+	if !found {
+		return 0, nil
+	}
+
+	var score int64
+	if pl.fts.EnableDRAPrioritizedList {
+		score = prioritizedListScore(s, results) * (fwk.MaxScore + 1)
+	}
+	if pl.scoring != config.DeviceScoringNone {
+		score += pl.usageScore(ctx, s, node, results)
+	}
+	return score, nil
+}
+
+// prioritizedListScore is upstream's score: for every claim, 8 minus the
+// index of each chosen subrequest. Claims allocated earlier count with
+// their allocation, as upstream counts them.
+func prioritizedListScore(s *stateData, results []resourceapi.AllocationResult) int64 {
+	var score int64
+	next := 0
+	for _, claim := range s.claims {
+		allocation := claim.Status.Allocation
+		if allocation == nil {
+			if next >= len(results) {
+				break
+			}
+			allocation = &results[next]
+			next++
+		}
+		chosen := sets.New[string]()
+		for _, result := range allocation.Devices.Results {
+			if resourceclaim.IsSubRequestRef(result.Request) {
+				chosen.Insert(result.Request)
+			}
+		}
+		for _, request := range claim.Spec.Devices.Requests {
+			for index, sub := range request.FirstAvailable {
+				if chosen.Has(resourceclaim.CreateSubRequestRef(request.Name, sub.Name)) {
+					score += int64(resourceapi.FirstAvailableDeviceRequestMaxSize - index)
+				}
+			}
+		}
+	}
+	return score
+}
+
+// usageScore is 0..MaxNodeScore: the share of the node's devices in use
+// once this pod's devices are allocated (MostAllocated), or free
+// (LeastAllocated).
+func (pl *Plugin) usageScore(ctx context.Context, s *stateData, node *v1.Node, results []resourceapi.AllocationResult) int64 {
+	a, err := s.explainer(ctx, pl)
+	if err != nil {
+		return 0
+	}
+	total, used := a.DeviceUsage(node)
+	if total == 0 {
+		return 0
+	}
+	for _, result := range results {
+		used += len(result.Devices.Results)
+	}
+	used = min(used, total)
+	share := int64(used) * fwk.MaxScore / int64(total)
+	if pl.scoring == config.DeviceScoringLeastAllocated {
+		return fwk.MaxScore - share
+	}
+	return share
+}
+
+// ScoreExtensions normalizes scores to 0..MaxNodeScore.
+func (pl *Plugin) ScoreExtensions() fwk.ScoreExtensions { return pl }
+
+// NormalizeScore scales the scores to 0..MaxNodeScore.
+func (pl *Plugin) NormalizeScore(_ context.Context, _ fwk.CycleState, _ *v1.Pod, scores fwk.NodeScoreList) *fwk.Status {
+	return helper.DefaultNormalizeScore(fwk.MaxScore, false, scores)
+}
