@@ -28,6 +28,9 @@ var errBindingTimeout = errors.New("device binding timeout")
 // allocates the others there. The allocation is remembered for Reserve. If
 // the claims do not fit, the status says why, per request.
 func (pl *Plugin) Filter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, nodeInfo fwk.NodeInfo) *fwk.Status {
+	if pl.resizeDeferred(pod) {
+		return nil
+	}
 	logger := klog.FromContext(ctx)
 	s, err := getState(cs)
 	if err != nil {

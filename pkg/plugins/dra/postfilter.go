@@ -2,6 +2,7 @@ package dra
 
 import (
 	"context"
+	"errors"
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -15,8 +16,16 @@ import (
 // dropped so that the next attempt can allocate it elsewhere. A claim
 // reserved for other pods is left alone: they use its devices.
 func (pl *Plugin) PostFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, _ fwk.NodeToStatusReader) (*fwk.PostFilterResult, *fwk.Status) {
+	if pl.resizeDeferred(pod) {
+		return nil, fwk.NewStatus(fwk.Unschedulable)
+	}
 	logger := klog.FromContext(ctx)
 	s, err := getState(cs)
+	if errors.Is(err, fwk.ErrNotFound) {
+		// Another PreFilter plugin rejected the pod before ours ran:
+		// there is nothing to free.
+		return nil, fwk.NewStatus(fwk.Unschedulable)
+	}
 	if err != nil {
 		return nil, statusError(logger, err)
 	}

@@ -8,6 +8,7 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/util/sets"
+	resourcehelper "k8s.io/component-helpers/resource"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 	"k8s.io/dynamic-resource-allocation/cel"
 	"k8s.io/dynamic-resource-allocation/resourceclaim"
@@ -66,6 +67,9 @@ func (pl *Plugin) podClaims(pod *v1.Pod) ([]*resourceapi.ResourceClaim, error) {
 // consistent snapshot of allocated devices and the slices (with
 // DeviceTaintRules applied).
 func (pl *Plugin) PreFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, _ []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
+	if pl.resizeDeferred(pod) {
+		return nil, fwk.NewStatus(fwk.Skip)
+	}
 	logger := klog.FromContext(ctx)
 	s := &stateData{allocations: make(map[string][]resourceapi.AllocationResult)}
 	cs.Write(stateKey, s)
@@ -208,6 +212,13 @@ func (pl *Plugin) celCache() *cel.Cache {
 		})
 	})
 	return pl.upstreamCEL
+}
+
+// resizeDeferred: the pod is a running pod whose in-place resize waits for
+// resources; the scheduler runs it through a cycle only to find victims to
+// preempt, and its claims are allocated already. Upstream skips it too.
+func (pl *Plugin) resizeDeferred(pod *v1.Pod) bool {
+	return pl.fts.EnableInPlacePodVerticalScalingSchedulerPreemption && resourcehelper.IsPodResizeDeferred(pod)
 }
 
 // singleNode returns the node name of a selector that selects exactly one
