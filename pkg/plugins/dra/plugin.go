@@ -25,6 +25,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
+	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/dynamic-resource-allocation/cel"
@@ -100,18 +101,7 @@ func New(ctx context.Context, obj runtime.Object, fh fwk.Handle) (fwk.Plugin, er
 	if err := unsupportedFeatures(fts); err != nil {
 		return nil, err
 	}
-	opts := tracker.Options{
-		InformerFactory:    fh.SharedInformerFactory(),
-		KubeClient:         fh.ClientSet(),
-		DeviceTaintRules:   utilfeature.DefaultFeatureGate.Enabled(features.DRADeviceTaintRules),
-		ConsumableCapacity: fts.EnableDRAConsumableCapacity,
-	}
-	if manager := fh.SharedDRAManager(); manager != nil {
-		// kube-scheduler runs a slice tracker for its DRA manager; a
-		// second one on the same informer cannot add its index.
-		opts.SliceLister = manager.ResourceSlices()
-	}
-	t, err := tracker.New(ctx, opts)
+	t, err := sharedTracker(ctx, fh, fts)
 	if err != nil {
 		return nil, err
 	}
@@ -158,4 +148,48 @@ func unsupportedFeatures(fts feature.Features) error {
 		return fmt.Errorf("plugin %s does not support the feature gates %v yet; disable them for drasched or use the in-tree %s plugin", Name, names, "DynamicResources")
 	}
 	return nil
+}
+
+// trackers holds one tracker per informer factory: all profiles of a
+// scheduler share the factory, and they must share in-flight allocations
+// too, or two profiles could give the same device to two claims.
+var (
+	trackersMutex sync.Mutex
+	trackers      = map[informers.SharedInformerFactory]*tracker.Tracker{}
+)
+
+// sharedTracker returns the tracker of the handle's informer factory,
+// creating it on first use.
+func sharedTracker(ctx context.Context, fh fwk.Handle, fts feature.Features) (*tracker.Tracker, error) {
+	trackersMutex.Lock()
+	defer trackersMutex.Unlock()
+	factory := fh.SharedInformerFactory()
+	if t, ok := trackers[factory]; ok {
+		return t, nil
+	}
+	opts := tracker.Options{
+		InformerFactory:    factory,
+		KubeClient:         fh.ClientSet(),
+		DeviceTaintRules:   utilfeature.DefaultFeatureGate.Enabled(features.DRADeviceTaintRules),
+		ConsumableCapacity: fts.EnableDRAConsumableCapacity,
+	}
+	if manager := fh.SharedDRAManager(); manager != nil {
+		// kube-scheduler runs a slice tracker for its DRA manager; a
+		// second one on the same informer cannot add its index.
+		opts.SliceLister = manager.ResourceSlices()
+	}
+	t, err := tracker.New(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	trackers[factory] = t
+	// The scheduler's context ends with the scheduler.
+	go func() {
+		<-ctx.Done()
+		trackersMutex.Lock()
+		defer trackersMutex.Unlock()
+		delete(trackers, factory)
+		t.Stop()
+	}()
+	return t, nil
 }
