@@ -17,8 +17,8 @@ import (
 
 // Env is one test's share of the control plane: its own namespace, its own
 // DRA driver name, a context that ends with the test, and a running
-// ResourceClaim controller. Objects created through Env are removed when
-// the test ends.
+// ResourceClaim controller. When the test ends, the cluster-scoped objects
+// created through Env and the namespace's pods are removed.
 //
 // Tests that share the control plane must not run in parallel: each starts
 // its own scheduler for the same scheduler name.

@@ -30,8 +30,8 @@ const SchedulerName = "drasched"
 //	    enabled: [{name: StructuredDRA, weight: 2}]
 //	    disabled: [{name: DynamicResources}]
 //
-// and return frameworkruntime.Registry{dra.Name: dra.New}. Tests guarded by
-// RequiresDrasched then run by themselves.
+// and return frameworkruntime.Registry{dra.Name: dra.New}. The tests that
+// call requiresDrasched (package integration) then run by themselves.
 func DraschedConfiguration() (*config.KubeSchedulerConfiguration, frameworkruntime.Registry, error) {
 	const configuration = `
 apiVersion: kubescheduler.config.k8s.io/v1
