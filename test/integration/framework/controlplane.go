@@ -197,7 +197,9 @@ func Shared(t testing.TB) *ControlPlane {
 	shared.once.Do(func() {
 		start := time.Now()
 		shared.cp, shared.err = StartControlPlane(context.Background())
-		t.Logf("started the shared control plane in %s", time.Since(start).Round(time.Millisecond))
+		if shared.err == nil {
+			t.Logf("started the shared control plane in %s", time.Since(start).Round(time.Millisecond))
+		}
 	})
 	if shared.err != nil {
 		t.Fatalf("start the shared control plane: %v", shared.err)
