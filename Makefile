@@ -55,6 +55,10 @@ test: ## Run all tests: unit, differential, integration, race and upstream confo
 	$(MAKE) test-race
 	$(MAKE) conformance
 
+.PHONY: test-integration
+test-integration: ## Run the integration tests: in-process kube-apiserver, etcd, claim controller and scheduler.
+	$(GO) test ./test/integration/...
+
 .PHONY: test-race
 test-race: ## Run the tests of concurrent code paths with the race detector.
 	$(GO) test -race -run 'TestConcurrentNodes|TestCacheReuse|TestExplain' ./pkg/allocator

@@ -1,6 +1,27 @@
-// Package integration runs the scheduler against a real kube-apiserver with
-// embedded etcd, started in-process, together with the real ResourceClaim
-// controller, and checks API effects (claim status, bindings).
+// Package integration runs the drasched scheduler profile against real
+// parts, all in the test process: kube-apiserver with an embedded etcd
+// (one per test binary, started by the first test that needs it), the
+// ResourceClaim controller of kube-controller-manager, and kube-scheduler.
+// Nodes are plain Node objects, since no kubelet runs: the scheduler binds
+// pods, nothing starts them. Tests check API effects (claim status,
+// finalizers, reservations, bindings, pod conditions), never plugin
+// internals.
 //
-// The tests arrive with the scheduler issue.
+// Each test gets its own namespace, DRA driver name ("<namespace>.example.com"),
+// claim controller and scheduler (framework.Setup, Env.StartScheduler);
+// cluster-scoped objects are named after the namespace and removed when the
+// test ends. Tests must not run in parallel: every scheduler serves the same
+// scheduler name.
+//
+// Which DRA plugin the drasched profile runs is decided in one place,
+// framework.DraschedConfiguration. Today it is upstream's in-tree
+// DynamicResources; tests of behaviour only StructuredDRA has call
+// requiresDrasched and are skipped until the profile switches.
+//
+//	go test ./test/integration/... -run TestRace
+//	go test ./test/integration/... -run TestRace -args -testing.v=5 -control-plane-log
+//
+// -testing.v sets the verbosity of the scheduler's and the claim
+// controller's logs, which go to the test (default 2); -control-plane-log
+// shows what kube-apiserver and etcd log.
 package integration

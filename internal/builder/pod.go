@@ -1,0 +1,87 @@
+package builder
+
+import (
+	v1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+)
+
+// PodWrapper builds a Pod with one container.
+type PodWrapper struct{ v1.Pod }
+
+// MakePod starts a pod of the given name in namespace "default" with one
+// container and no scheduler name (the default scheduler).
+func MakePod(name string) *PodWrapper {
+	return &PodWrapper{v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
+		Spec: v1.PodSpec{
+			Containers: []v1.Container{{Name: "ctr", Image: "registry.k8s.io/pause:3.10"}},
+		},
+	}}
+}
+
+func (w *PodWrapper) Obj() *v1.Pod { return &w.Pod }
+
+func (w *PodWrapper) SchedulerName(name string) *PodWrapper {
+	w.Spec.SchedulerName = name
+	return w
+}
+
+func (w *PodWrapper) Label(key, value string) *PodWrapper {
+	if w.Labels == nil {
+		w.Labels = map[string]string{}
+	}
+	w.Labels[key] = value
+	return w
+}
+
+// NodeSelector adds a node label the pod requires.
+func (w *PodWrapper) NodeSelector(key, value string) *PodWrapper {
+	if w.Spec.NodeSelector == nil {
+		w.Spec.NodeSelector = map[string]string{}
+	}
+	w.Spec.NodeSelector[key] = value
+	return w
+}
+
+// Claim adds a pod resource claim that references an existing
+// ResourceClaim, used by the first container.
+func (w *PodWrapper) Claim(name, claimName string) *PodWrapper {
+	return w.podClaim(v1.PodResourceClaim{Name: name, ResourceClaimName: ptr.To(claimName)})
+}
+
+// ClaimFromTemplate adds a pod resource claim generated from a
+// ResourceClaimTemplate, used by the first container.
+func (w *PodWrapper) ClaimFromTemplate(name, templateName string) *PodWrapper {
+	return w.podClaim(v1.PodResourceClaim{Name: name, ResourceClaimTemplateName: ptr.To(templateName)})
+}
+
+func (w *PodWrapper) podClaim(claim v1.PodResourceClaim) *PodWrapper {
+	w.Spec.ResourceClaims = append(w.Spec.ResourceClaims, claim)
+	ctr := &w.Spec.Containers[0]
+	ctr.Resources.Claims = append(ctr.Resources.Claims, v1.ResourceClaim{Name: claim.Name})
+	return w
+}
+
+// TemplateWrapper builds a ResourceClaimTemplate.
+type TemplateWrapper struct {
+	resourceapi.ResourceClaimTemplate
+}
+
+// MakeTemplate starts a template in namespace "default" whose claims get the
+// spec of the given claim.
+func MakeTemplate(name string, claim *ClaimWrapper) *TemplateWrapper {
+	return &TemplateWrapper{resourceapi.ResourceClaimTemplate{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
+		Spec:       resourceapi.ResourceClaimTemplateSpec{Spec: *claim.Spec.DeepCopy()},
+	}}
+}
+
+func (w *TemplateWrapper) Obj() *resourceapi.ResourceClaimTemplate { return &w.ResourceClaimTemplate }
+
+// AdminAccess makes the last request ask for admin access.
+func (w *ClaimWrapper) AdminAccess() *ClaimWrapper {
+	w.Exact().AdminAccess = ptr.To(true)
+	return w
+}

@@ -1,0 +1,43 @@
+package integration
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/drasched/drasched/test/integration/framework"
+)
+
+// msgCannotAllocate is what upstream's DynamicResources says, per node,
+// when the devices do not fit: its only user-visible reason.
+//
+// TODO(StructuredDRA): our plugin says why (no matching device, in use,
+// tainted, counters or capacity exhausted); assert its message here once it
+// lands.
+const msgCannotAllocate = "cannot allocate all claims"
+
+// assertUnschedulableMessage checks the message of an Unschedulable
+// PodScheduled condition, as WaitForPodUnschedulable returns it.
+func assertUnschedulableMessage(t *testing.T, message, want string) {
+	t.Helper()
+	if !strings.Contains(message, want) {
+		t.Errorf("PodScheduled condition message %q does not say %q", message, want)
+	}
+}
+
+// requiresDrasched skips a test that asserts behaviour our StructuredDRA
+// plugin adds and upstream's DynamicResources lacks, while the profile
+// still runs upstream's plugin. It switches off by itself with the profile
+// (framework.DraschedConfiguration).
+func requiresDrasched(t *testing.T, why string) {
+	t.Helper()
+	if framework.UpstreamDRA() {
+		t.Skipf("needs StructuredDRA, the profile runs upstream's DynamicResources: %s", why)
+	}
+}
+
+// driverSelector is a CEL expression on a string attribute of the test's
+// driver.
+func driverSelector(env *framework.Env, attribute, value string) string {
+	return fmt.Sprintf("device.attributes[%q].%s == %q", env.Driver, attribute, value)
+}
