@@ -16,6 +16,15 @@
 // which a snapshot could miss a claim that is allocated (the race behind
 // kubernetes#136269, where the two were updated separately).
 //
+// The scheduler's own events for ResourceClaims come from another listener
+// on the same informer, which may run ahead of ours. Whatever the scheduler
+// reacts to, the tracker must already know, or a pod woken by a
+// deallocation would find the devices still taken and wait forever. So the
+// plugin hands every claim event it sees to Sync, Claim falls back to the
+// scheduler's claim cache (Options.ClaimFallback), and the allocated layer
+// applies each claim's versions in resourceVersion order, whichever path
+// they arrive on. HasSynced includes the initial list of claims.
+//
 // ResourceSlices come from k8s.io/dynamic-resource-allocation's slice
 // tracker, which applies DeviceTaintRules: in the scheduler, the one that
 // kube-scheduler already runs for its SharedDRAManager (a slice informer
@@ -26,6 +35,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
+	"strconv"
 	"sync"
 
 	resourceapi "k8s.io/api/resource/v1"
@@ -53,6 +64,10 @@ type Options struct {
 	// the scheduler this is SharedDRAManager().ResourceSlices(). If nil,
 	// New starts a slice tracker of its own on InformerFactory.
 	SliceLister SliceLister
+	// ClaimFallback looks up claims that the tracker's own cache has not
+	// seen yet: in the scheduler, SharedDRAManager().ResourceClaims(), the
+	// cache whose events drive the scheduling queue. Optional.
+	ClaimFallback ClaimGetter
 	// KubeClient lets an own slice tracker record events about
 	// DeviceTaintRules.
 	KubeClient kubernetes.Interface
@@ -71,18 +86,28 @@ type SliceLister interface {
 	ListWithDeviceTaintRules() ([]*resourceapi.ResourceSlice, error)
 }
 
+// ClaimGetter gets a claim by namespace and name; the scheduler
+// framework's ResourceClaimTracker satisfies it.
+type ClaimGetter interface {
+	Get(namespace, name string) (*resourceapi.ResourceClaim, error)
+}
+
 // Tracker is the scheduler plugin's view of ResourceClaims, devices and
 // slices. All methods are safe for concurrent use.
 type Tracker struct {
-	claims  *assumecache.AssumeCache
-	slices  SliceLister
-	classes resourcelisters.DeviceClassLister
+	claims *assumecache.AssumeCache
+	// claimsSynced reports whether the assume cache, and through it the
+	// allocated layer, has processed the informer's initial list.
+	claimsSynced cache.InformerSynced
+	fallback     ClaimGetter
+	slices       SliceLister
+	classes      resourcelisters.DeviceClassLister
 	// ownSlices is the slice tracker New started, if any.
 	ownSlices *resourceslicetracker.Tracker
 
 	consumableCapacity bool
 
-	// mutex guards inFlight, allocated, revision and snapshot.
+	// mutex guards inFlight, allocated, applied, revision and snapshot.
 	mutex sync.RWMutex
 	// inFlight maps claim UIDs to the claim with the allocation made in
 	// Reserve, until PreBind commits it or Unreserve drops it.
@@ -90,6 +115,12 @@ type Tracker struct {
 	// allocated maps claim UIDs to the devices of allocated claims, as seen
 	// through the assume cache or committed by PreBind.
 	allocated map[types.UID]claimDevices
+	// applied is the resourceVersion of the newest version of each claim
+	// that the allocated layer has applied, so that a version arriving late
+	// on one path never overwrites a newer one from another (Sync, Commit,
+	// the assume cache). deletedVersion marks claims deleted through Sync
+	// whose deletion the assume cache has not delivered yet.
+	applied map[types.UID]int64
 	// revision counts changes to inFlight and allocated.
 	revision int64
 	// snapshot is the AllocatedState of revision snapshotRevision; it is
@@ -117,6 +148,8 @@ func New(ctx context.Context, opts Options) (*Tracker, error) {
 		consumableCapacity: opts.ConsumableCapacity,
 		inFlight:           make(map[types.UID]*resourceapi.ResourceClaim),
 		allocated:          make(map[types.UID]claimDevices),
+		applied:            make(map[types.UID]int64),
+		fallback:           opts.ClaimFallback,
 	}
 	if t.slices == nil {
 		sliceOpts := resourceslicetracker.Options{
@@ -135,17 +168,22 @@ func New(ctx context.Context, opts Options) (*Tracker, error) {
 		t.ownSlices = own
 		t.slices = sliceList{own}
 	}
-	t.claims.AddEventHandler(cache.ResourceEventHandlerFuncs{
+	registration := t.claims.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { t.observe(obj) },
 		UpdateFunc: func(_, obj any) { t.observe(obj) },
-		DeleteFunc: t.forget,
+		DeleteFunc: func(obj any) { t.forget(obj, false) },
 	})
+	t.claimsSynced = registration.HasSynced
 	return t, nil
 }
 
-// HasSynced reports whether an own slice tracker has processed its
-// initial list; the informers' sync is part of the scheduler's.
-func (t *Tracker) HasSynced() bool { return t.ownSlices == nil || t.ownSlices.HasSynced() }
+// HasSynced reports whether the tracker has processed the initial list of
+// claims (and of slices, for an own slice tracker). Until then its
+// allocated devices are incomplete: the scheduler's informer sync does not
+// cover the tracker's own listener.
+func (t *Tracker) HasSynced() bool {
+	return t.claimsSynced() && (t.ownSlices == nil || t.ownSlices.HasSynced())
+}
 
 // Stop stops an own slice tracker's background work.
 func (t *Tracker) Stop() {
@@ -162,17 +200,69 @@ func (l sliceList) ListWithDeviceTaintRules() ([]*resourceapi.ResourceSlice, err
 }
 
 // Claim returns the newest known version of a claim: the one PreBind wrote,
-// until the informer has seen something newer.
+// until the informer has seen something newer, or the scheduler's, if that
+// is newer still; a newer version from the scheduler is synced in.
 func (t *Tracker) Claim(namespace, name string) (*resourceapi.ResourceClaim, error) {
+	var own *resourceapi.ResourceClaim
 	obj, err := t.claims.Get(namespace + "/" + name)
-	if err != nil {
+	switch {
+	case err == nil:
+		claim, ok := obj.(*resourceapi.ResourceClaim)
+		if !ok {
+			return nil, fmt.Errorf("unexpected object of type %T for claim %s/%s", obj, namespace, name)
+		}
+		own = claim
+	case !isNotFound(err):
 		return nil, err
 	}
-	claim, ok := obj.(*resourceapi.ResourceClaim)
-	if !ok {
-		return nil, fmt.Errorf("unexpected object of type %T for claim %s/%s", obj, namespace, name)
+	if t.fallback != nil {
+		if theirs, ferr := t.fallback.Get(namespace, name); ferr == nil && theirs != nil && (own == nil || version(theirs) > version(own)) {
+			t.Sync(nil, theirs)
+			return theirs, nil
+		}
 	}
-	return claim, nil
+	if own == nil {
+		return nil, err
+	}
+	return own, nil
+}
+
+// isNotFound matches the assume cache's not-found error.
+func isNotFound(err error) bool {
+	return errors.Is(err, assumecache.ErrNotFound)
+}
+
+// version parses a claim's resourceVersion; 0 if it has none (an object
+// not from the API server).
+func version(claim *resourceapi.ResourceClaim) int64 {
+	v, err := strconv.ParseInt(claim.ResourceVersion, 10, 64)
+	if err != nil {
+		return 0
+	}
+	return v
+}
+
+// Sync applies a claim event that the scheduler has seen, possibly before
+// the tracker's own listener: oldObj and newObj as in an informer event
+// handler (newObj nil for a deletion). Versions older than what the
+// tracker knows are ignored.
+func (t *Tracker) Sync(oldObj, newObj any) {
+	if newObj == nil {
+		t.forget(oldObj, true)
+		return
+	}
+	claim, ok := newObj.(*resourceapi.ResourceClaim)
+	if !ok {
+		return
+	}
+	// Through the assume cache if it has the claim, so that Get sees it
+	// too; the cache calls observe before Assume returns.
+	if err := t.claims.Assume(claim); err == nil || !isNotFound(err) {
+		return
+	}
+	// Not listed yet: the allocated layer takes it directly. Claim finds
+	// it through the fallback until the listener adds it.
+	t.observe(claim)
 }
 
 // Slices returns all ResourceSlices with DeviceTaintRules applied. Objects
@@ -233,21 +323,17 @@ func (t *Tracker) PendingAllocation(uid types.UID) *resourceapi.AllocationResult
 	return nil
 }
 
-// Unreserve drops an in-flight allocation that will not be written, and
-// restores the assume cache to the informer's version of the claim in case
-// PreBind had already stored something there. It reports whether there was
-// an allocation in flight.
+// Unreserve drops an in-flight allocation that will not be written. It
+// reports whether there was one. PreBind stores a claim in the assume
+// cache only after writing it, and that moves it out of flight, so there
+// is nothing to restore.
 func (t *Tracker) Unreserve(claim *resourceapi.ResourceClaim) bool {
 	t.mutex.Lock()
+	defer t.mutex.Unlock()
 	_, found := t.inFlight[claim.UID]
 	if found {
 		delete(t.inFlight, claim.UID)
 		t.revision++
-	}
-	t.mutex.Unlock()
-	if found {
-		// Restore outside the lock: the assume cache calls our handler.
-		t.claims.Restore(claim.Namespace + "/" + claim.Name)
 	}
 	return found
 }
@@ -264,8 +350,13 @@ func (t *Tracker) Commit(ctx context.Context, written *resourceapi.ResourceClaim
 	devices := t.devicesOf(written)
 	t.mutex.Lock()
 	defer t.mutex.Unlock()
-	if written.Status.Allocation != nil {
-		t.allocated[written.UID] = devices
+	if v := version(written); v >= t.applied[written.UID] {
+		t.applied[written.UID] = v
+		if written.Status.Allocation != nil {
+			t.allocated[written.UID] = devices
+		} else {
+			delete(t.allocated, written.UID)
+		}
 	}
 	delete(t.inFlight, written.UID)
 	t.revision++
@@ -283,27 +374,40 @@ func (t *Tracker) ForgetInFlight(uid types.UID) {
 	}
 }
 
-// observe updates the allocated devices from an assume-cache event.
+// observe applies a version of a claim to the allocated layer, unless a
+// newer one was applied already.
 func (t *Tracker) observe(obj any) {
 	claim, ok := obj.(*resourceapi.ResourceClaim)
 	if !ok {
 		return
 	}
 	devices := t.devicesOf(claim)
+	v := version(claim)
 	t.mutex.Lock()
 	defer t.mutex.Unlock()
-	_, known := t.allocated[claim.UID]
+	if applied, known := t.applied[claim.UID]; known && v < applied {
+		return
+	}
+	t.applied[claim.UID] = v
+	_, allocated := t.allocated[claim.UID]
 	switch {
 	case claim.Status.Allocation != nil:
 		t.allocated[claim.UID] = devices
 		t.revision++
-	case known:
+	case allocated:
 		delete(t.allocated, claim.UID)
 		t.revision++
 	}
 }
 
-func (t *Tracker) forget(obj any) {
+// deletedVersion marks a claim deleted through Sync in applied: no later
+// version of it may be applied.
+const deletedVersion = math.MaxInt64
+
+// forget removes a deleted claim. A deletion the scheduler saw first
+// (synced) leaves a mark, so that late versions from the listener are
+// ignored; the listener's own deletion clears everything.
+func (t *Tracker) forget(obj any, synced bool) {
 	if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		obj = tombstone.Obj
 	}
@@ -313,7 +417,14 @@ func (t *Tracker) forget(obj any) {
 	}
 	t.mutex.Lock()
 	defer t.mutex.Unlock()
-	if _, known := t.allocated[claim.UID]; known {
+	_, known := t.applied[claim.UID]
+	switch {
+	case !synced:
+		delete(t.applied, claim.UID)
+	case known:
+		t.applied[claim.UID] = deletedVersion
+	}
+	if _, allocated := t.allocated[claim.UID]; allocated {
 		delete(t.allocated, claim.UID)
 		t.revision++
 	}

@@ -177,6 +177,8 @@ func sharedTracker(ctx context.Context, fh fwk.Handle, fts feature.Features) (*t
 		// kube-scheduler runs a slice tracker for its DRA manager; a
 		// second one on the same informer cannot add its index.
 		opts.SliceLister = manager.ResourceSlices()
+		// Its claim cache drives the scheduler's claim events.
+		opts.ClaimFallback = manager.ResourceClaims()
 	}
 	t, err := tracker.New(ctx, opts)
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/client-go/tools/cache"
 	resourcehelper "k8s.io/component-helpers/resource"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 	"k8s.io/dynamic-resource-allocation/cel"
@@ -73,6 +74,13 @@ func (pl *Plugin) PreFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod,
 	logger := klog.FromContext(ctx)
 	s := &stateData{allocations: make(map[string][]resourceapi.AllocationResult)}
 	cs.Write(stateKey, s)
+	if !pl.tracker.HasSynced() {
+		// Only right after start: without the initial list of claims,
+		// allocated devices would look free.
+		if !cache.WaitForCacheSync(ctx.Done(), pl.tracker.HasSynced) {
+			return nil, statusError(logger, fmt.Errorf("claim tracker not synced: %w", context.Cause(ctx)))
+		}
+	}
 
 	claims, err := pl.podClaims(pod)
 	if err != nil {
