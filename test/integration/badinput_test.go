@@ -45,9 +45,9 @@ func TestCELRuntimeError(t *testing.T) {
 // claim cannot be allocated because of broken input: it must say which
 // class and what went wrong.
 //
-// Upstream's DynamicResources reports such input as a scheduling error
-// (reason SchedulerError) and retries with backoff.
-// TODO(StructuredDRA): pin our plugin's reason here once it lands.
+// Like upstream's DynamicResources, StructuredDRA reports such input as a
+// scheduling error (reason SchedulerError) and retries with backoff: every
+// node would fail the same way, and a fixed class needs no other event.
 func assertBadInputCondition(t *testing.T, condition *v1.PodCondition, class, problem string) {
 	t.Helper()
 	if condition.Reason != v1.PodReasonSchedulerError {
@@ -97,7 +97,7 @@ func TestPoolGenerationBackwards(t *testing.T) {
 
 	env.PublishSlices(env.MakeSlice("stale").Node(node.Name).Pool(pool, 3, 1).Devices(builder.Devices("stale", 2, nil)...).Obj())
 	env.CreatePod(env.MakePod("second").ClaimFromTemplate("gpu", "gpu"))
-	assertUnschedulableMessage(t, env.WaitForPodUnschedulable("second"), msgCannotAllocate)
+	assertUnschedulableMessage(t, env.WaitForPodUnschedulable("second"), `request "gpu": 0 of 1 matching devices free, need 1 (1 in use)`)
 
 	// Without the newer slice, generation 3 is the pool's current one.
 	if err := env.Client.ResourceV1().ResourceSlices().Delete(env.Ctx, env.Name("current"), metav1.DeleteOptions{}); err != nil {

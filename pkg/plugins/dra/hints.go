@@ -2,6 +2,7 @@ package dra
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	v1 "k8s.io/api/core/v1"
@@ -33,7 +34,9 @@ func (pl *Plugin) EventsToRegister(_ context.Context) ([]fwk.ClusterEventWithHin
 		{Event: fwk.ClusterEvent{Resource: fwk.DeviceClass, ActionType: fwk.Add | fwk.Update}, QueueingHintFn: pl.afterClassChange},
 		// A slice helps pods with a request that one of its devices could
 		// serve. Upstream requeues every DRA pod on any slice change.
-		{Event: fwk.ClusterEvent{Resource: fwk.ResourceSlice, ActionType: fwk.Add | fwk.Update}, QueueingHintFn: pl.afterSliceChange},
+		// Deleting a slice can help too: a pool whose newest generation
+		// disappears falls back to the slices of an older one.
+		{Event: fwk.ClusterEvent{Resource: fwk.ResourceSlice, ActionType: fwk.Add | fwk.Update | fwk.Delete}, QueueingHintFn: pl.afterSliceChange},
 	}, nil
 }
 
@@ -196,26 +199,42 @@ func (pl *Plugin) afterClassChange(logger klog.Logger, pod *v1.Pod, oldObj, newO
 // one of the pod's unallocated requests (its class's and the request's
 // selectors match). A slice without such devices can still complete a pool
 // whose other slices have them; that is covered by also queueing when the
-// slice's pool has matching devices in the slices already known.
+// slice's pool has matching devices in the slices already known. A deleted
+// slice helps when the rest of its pool has matching devices: the pool's
+// newest generation may have gone with it, which makes an older one
+// current.
 func (pl *Plugin) afterSliceChange(logger klog.Logger, pod *v1.Pod, oldObj, newObj any) (fwk.QueueingHint, error) {
 	original, modified, err := schedutil.As[*resourceapi.ResourceSlice](oldObj, newObj)
 	if err != nil {
 		return fwk.Queue, fmt.Errorf("unexpected object in slice hint: %w", err)
 	}
-	if original != nil && apiequality.Semantic.DeepEqual(original.Spec, modified.Spec) {
+	deleted := modified == nil
+	changed := modified
+	if deleted {
+		if original == nil {
+			return fwk.Queue, errors.New("slice hint without a slice")
+		}
+		changed = original
+	} else if original != nil && apiequality.Semantic.DeepEqual(original.Spec, modified.Spec) {
 		return fwk.QueueSkip, nil
 	}
 	claims, err := pl.podClaims(pod)
 	if err != nil {
 		return fwk.QueueSkip, nil
 	}
-	pool := []*resourceapi.ResourceSlice{modified}
+	var pool []*resourceapi.ResourceSlice
+	if !deleted {
+		pool = append(pool, modified)
+	}
 	if all, err := pl.tracker.Slices(); err == nil {
 		for _, s := range all {
-			if s.Spec.Driver == modified.Spec.Driver && s.Spec.Pool.Name == modified.Spec.Pool.Name && s.Name != modified.Name {
+			if s.Spec.Driver == changed.Spec.Driver && s.Spec.Pool.Name == changed.Spec.Pool.Name && s.Name != changed.Name {
 				pool = append(pool, s)
 			}
 		}
+	}
+	if len(pool) == 0 {
+		return fwk.QueueSkip, nil
 	}
 	for _, claim := range claims {
 		if claim.Status.Allocation != nil {
