@@ -9,19 +9,22 @@ import (
 )
 
 // msgCannotAllocate is what upstream's DynamicResources says, per node,
-// when the devices do not fit: its only user-visible reason.
-//
-// TODO(StructuredDRA): our plugin says why (no matching device, in use,
-// tainted, counters or capacity exhausted); assert its message here once it
-// lands.
+// when the devices do not fit. StructuredDRA says why instead; no message
+// may fall back to it.
 const msgCannotAllocate = "cannot allocate all claims"
 
 // assertUnschedulableMessage checks the message of an Unschedulable
-// PodScheduled condition, as WaitForPodUnschedulable returns it.
-func assertUnschedulableMessage(t *testing.T, message, want string) {
+// PodScheduled condition, as WaitForPodUnschedulable returns it: it says
+// each of wants, and not only upstream's "cannot allocate all claims".
+func assertUnschedulableMessage(t *testing.T, message string, wants ...string) {
 	t.Helper()
-	if !strings.Contains(message, want) {
-		t.Errorf("PodScheduled condition message %q does not say %q", message, want)
+	for _, want := range wants {
+		if !strings.Contains(message, want) {
+			t.Errorf("PodScheduled condition message %q does not say %q", message, want)
+		}
+	}
+	if strings.Contains(message, msgCannotAllocate) {
+		t.Errorf("PodScheduled condition message %q does not say why the devices do not fit", message)
 	}
 }
 

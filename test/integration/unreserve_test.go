@@ -7,7 +7,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	resourceapi "k8s.io/api/resource/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -127,8 +127,18 @@ func TestUnreserve(t *testing.T) {
 				// held up: it sees the pod gone and deallocates. Releasing
 				// the scheduler afterwards checks that unreserving does
 				// not bring back what the controller cleaned up.
-				env.WaitForClaim(claim.Name, "deallocated by the claim controller", func(claim *resourceapi.ResourceClaim) bool {
-					return claim.Status.Allocation == nil && len(claim.Status.ReservedFor) == 0
+				// The controller may go on to delete the claim, whose
+				// pod is gone, before the first look: that counts too.
+				env.WaitFor(framework.Timeout, fmt.Sprintf("claim %s to be deallocated or deleted by the claim controller", claim.Name), func(ctx context.Context) (bool, string, error) {
+					claim, err := env.Client.ResourceV1().ResourceClaims(env.Namespace).Get(ctx, claim.Name, metav1.GetOptions{})
+					switch {
+					case apierrors.IsNotFound(err):
+						return true, "deleted", nil
+					case err != nil:
+						return false, "", err
+					}
+					return claim.Status.Allocation == nil && len(claim.Status.ReservedFor) == 0,
+						fmt.Sprintf("allocation %+v, reservedFor %+v", claim.Status.Allocation, claim.Status.ReservedFor), nil
 				})
 				close(b.release)
 			}

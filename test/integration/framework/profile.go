@@ -2,52 +2,55 @@ package framework
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
 	"slices"
 
 	"k8s.io/kubernetes/pkg/scheduler/apis/config"
 	kubeschedulerscheme "k8s.io/kubernetes/pkg/scheduler/apis/config/scheme"
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/names"
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
+
+	draschedconfig "github.com/drasched/drasched/apis/config"
+	_ "github.com/drasched/drasched/apis/config/scheme" // StructuredDRAArgs
+	"github.com/drasched/drasched/pkg/plugins/dra"
 )
 
 // SchedulerName is the name of drasched's profile; pods opt in with
 // spec.schedulerName.
 const SchedulerName = "drasched"
 
-// DraschedConfiguration is the one place that decides which DRA plugin the
-// suite tests: it returns a fresh, defaulted scheduler configuration with the
-// drasched profile, written the way an operator writes it, and the
-// out-of-tree plugins it needs. Callers may change the copy.
-//
-// Today the drasched profile runs the default plugins, so upstream's in-tree
-// DynamicResources plugin handles the claims.
-//
-// When StructuredDRA lands: enable it and disable DynamicResources, that is
-// add to the profile
-//
-//	plugins:
-//	  multiPoint:
-//	    enabled: [{name: StructuredDRA, weight: 2}]
-//	    disabled: [{name: DynamicResources}]
-//
-// and return frameworkruntime.Registry{dra.Name: dra.New}. The tests that
-// call requiresDrasched (package integration) then run by themselves.
+// DraschedConfiguration is the one place that decides what the suite
+// tests: the shipped configuration, config/scheduler-config.yaml, decoded
+// as kube-scheduler's --config decodes it (StructuredDRA enabled,
+// DynamicResources disabled), with leader election off, and the registry
+// of the drasched binary. Callers may change the copy.
 func DraschedConfiguration() (*config.KubeSchedulerConfiguration, frameworkruntime.Registry, error) {
-	const configuration = `
-apiVersion: kubescheduler.config.k8s.io/v1
-kind: KubeSchedulerConfiguration
-profiles:
-- schedulerName: ` + SchedulerName + `
-`
-	var cfg config.KubeSchedulerConfiguration
-	if _, _, err := kubeschedulerscheme.Codecs.UniversalDecoder().Decode([]byte(configuration), nil, &cfg); err != nil {
-		return nil, nil, fmt.Errorf("decode the drasched scheduler configuration: %w", err)
+	data, err := os.ReadFile(shippedConfig())
+	if err != nil {
+		return nil, nil, fmt.Errorf("read the shipped scheduler configuration: %w", err)
 	}
-	return &cfg, nil, nil
+	var cfg config.KubeSchedulerConfiguration
+	if _, _, err := kubeschedulerscheme.Codecs.UniversalDecoder().Decode(data, nil, &cfg); err != nil {
+		return nil, nil, fmt.Errorf("decode the shipped scheduler configuration: %w", err)
+	}
+	if len(cfg.Profiles) != 1 || cfg.Profiles[0].SchedulerName != SchedulerName {
+		return nil, nil, fmt.Errorf("the shipped scheduler configuration must have exactly the profile %s", SchedulerName)
+	}
+	cfg.LeaderElection.LeaderElect = false
+	return &cfg, frameworkruntime.Registry{dra.Name: dra.New}, nil
 }
 
-// UpstreamDRA reports whether the drasched profile still runs upstream's
-// in-tree DynamicResources plugin instead of StructuredDRA.
+// shippedConfig is the path of config/scheduler-config.yaml, found from
+// this source file so that it works from any test package.
+func shippedConfig() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "..", "..", "..", "config", "scheduler-config.yaml")
+}
+
+// UpstreamDRA reports whether the drasched profile runs upstream's in-tree
+// DynamicResources plugin instead of StructuredDRA.
 func UpstreamDRA() bool {
 	cfg, _, err := DraschedConfiguration()
 	if err != nil {
@@ -57,4 +60,18 @@ func UpstreamDRA() bool {
 	return slices.ContainsFunc(cfg.Profiles[0].Plugins.MultiPoint.Enabled, func(p config.Plugin) bool {
 		return p.Name == names.DynamicResources
 	})
+}
+
+// UseAllocator returns a Configure function that makes StructuredDRA run
+// the named allocator ("builtin" or "upstream").
+func UseAllocator(allocator draschedconfig.AllocatorName) func(*config.KubeSchedulerConfiguration) {
+	return func(cfg *config.KubeSchedulerConfiguration) {
+		for i := range cfg.Profiles {
+			for j := range cfg.Profiles[i].PluginConfig {
+				if args, ok := cfg.Profiles[i].PluginConfig[j].Args.(*draschedconfig.StructuredDRAArgs); ok {
+					args.Allocator = allocator
+				}
+			}
+		}
+	}
 }
