@@ -26,6 +26,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 
 	resourceapi "k8s.io/api/resource/v1"
@@ -103,6 +104,9 @@ type claimDevices struct {
 	exclusive []structured.DeviceID
 	shares    []structured.SharedDeviceID
 	consumed  []structured.DeviceConsumedCapacity
+	// version is the claim's resourceVersion these devices come from, 0
+	// if it is not a number.
+	version int64
 }
 
 // New sets up a Tracker on the informers of the factory. It must be called
@@ -252,6 +256,31 @@ func (t *Tracker) Unreserve(claim *resourceapi.ResourceClaim) bool {
 	return found
 }
 
+// Created records that a claim which Reserve tracked under a placeholder
+// UID, because it did not exist yet (the claim for a pod's extended
+// resources), has been created in the API: its in-flight allocation is
+// keyed by the new UID from now on, so that Commit and Unreserve of the
+// created claim find it. Nothing is freed or counted twice on the way.
+func (t *Tracker) Created(placeholder types.UID, created *resourceapi.ResourceClaim) error {
+	t.mutex.Lock()
+	defer t.mutex.Unlock()
+	claim, found := t.inFlight[placeholder]
+	if !found {
+		return fmt.Errorf("claim %s: no allocation in flight under placeholder UID %s", klog.KObj(created), placeholder)
+	}
+	if _, found := t.inFlight[created.UID]; found {
+		return fmt.Errorf("claim %s: %w", klog.KObj(created), ErrInFlight)
+	}
+	claim = claim.DeepCopy()
+	claim.ObjectMeta = *created.ObjectMeta.DeepCopy()
+	delete(t.inFlight, placeholder)
+	t.inFlight[created.UID] = claim
+	// Every change of inFlight counts, even one that leaves the
+	// snapshot's devices as they are.
+	t.revision++
+	return nil
+}
+
 // Commit records a claim that PreBind has written: it becomes the newest
 // version in the assume cache, and its devices move from in-flight to
 // allocated in one step.
@@ -292,7 +321,14 @@ func (t *Tracker) observe(obj any) {
 	devices := t.devicesOf(claim)
 	t.mutex.Lock()
 	defer t.mutex.Unlock()
-	_, known := t.allocated[claim.UID]
+	current, known := t.allocated[claim.UID]
+	if known && devices.version > 0 && devices.version < current.version {
+		// Older than what Commit recorded. The assume cache filters such
+		// events for claims it knew before PreBind wrote them, but not for
+		// a claim PreBind created: its first version, without allocation,
+		// can arrive after Commit, and must not free the devices.
+		return
+	}
 	switch {
 	case claim.Status.Allocation != nil:
 		t.allocated[claim.UID] = devices
@@ -325,6 +361,12 @@ func (t *Tracker) forget(obj any) {
 // consumed capacity, when consumable capacity is on.
 func (t *Tracker) devicesOf(claim *resourceapi.ResourceClaim) claimDevices {
 	var d claimDevices
+	// resourceVersions are opaque to clients, but etcd's are numbers, and
+	// the assume cache compares them the same way. Others stay 0, which
+	// never makes an event look stale.
+	if version, err := strconv.ParseInt(claim.ResourceVersion, 10, 64); err == nil {
+		d.version = version
+	}
 	if claim.Status.Allocation == nil {
 		return d
 	}
