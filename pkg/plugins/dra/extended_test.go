@@ -2,8 +2,10 @@ package dra
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -598,6 +600,64 @@ func TestExtendedClassHint(t *testing.T) {
 				old = tc.old
 			}
 			hint, err := pl.afterClassChange(extLogger(t), pod, old, tc.new)
+			if err != nil || hint != tc.want {
+				t.Errorf("hint %v, %v; want %v", hint, err, tc.want)
+			}
+		})
+	}
+}
+
+// TestFilterExtendedConcurrent: Filter runs for many nodes at once; they
+// all get the one claim object for the resources they need. Run with
+// -race.
+func TestFilterExtendedConcurrent(t *testing.T) {
+	logger, _ := ktesting.NewTestContext(t)
+	pl := &Plugin{
+		fts:               feature.Features{EnableDynamicResourceAllocation: true, EnableDRAExtendedResource: true},
+		extendedResources: extendedResources{classes: extClasses{extGPU: extClass(extGPUClass, string(extGPU))}},
+	}
+	pl.extendedResources.claims = cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{"extended": extendedClaimIndex})
+	pl.extendedResources.indexName = "extended"
+	pod := extGPUs().Res(gpus("1")).Obj()
+	s := &stateData{}
+	if status := pl.preFilterExtended(logger, s, pod); status != nil {
+		t.Fatal(status)
+	}
+	const nodes = 50
+	claims := make([]*resourceapi.ResourceClaim, nodes)
+	var wg sync.WaitGroup
+	for i := range nodes {
+		wg.Go(func() {
+			claims[i], _ = pl.filterExtended(logger, s, pod, extNodeInfo(fmt.Sprintf("node-%d", i), nil))
+		})
+	}
+	wg.Wait()
+	for i, claim := range claims {
+		if claim == nil || claim != claims[0] {
+			t.Fatalf("node %d got claim %p, node 0 %p", i, claim, claims[0])
+		}
+	}
+	if len(s.extended.nodes) != nodes {
+		t.Errorf("%d nodes recorded, want %d", len(s.extended.nodes), nodes)
+	}
+}
+
+// TestExtendedSliceHint: a slice requeues a pod waiting for an extended
+// resource if one of its devices matches the resource's class.
+func TestExtendedSliceHint(t *testing.T) {
+	pod := extGPUs().Res(gpus("1")).Obj()
+	class := extClass(extGPUClass, string(extGPU))
+	class.Spec.Selectors = []resourceapi.DeviceSelector{builder.Selector(`device.driver == "gpu.example.com"`)}
+	_, pl, _ := extPlugin(t, pod, class)
+	for name, tc := range map[string]struct {
+		slice *resourceapi.ResourceSlice
+		want  fwk.QueueingHint
+	}{
+		"devices of the class": {slice: extSlice("node-a", 1), want: fwk.Queue},
+		"other driver":         {slice: builder.MakeSlice("node-b").Driver("nic.example.com").Node("node-b").Devices(builder.Devices("nic", 1, nil)...).Obj(), want: fwk.QueueSkip},
+	} {
+		t.Run(name, func(t *testing.T) {
+			hint, err := pl.afterSliceChange(extLogger(t), pod, nil, tc.slice)
 			if err != nil || hint != tc.want {
 				t.Errorf("hint %v, %v; want %v", hint, err, tc.want)
 			}
