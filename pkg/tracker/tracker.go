@@ -338,6 +338,31 @@ func (t *Tracker) Unreserve(claim *resourceapi.ResourceClaim) bool {
 	return found
 }
 
+// Created records that a claim which Reserve tracked under a placeholder
+// UID, because it did not exist yet (the claim for a pod's extended
+// resources), has been created in the API: its in-flight allocation is
+// keyed by the new UID from now on, so that Commit and Unreserve of the
+// created claim find it. Nothing is freed or counted twice on the way.
+func (t *Tracker) Created(placeholder types.UID, created *resourceapi.ResourceClaim) error {
+	t.mutex.Lock()
+	defer t.mutex.Unlock()
+	claim, found := t.inFlight[placeholder]
+	if !found {
+		return fmt.Errorf("claim %s: no allocation in flight under placeholder UID %s", klog.KObj(created), placeholder)
+	}
+	if _, found := t.inFlight[created.UID]; found {
+		return fmt.Errorf("claim %s: %w", klog.KObj(created), ErrInFlight)
+	}
+	claim = claim.DeepCopy()
+	claim.ObjectMeta = *created.ObjectMeta.DeepCopy()
+	delete(t.inFlight, placeholder)
+	t.inFlight[created.UID] = claim
+	// Every change of inFlight counts, even one that leaves the
+	// snapshot's devices as they are.
+	t.revision++
+	return nil
+}
+
 // Commit records a claim that PreBind has written: it becomes the newest
 // version in the assume cache, and its devices move from in-flight to
 // allocated in one step.

@@ -36,7 +36,7 @@ func (pl *Plugin) Filter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, no
 	if err != nil {
 		return statusError(logger, err)
 	}
-	if len(s.claims) == 0 {
+	if len(s.claims) == 0 && s.extended == nil {
 		return nil
 	}
 	node := nodeInfo.Node()
@@ -77,7 +77,20 @@ func (pl *Plugin) Filter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, no
 		s.unavailable.Insert(unavailable...)
 		return statusUnschedulable(logger, []string{"resourceclaim not available on the node"}, "pod", klog.KObj(pod), "node", klog.KObj(node))
 	}
+	// The claim for extended resources that this node needs, allocated
+	// last, as upstream does (extended.go).
+	forExtended, status := pl.filterExtended(logger, s, pod, nodeInfo)
+	if status != nil {
+		return status
+	}
 	if s.allocator == nil {
+		return nil
+	}
+	claims := s.claimsToAllocate()
+	if forExtended != nil {
+		claims = append(claims, forExtended)
+	}
+	if len(claims) == 0 {
 		return nil
 	}
 
@@ -90,7 +103,6 @@ func (pl *Plugin) Filter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, no
 		defer cancel()
 		allocCtx = c
 	}
-	claims := s.claimsToAllocate()
 	start := time.Now()
 	results, err := s.allocator.Allocate(allocCtx, node, claims)
 	observeFilter(start, results != nil, err)
@@ -144,7 +156,7 @@ func (pl *Plugin) explain(ctx context.Context, s *stateData, node *v1.Node, clai
 	}
 	reasons := make([]string, 0, len(failures))
 	for _, f := range failures {
-		reasons = append(reasons, f.Message())
+		reasons = append(reasons, s.extended.message(f))
 	}
 	return reasons
 }

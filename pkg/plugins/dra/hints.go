@@ -97,6 +97,11 @@ func (pl *Plugin) podsForClaim(_ klog.Logger, oldObj, newObj any) (fwk.PreQueuei
 			pods = append(pods, types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name})
 		}
 	}
+	// A claim for extended resources is not in its pod's spec, only its
+	// owner reference names the pod (extended.go).
+	if pod, ok := extendedClaimPod(claim); ok {
+		pods = append(pods, pod)
+	}
 	return fwk.PreQueueingHintResult{Pods: pods}, nil
 }
 
@@ -115,6 +120,13 @@ func (pl *Plugin) afterClaimChange(logger klog.Logger, pod *v1.Pod, oldObj, newO
 	original, modified, err := schedutil.As[*resourceapi.ResourceClaim](oldObj, newObj)
 	if err != nil {
 		return fwk.Queue, fmt.Errorf("unexpected object in claim hint: %w", err)
+	}
+	if modified == nil && isExtendedClaimOf(pod, original) {
+		// PostFilter deleted a claim for the pod's extended resources left
+		// from an earlier attempt (extended.go); the next attempt creates
+		// a new one.
+		logger.V(5).Info("Claim for extended resources of pod deleted", "pod", klog.KObj(pod), "claim", klog.KObj(original))
+		return fwk.Queue, nil
 	}
 	if modified == nil {
 		// Deleted with known final state. Claims are allocated only by the
@@ -177,6 +189,11 @@ func (pl *Plugin) afterClassChange(logger klog.Logger, pod *v1.Pod, oldObj, newO
 	if original != nil && apiequality.Semantic.DeepEqual(original.Spec, modified.Spec) {
 		return fwk.QueueSkip, nil
 	}
+	if classBacksExtendedResource(pod, original, modified) {
+		// Its mapping or selectors changed (extended.go).
+		logger.V(5).Info("Class of pod's extended resource changed", "pod", klog.KObj(pod), "class", klog.KObj(modified))
+		return fwk.Queue, nil
+	}
 	claims, err := pl.podClaims(pod)
 	if err != nil {
 		return fwk.QueueSkip, nil
@@ -235,6 +252,11 @@ func (pl *Plugin) afterSliceChange(logger klog.Logger, pod *v1.Pod, oldObj, newO
 	}
 	if len(pool) == 0 {
 		return fwk.QueueSkip, nil
+	}
+	// Devices for the pod's extended resources (extended.go).
+	if match, err := pl.sliceServesExtendedResource(pod, pool); err != nil || match {
+		logger.V(5).Info("Slice may have devices for pod's extended resources", "pod", klog.KObj(pod), "slice", klog.KObj(changed), "err", err)
+		return fwk.Queue, nil
 	}
 	for _, claim := range claims {
 		if claim.Status.Allocation != nil {

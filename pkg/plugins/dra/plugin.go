@@ -13,7 +13,8 @@
 // allocation state comes from pkg/tracker.
 //
 // One file per extension point: prefilter.go, filter.go, postfilter.go,
-// score.go, reserve.go, prebind.go, hints.go.
+// score.go, reserve.go, prebind.go, hints.go; extended resources backed by
+// DRA, which hook into several of them, in extended.go.
 package dra
 
 import (
@@ -68,6 +69,10 @@ type Plugin struct {
 	podsByClaim    cache.Indexer
 	claimIndexName string
 
+	// extendedResources maps extended resources to DeviceClasses and
+	// finds pods' claims for them (extended.go).
+	extendedResources extendedResources
+
 	// upstreamCEL is the compile cache of allocator: upstream.
 	upstreamCELOnce sync.Once
 	upstreamCEL     *cel.Cache
@@ -120,6 +125,9 @@ func New(ctx context.Context, obj runtime.Object, fh fwk.Handle) (fwk.Plugin, er
 		pl.filterTimeout = args.FilterTimeout.Duration
 	}
 	if err := pl.indexPodsByClaim(fh.ProfileName()); err != nil {
+		return nil, err
+	}
+	if err := pl.setupExtendedResources(ctx, fh.SharedInformerFactory(), fh.SharedDRAManager(), fh.ProfileName()); err != nil {
 		return nil, err
 	}
 	registerMetrics()

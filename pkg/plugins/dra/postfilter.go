@@ -29,6 +29,11 @@ func (pl *Plugin) PostFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod
 	if err != nil {
 		return nil, statusError(logger, err)
 	}
+	// A claim for extended resources left from an earlier attempt
+	// (extended.go).
+	if status := pl.postFilterExtended(ctx, s, pod); status != nil {
+		return nil, status
+	}
 	s.mutex.Lock()
 	candidates := sets.List(s.unavailable)
 	s.mutex.Unlock()

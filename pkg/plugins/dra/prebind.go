@@ -25,7 +25,7 @@ const bindingPollInterval = 5 * time.Second
 func (pl *Plugin) PreBindPreFlight(_ context.Context, cs fwk.CycleState, _ *v1.Pod, _ string) (*fwk.PreBindPreFlightResult, *fwk.Status) {
 	result := &fwk.PreBindPreFlightResult{AllowParallel: true}
 	s, err := getState(cs)
-	if err != nil || len(s.claims) == 0 {
+	if err != nil || len(s.claims) == 0 && !s.extended.reservedExtended() {
 		return result, fwk.NewStatus(fwk.Skip)
 	}
 	return result, nil
@@ -53,8 +53,12 @@ func (pl *Plugin) PreBind(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, n
 		// Unreserve works with what was written.
 		s.claims[i] = written
 	}
+	// The claim for extended resources (extended.go).
+	if err := pl.bindExtended(ctx, s, pod); err != nil {
+		return statusError(logger, err, "pod", klog.KObj(pod), "node", nodeName)
+	}
 
-	if !pl.bindingConditions() || !hasBindingConditions(s.claims) {
+	if !pl.bindingConditions() || !hasBindingConditions(s.claims) && !hasBindingConditions(s.extended.boundExtended()) {
 		return nil
 	}
 	pl.fh.EventRecorder().Eventf(pod, nil, v1.EventTypeNormal, "BindingConditionsPending", "Scheduling", "waiting for binding conditions of devices on node %s", nodeName)
@@ -75,9 +79,14 @@ func (pl *Plugin) PreBind(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, n
 // bindClaim records the allocation (if this cycle made one) and the
 // reservation for one claim, and commits the result to the tracker.
 func (pl *Plugin) bindClaim(ctx context.Context, s *stateData, index int, pod *v1.Pod) (*resourceapi.ResourceClaim, error) {
+	return pl.writeClaim(ctx, s.claims[index], s.info[index].allocation, pod)
+}
+
+// writeClaim is bindClaim for a claim and the allocation made for it in
+// this cycle, or nil.
+func (pl *Plugin) writeClaim(ctx context.Context, claim *resourceapi.ResourceClaim, allocation *resourceapi.AllocationResult, pod *v1.Pod) (*resourceapi.ResourceClaim, error) {
 	logger := klog.FromContext(ctx)
-	allocation := s.info[index].allocation
-	claim := s.claims[index].DeepCopy()
+	claim = claim.DeepCopy()
 	claims := pl.client.ResourceV1().ResourceClaims(claim.Namespace)
 	refresh := false
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
@@ -178,5 +187,5 @@ func (pl *Plugin) podReadyForBinding(s *stateData) (bool, error) {
 			return false, nil
 		}
 	}
-	return true, nil
+	return pl.extendedReadyForBinding(s)
 }

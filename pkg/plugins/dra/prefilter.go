@@ -86,7 +86,11 @@ func (pl *Plugin) PreFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod,
 	if err != nil {
 		return nil, statusUnschedulable(logger, []string{err.Error()}, "pod", klog.KObj(pod))
 	}
-	if len(claims) == 0 {
+	// Extended resources backed by DRA (extended.go).
+	if status := pl.preFilterExtended(logger, s, pod); status != nil {
+		return nil, status
+	}
+	if len(claims) == 0 && s.extended == nil {
 		return nil, fwk.NewStatus(fwk.Skip)
 	}
 	s.claims = claims
@@ -127,7 +131,7 @@ func (pl *Plugin) PreFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod,
 		s.toAllocate = append(s.toAllocate, i)
 	}
 
-	if len(s.toAllocate) > 0 {
+	if len(s.toAllocate) > 0 || s.extended != nil {
 		a, err := pl.newAllocator(ctx)
 		if err != nil {
 			return nil, statusError(logger, err)

@@ -24,13 +24,13 @@ func (pl *Plugin) Reserve(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, n
 	if err != nil {
 		return statusError(logger, err)
 	}
-	if len(s.toAllocate) == 0 {
+	if s.allocator == nil {
 		return nil
 	}
 	s.mutex.Lock()
-	results, found := s.allocations[nodeName]
+	results := s.allocations[nodeName]
 	s.mutex.Unlock()
-	if !found || len(results) != len(s.toAllocate) {
+	if len(results) < len(s.toAllocate) {
 		// Filter accepted the node, so this cannot happen.
 		return statusError(logger, fmt.Errorf("internal error: no allocation for node %s", nodeName))
 	}
@@ -47,7 +47,8 @@ func (pl *Plugin) Reserve(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, n
 		}
 		logger.V(5).Info("Allocation in flight", "pod", klog.KObj(pod), "claim", klog.KObj(claim), "allocation", klog.Format(allocation))
 	}
-	return nil
+	// The claim for extended resources (extended.go).
+	return pl.reserveExtended(logger, s, pod, nodeName, results[len(s.toAllocate):])
 }
 
 // Unreserve rolls back what Reserve and PreBind did for a pod that will not
@@ -76,4 +77,6 @@ func (pl *Plugin) Unreserve(ctx context.Context, cs fwk.CycleState, pod *v1.Pod,
 		}
 		logger.V(5).Info("Removed pod from reservedFor", "claim", klog.KObj(claim), "pod", klog.KObj(pod))
 	}
+	// The claim for extended resources (extended.go).
+	pl.unreserveExtended(ctx, s, pod)
 }

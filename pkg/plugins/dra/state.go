@@ -31,6 +31,9 @@ type stateData struct {
 	// allocator allocates the claims in toAllocate on a node; nil if there
 	// is nothing to allocate.
 	allocator nodeAllocator
+	// extended is the claim for the pod's extended resources backed by
+	// DRA, nil without such resources; see extended.go.
+	extended *extendedClaim
 
 	// mutex guards the fields below: Filter runs in parallel for many
 	// nodes.
@@ -39,7 +42,8 @@ type stateData struct {
 	// used on at least one node; PostFilter may deallocate one of them.
 	unavailable sets.Set[int]
 	// allocations are the results of Filter per node name, matching
-	// toAllocate.
+	// toAllocate, followed by the allocation of the claim for extended
+	// resources if the node needs one.
 	allocations map[string][]resourceapi.AllocationResult
 }
 
