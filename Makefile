@@ -10,6 +10,8 @@ GO_TOOL := $(GO) tool -modfile=hack/tools/go.mod
 
 OUTPUT_DIR ?= _output
 BIN_DIR := $(OUTPUT_DIR)/bin
+# Control-plane binaries for the demo, e2e tests and benchmarks (hack/build-control-plane.sh).
+CLUSTER_BIN_DIR := $(OUTPUT_DIR)/cluster/bin
 
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo v0.0.0-dev)
 GIT_COMMIT ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
@@ -33,12 +35,16 @@ COUNT ?= 3
 
 .PHONY: help
 help: ## Show this help.
-	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[36m%-14s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[36m%-20s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 .PHONY: demo
 demo: ## Run the main job: local control plane, kwok GPU nodes, drasched scheduling GPU pods (coming).
 	@echo "make demo is coming with the 'Local clusters, make demo, and benchmarks' issue."
 	@echo "Until then: 'make test' runs the allocator against upstream's own test suite and a differential corpus."
+
+.PHONY: build-control-plane
+build-control-plane: ## Build etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, kwok, kwokctl (rebuilt when versions change).
+	CLUSTER_BIN_DIR=$(CLUSTER_BIN_DIR) hack/build-control-plane.sh
 
 .PHONY: build
 build: ## Build all packages and the binaries under cmd/ into $(BIN_DIR).
