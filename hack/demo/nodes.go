@@ -137,7 +137,11 @@ func createNodes(ctx context.Context, client kubernetes.Interface, out io.Writer
 				return fmt.Errorf("create ResourceSlice %s: %w", s.Name, err)
 			}
 		}
-		_, _ = fmt.Fprintf(out, "    node %-20s %s, %d ResourceSlices built by pkg/driver/gpu\n", n.Name, describeGPUs(gpus), len(objs))
+		plural := "s"
+		if len(objs) == 1 {
+			plural = ""
+		}
+		_, _ = fmt.Fprintf(out, "    node %-20s %s, %d ResourceSlice%s built by pkg/driver/gpu\n", n.Name, describeGPUs(gpus), len(objs), plural)
 	}
 	return nil
 }
