@@ -56,9 +56,9 @@ func stateOfPod(pod *corev1.Pod) (podState, string) {
 	return podPending, ""
 }
 
-// read takes a snapshot of the namespace's pods of the scheduler, their
-// claims and the driver's devices.
-func read(ctx context.Context, client kubernetes.Interface, namespace, schedulerName string) (*snapshot, error) {
+// readSnapshot reads the namespace's pods of the scheduler, their claims
+// and the driver's devices.
+func readSnapshot(ctx context.Context, client kubernetes.Interface, namespace, schedulerName string) (*snapshot, error) {
 	podList, err := client.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return nil, err
@@ -261,7 +261,7 @@ func report(ctx context.Context, client kubernetes.Interface, out io.Writer, nam
 	last := ""
 	err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
 		var err error
-		if s, err = read(ctx, client, namespace, schedulerName); err != nil {
+		if s, err = readSnapshot(ctx, client, namespace, schedulerName); err != nil {
 			return false, err
 		}
 		bound, unschedulable, pending, _ := s.counts()
