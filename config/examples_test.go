@@ -133,19 +133,21 @@ func TestExamplesAllocate(t *testing.T) {
 	want := map[string]map[string]string{
 		"one-gpu": {
 			"a100-mig-8": "gpu=1", "h100-hgx-8": "gpu=1", "h100-hgx-8-one-root": "gpu=1", "l40s-4": "gpu=1",
+			"l40s-8-pcie-switch": "gpu=1",
 		},
 		"shared-gpu": {
 			"a100-mig-8": "gpu=1", "h100-hgx-8": "gpu=1", "h100-hgx-8-one-root": "gpu=1", "l40s-4": "gpu=1",
+			"l40s-8-pcie-switch": "gpu=1",
 		},
 		"four-gpus-one-pcie-root": {
-			"h100-hgx-8-one-root": "gpus=4",
+			"h100-hgx-8-one-root": "gpus=4", "l40s-8-pcie-switch": "gpus=4",
 		},
 		"mig-1g-5gb": {
 			"a100-mig-8": "mig=1", "a100-mig-8-busy": "mig=1",
 		},
 		"best-available-gpu": {
 			"h100-hgx-8": "gpu/large=1", "h100-hgx-8-one-root": "gpu/large=1",
-			"a100-mig-8": "gpu/whole=1", "l40s-4": "gpu/whole=1",
+			"a100-mig-8": "gpu/whole=1", "l40s-4": "gpu/whole=1", "l40s-8-pcie-switch": "gpu/whole=1",
 			"a100-mig-8-busy": "gpu/mig=1",
 		},
 	}

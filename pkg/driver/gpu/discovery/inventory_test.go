@@ -17,9 +17,10 @@ func TestShippedInventories(t *testing.T) {
 	tests := map[string]struct {
 		gpus, migEnabled, migDevices int
 	}{
-		"h100-hgx-8.yaml": {gpus: 8},
-		"a100-mig-8.yaml": {gpus: 8, migEnabled: 6, migDevices: 25},
-		"l40s-4.yaml":     {gpus: 4},
+		"h100-hgx-8.yaml":         {gpus: 8},
+		"a100-mig-8.yaml":         {gpus: 8, migEnabled: 6, migDevices: 25},
+		"l40s-4.yaml":             {gpus: 4},
+		"l40s-8-pcie-switch.yaml": {gpus: 8},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

@@ -1,0 +1,316 @@
+#!/usr/bin/env bash
+# The demo behind `make demo`: a local kwok cluster made of locally built
+# binaries, GPU nodes simulated from the GPU driver's inventory files, and
+# drasched scheduling the example GPU workloads of config/examples. See
+# README.md, "Demo".
+#
+# Usage: hack/demo.sh [up|down]
+#   up    (default) run the demo, then tear the cluster down; KEEP=1 leaves
+#         it up and prints how to use it
+#   down  tear down what KEEP=1 left
+#
+# Needs the binaries of `make build` (BIN_DIR, default _output/bin) and of
+# hack/build-control-plane.sh (CLUSTER_BIN_DIR, default _output/cluster/bin);
+# `make demo` builds both. Everything runs locally and offline; state and logs
+# go to DEMO_DIR (default _output/demo). DEMO_CLUSTER names the kwok cluster.
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+root=$PWD
+
+# abs PATH: PATH made absolute against the repository root.
+abs() {
+  if [[ "$1" == /* ]]; then echo "$1"; else echo "${root}/$1"; fi
+}
+
+KEEP=${KEEP:-0}
+cluster=${DEMO_CLUSTER:-drasched-demo}
+bin_dir=$(abs "${BIN_DIR:-_output/bin}")
+cluster_bin=$(abs "${CLUSTER_BIN_DIR:-_output/cluster/bin}")
+demo_dir=$(abs "${DEMO_DIR:-_output/demo}")
+run_dir=${demo_dir}/run
+log_dir=${demo_dir}/logs
+kubeconfig=${demo_dir}/kubeconfig
+demo=${demo_dir}/bin/demo
+# kwokctl keeps its clusters here instead of ~/.kwok, and runs this kubectl
+# instead of downloading one.
+export KWOK_WORKDIR=${demo_dir}/kwok
+export KWOK_KUBECTL_BINARY=${cluster_bin}/kubectl
+
+# Nodes whose ResourceSlices hack/demo publishes (pkg/driver/gpu builds them).
+demo_nodes=(
+  gpu-h100-0=config/inventory/h100-hgx-8.yaml
+  gpu-a100-mig-0=config/inventory/a100-mig-8.yaml
+  gpu-l40s-switch-0=config/inventory/l40s-8-pcie-switch.yaml
+)
+# The node served by a real gpu-kubelet-plugin process.
+plugin_node=gpu-l40s-0
+plugin_inventory=config/inventory/l40s-4.yaml
+# The pod that must not fit (hack/demo/workloads.yaml).
+unschedulable_pod=four-large-gpus-one-pcie-root
+
+start=${SECONDS}
+step_no=0
+step() {
+  step_no=$((step_no + 1))
+  printf '==> [%d] %s  (%ds)\n' "${step_no}" "$1" "$((SECONDS - start))"
+}
+
+kubectl() {
+  "${cluster_bin}/kubectl" --kubeconfig "${kubeconfig}" "$@"
+}
+
+kwokctl() {
+  "${cluster_bin}/kwokctl" "$@"
+}
+
+# The processes the demo runs besides the cluster, by name.
+declare -A binaries=(
+  [gpu-kubelet-plugin]=${bin_dir}/gpu-kubelet-plugin
+  [drasched]=${bin_dir}/scheduler
+)
+
+# start_process NAME COMMAND...: runs a process in the background with its
+# output in ${log_dir}/NAME.log and its PID in ${run_dir}/NAME.pid.
+start_process() {
+  local name=$1 i
+  shift
+  nohup "$@" >"${log_dir}/${name}.log" 2>&1 &
+  echo "$!" >"${run_dir}/${name}.pid"
+  # Until nohup has exec'ed the binary, the PID runs something else and
+  # process_pid would report the process gone.
+  for ((i = 0; i < 100; i++)); do
+    [[ -z "$(process_pid "${name}" "$1")" ]] || return 0
+    kill -0 "$(<"${run_dir}/${name}.pid")" 2>/dev/null || break
+    sleep 0.05
+  done
+  echo "${name} did not start, see ${log_dir#"${root}"/}/${name}.log" >&2
+  return 1
+}
+
+# process_pid NAME: the PID of a process started by start_process that is
+# still running that binary; nothing if there is none (a PID file left
+# behind, whose PID may have been reused, does not count).
+process_pid() {
+  local pid_file=${run_dir}/$1.pid binary=$2 pid exe
+  [[ -f "${pid_file}" ]] || return 0
+  pid=$(<"${pid_file}")
+  [[ "${pid}" =~ ^[0-9]+$ ]] || return 0
+  exe=$(readlink "/proc/${pid}/exe" 2>/dev/null || true)
+  # A binary replaced by a rebuild reads "PATH (deleted)".
+  if [[ -n "${exe}" && "${exe% (deleted)}" == "$(readlink -f "${binary}")" ]]; then
+    echo "${pid}"
+  fi
+}
+
+# run_watching COMMAND...: runs COMMAND, and stops it with an error as soon
+# as a process started by start_process exits, instead of letting it wait
+# for its timeout.
+watched=""
+run_watching() {
+  "$@" &
+  local cmd=$! name
+  # Background commands ignore SIGINT in scripts: on_exit stops it.
+  watched=${cmd}
+  while kill -0 "${cmd}" 2>/dev/null; do
+    for name in "${!binaries[@]}"; do
+      if [[ -f "${run_dir}/${name}.pid" && -z "$(process_pid "${name}" "${binaries[${name}]}")" ]]; then
+        kill "${cmd}" 2>/dev/null || true
+        wait "${cmd}" 2>/dev/null || true
+        echo "${name} exited, see ${log_dir#"${root}"/}/${name}.log" >&2
+        return 1
+      fi
+    done
+    sleep 0.5
+  done
+  watched=""
+  wait "${cmd}"
+}
+
+# stop_process NAME BINARY: stops a process started by start_process.
+stop_process() {
+  local name=$1 binary=$2 pid i
+  pid=$(process_pid "${name}" "${binary}")
+  if [[ -n "${pid}" ]]; then
+    kill "${pid}" 2>/dev/null || true
+    for ((i = 0; i < 50; i++)); do
+      kill -0 "${pid}" 2>/dev/null || break
+      sleep 0.2
+    done
+    kill -9 "${pid}" 2>/dev/null || true
+  fi
+  rm -f "${run_dir}/${name}.pid"
+}
+
+cluster_exists() {
+  local clusters
+  [[ -x "${cluster_bin}/kwokctl" ]] || return 1
+  # Not a pipe into grep -q: with pipefail, kwokctl dying of SIGPIPE after
+  # an early match would read as "no cluster".
+  clusters=$(kwokctl get clusters 2>/dev/null) || return 1
+  grep -qxF "${cluster}" <<<"${clusters}"
+}
+
+teardown() {
+  local name
+  for name in "${!binaries[@]}"; do
+    stop_process "${name}" "${binaries[${name}]}"
+  done
+  if cluster_exists; then
+    kwokctl delete cluster --name "${cluster}"
+  fi
+  if [[ -f "${run_dir}/plugin-dir" ]]; then
+    rm -rf "$(<"${run_dir}/plugin-dir")"
+    rm -f "${run_dir}/plugin-dir"
+  fi
+  rm -f "${kubeconfig}"
+}
+
+show_logs() {
+  local name
+  for name in gpu-kubelet-plugin drasched; do
+    if [[ -s "${log_dir}/${name}.log" ]]; then
+      echo "--- last lines of ${log_dir#"${root}"/}/${name}.log"
+      tail -n 20 "${log_dir}/${name}.log"
+    fi
+  done
+}
+
+print_usage() {
+  local rel_kubeconfig=${kubeconfig#"${root}"/} rel_bin=${cluster_bin#"${root}"/}
+  cat <<EOF
+
+The cluster stays up (KEEP=1). From ${root}:
+  export KUBECONFIG=${rel_kubeconfig} PATH=\$PWD/${rel_bin}:\$PATH
+  kubectl get nodes -L gpu.drasched.dev/inventory,gpu.drasched.dev/slices-from
+  kubectl get pods -o wide
+  kubectl get resourceclaims
+  kubectl get resourceslices
+  kubectl describe pod ${unschedulable_pod}
+Logs: ${log_dir#"${root}"/}/drasched.log, ${log_dir#"${root}"/}/gpu-kubelet-plugin.log;
+  control plane: KWOK_WORKDIR=${KWOK_WORKDIR#"${root}"/} ${rel_bin}/kwokctl logs kube-apiserver --name ${cluster}
+Tear down: make demo-down
+EOF
+}
+
+on_exit() {
+  local rc=$?
+  trap - EXIT
+  if [[ -n "${watched}" ]]; then
+    kill "${watched}" 2>/dev/null || true
+  fi
+  if ((rc != 0)); then
+    echo "demo failed (exit ${rc})" >&2
+    show_logs >&2
+  fi
+  if [[ "${KEEP}" == 1 ]] && cluster_exists; then
+    print_usage
+  else
+    step "tearing down"
+    teardown
+  fi
+  exit "${rc}"
+}
+
+check_binaries() {
+  local b missing=()
+  for b in "${bin_dir}/scheduler" "${bin_dir}/gpu-kubelet-plugin"; do
+    [[ -x "${b}" ]] || missing+=("${b#"${root}"/} (make build)")
+  done
+  for b in etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok kwokctl; do
+    [[ -x "${cluster_bin}/${b}" ]] || missing+=("${cluster_bin#"${root}"/}/${b} (hack/build-control-plane.sh)")
+  done
+  if ((${#missing[@]} > 0)); then
+    printf 'missing binaries, run make demo:\n' >&2
+    printf '  %s\n' "${missing[@]}" >&2
+    exit 1
+  fi
+}
+
+up() {
+  check_binaries
+  mkdir -p "${run_dir}" "${log_dir}" "$(dirname "${demo}")"
+  if cluster_exists || [[ -n "$(ls -A "${run_dir}")" ]]; then
+    echo "==> removing what an earlier run left"
+    teardown
+  fi
+  rm -f "${log_dir}"/*.log
+  trap on_exit EXIT
+  trap 'exit 130' INT TERM
+
+  step "building hack/demo (GPU nodes, scheduler configuration, report)"
+  go build -o "${demo}" ./hack/demo
+
+  step "creating kwok cluster ${cluster} (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok from ${cluster_bin#"${root}"/})"
+  kwokctl create cluster --name "${cluster}" --runtime binary --kubeconfig "" --wait 2m \
+    --etcd-binary "${cluster_bin}/etcd" \
+    --kube-apiserver-binary "${cluster_bin}/kube-apiserver" \
+    --kube-controller-manager-binary "${cluster_bin}/kube-controller-manager" \
+    --kube-scheduler-binary "${cluster_bin}/kube-scheduler" \
+    --kwok-controller-binary "${cluster_bin}/kwok"
+  kwokctl get kubeconfig --name "${cluster}" >"${kubeconfig}"
+  chmod 600 "${kubeconfig}"
+  kubectl version
+
+  step "creating GPU nodes"
+  local args=() n
+  for n in "${demo_nodes[@]}"; do
+    args+=(--node "${n}")
+  done
+  "${demo}" nodes --kubeconfig "${kubeconfig}" "${args[@]}" --plugin-node "${plugin_node}=${plugin_inventory}"
+
+  step "starting gpu-kubelet-plugin for ${plugin_node} (inventory ${plugin_inventory})"
+  # No kubelet runs on kwok nodes: the plugin serves its registration and
+  # DRA sockets to nobody, and publishes its node's ResourceSlices. Socket
+  # paths must stay short (108 bytes), hence a directory under /tmp.
+  local plugin_dir
+  plugin_dir=$(mktemp -d "${TMPDIR:-/tmp}/drasched-demo.XXXXXX")
+  echo "${plugin_dir}" >"${run_dir}/plugin-dir"
+  # The kubelet would have made the registration directory.
+  mkdir -p "${plugin_dir}/registry" "${plugin_dir}/plugin" "${plugin_dir}/cdi"
+  echo "demo-boot" >"${plugin_dir}/boot_id"
+  start_process gpu-kubelet-plugin "${binaries[gpu-kubelet-plugin]}" run \
+    --kubeconfig "${kubeconfig}" --node-name "${plugin_node}" \
+    --backend inventory --inventory "${root}/${plugin_inventory}" \
+    --plugin-data-dir "${plugin_dir}/plugin" --registrar-dir "${plugin_dir}/registry" \
+    --cdi-dir "${plugin_dir}/cdi" --boot-id-file "${plugin_dir}/boot_id" \
+    --metrics-bind-address "" -v=2
+
+  step "waiting for the nodes: Ready, not-ready taints gone, ResourceSlices published"
+  local names=("${plugin_node}")
+  for n in "${demo_nodes[@]}"; do
+    names+=("${n%%=*}")
+  done
+  run_watching "${demo}" wait-nodes --kubeconfig "${kubeconfig}" --timeout 2m "${names[@]}"
+  kubectl get nodes -L gpu.drasched.dev/inventory,gpu.drasched.dev/slices-from
+  kubectl get resourceslices
+
+  step "starting drasched (${binaries[drasched]#"${root}"/}, the profile of config/scheduler-config.yaml)"
+  "${demo}" scheduler-config --kubeconfig "${kubeconfig}" --in config/scheduler-config.yaml --out "${demo_dir}/scheduler-config.yaml"
+  start_process drasched "${binaries[drasched]}" --config "${demo_dir}/scheduler-config.yaml" \
+    --leader-elect=false --secure-port=0 -v=2
+
+  step "applying DeviceClasses and workloads (config/gpu-driver/deviceclasses.yaml, config/examples, hack/demo/workloads.yaml)"
+  # The ServiceAccount admission plugin refuses pods until the controller
+  # manager has created the namespace's default ServiceAccount.
+  kubectl wait --for=create serviceaccount/default --timeout=60s >/dev/null
+  kubectl apply -f config/gpu-driver/deviceclasses.yaml
+  kubectl apply -k config/examples
+  kubectl apply -f hack/demo/workloads.yaml
+
+  step "waiting for drasched to schedule the pods"
+  run_watching "${demo}" report --kubeconfig "${kubeconfig}" --expect-unschedulable "${unschedulable_pod}" --timeout 2m
+  echo "Demo done in $((SECONDS - start))s."
+}
+
+case "${1:-up}" in
+  up) up ;;
+  down)
+    mkdir -p "${run_dir}"
+    teardown
+    ;;
+  *)
+    echo "usage: $0 [up|down]" >&2
+    exit 2
+    ;;
+esac

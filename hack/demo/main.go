@@ -1,0 +1,179 @@
+// Command demo is the Go half of `make demo` (hack/demo.sh runs it): it
+// creates kwok nodes whose GPUs come from the GPU driver's inventory files,
+// publishes their ResourceSlices with the driver's own slice building
+// (pkg/driver/gpu), waits for the nodes, derives the scheduler's
+// configuration for the demo cluster from config/scheduler-config.yaml,
+// and reports where drasched put the example pods and why it left others
+// pending.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	err := newCommand().ExecuteContext(ctx)
+	stop()
+	if err != nil {
+		_, _ = fmt.Fprintln(os.Stderr, "demo:", err)
+		os.Exit(1)
+	}
+}
+
+func newCommand() *cobra.Command {
+	var kubeconfig string
+	client := func() (kubernetes.Interface, error) {
+		if kubeconfig == "" {
+			return nil, errors.New("--kubeconfig is required")
+		}
+		cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+		if err != nil {
+			return nil, err
+		}
+		cfg.UserAgent = "drasched-demo"
+		return kubernetes.NewForConfig(cfg)
+	}
+	root := &cobra.Command{
+		Use:           "demo",
+		Short:         "Helpers of make demo: GPU nodes for kwok, scheduler configuration, report",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.PersistentFlags().StringVar(&kubeconfig, "kubeconfig", "", "Kubeconfig of the demo cluster.")
+	root.AddCommand(
+		newNodesCommand(client),
+		newWaitNodesCommand(client),
+		newSchedulerConfigCommand(&kubeconfig),
+		newReportCommand(client),
+	)
+	return root
+}
+
+func newNodesCommand(client func() (kubernetes.Interface, error)) *cobra.Command {
+	var own, plugin []string
+	cmd := &cobra.Command{
+		Use:   "nodes",
+		Short: "Create kwok nodes with GPUs from inventory files",
+		Long: `nodes creates one kwok Node per --node and --plugin-node. For --node it also
+publishes the node's ResourceSlices, built from the inventory by the GPU
+driver's code; a --plugin-node gets its slices from a gpu-kubelet-plugin
+process started for it.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			nodes, err := parseNodes(own, plugin)
+			if err != nil {
+				return err
+			}
+			c, err := client()
+			if err != nil {
+				return err
+			}
+			return createNodes(cmd.Context(), c, cmd.OutOrStdout(), nodes)
+		},
+	}
+	cmd.Flags().StringArrayVar(&own, "node", nil, "NAME=INVENTORY: a node whose slices this command publishes (repeatable).")
+	cmd.Flags().StringArrayVar(&plugin, "plugin-node", nil, "NAME=INVENTORY: a node whose slices a gpu-kubelet-plugin publishes (repeatable).")
+	return cmd
+}
+
+func parseNodes(own, plugin []string) ([]demoNode, error) {
+	var nodes []demoNode
+	seen := sets.New[string]()
+	for i, values := range [][]string{own, plugin} {
+		for _, v := range values {
+			n, err := parseNode(v, i == 1)
+			if err != nil {
+				return nil, err
+			}
+			if seen.Has(n.Name) {
+				return nil, fmt.Errorf("node %s given twice", n.Name)
+			}
+			seen.Insert(n.Name)
+			nodes = append(nodes, n)
+		}
+	}
+	if len(nodes) == 0 {
+		return nil, errNoNodes
+	}
+	return nodes, nil
+}
+
+func newWaitNodesCommand(client func() (kubernetes.Interface, error)) *cobra.Command {
+	timeout := 3 * time.Minute
+	cmd := &cobra.Command{
+		Use:   "wait-nodes NAME...",
+		Short: "Wait until nodes are Ready, untainted and have their GPU ResourceSlices",
+		Args:  cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := client()
+			if err != nil {
+				return err
+			}
+			return waitNodes(cmd.Context(), c, cmd.OutOrStdout(), args, timeout, settleTime)
+		},
+	}
+	cmd.Flags().DurationVar(&timeout, "timeout", timeout, "How long to wait.")
+	return cmd
+}
+
+func newSchedulerConfigCommand(kubeconfig *string) *cobra.Command {
+	in, out := "config/scheduler-config.yaml", ""
+	cmd := &cobra.Command{
+		Use:   "scheduler-config",
+		Short: "Write the scheduler configuration for the demo cluster",
+		Args:  cobra.NoArgs,
+		RunE: func(*cobra.Command, []string) error {
+			if *kubeconfig == "" || out == "" {
+				return errors.New("--kubeconfig and --out are required")
+			}
+			return writeSchedulerConfig(in, *kubeconfig, out)
+		},
+	}
+	cmd.Flags().StringVar(&in, "in", in, "The shipped configuration.")
+	cmd.Flags().StringVar(&out, "out", out, "Where to write the demo's configuration.")
+	return cmd
+}
+
+func newReportCommand(client func() (kubernetes.Interface, error)) *cobra.Command {
+	namespace, schedulerName := "default", "drasched"
+	timeout := 3 * time.Minute
+	var expected []string
+	cmd := &cobra.Command{
+		Use:   "report",
+		Short: "Wait for the scheduler, then print pod -> node -> devices and why pods are pending",
+		Long: `report waits until no pod of the scheduler is pending (bound, or
+unschedulable according to its PodScheduled condition), prints one row per
+allocated device and the scheduler's message for each unschedulable pod, and
+checks the allocations. With --expect-unschedulable, exactly those pods must
+end up unschedulable.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := client()
+			if err != nil {
+				return err
+			}
+			var want sets.Set[string]
+			if cmd.Flags().Changed("expect-unschedulable") {
+				want = sets.New(expected...)
+			}
+			return report(cmd.Context(), c, cmd.OutOrStdout(), namespace, schedulerName, want, timeout)
+		},
+	}
+	cmd.Flags().StringVar(&namespace, "namespace", namespace, "Namespace of the pods.")
+	cmd.Flags().StringVar(&schedulerName, "scheduler-name", schedulerName, "Report the pods with this spec.schedulerName.")
+	cmd.Flags().DurationVar(&timeout, "timeout", timeout, "How long to wait for the scheduler.")
+	cmd.Flags().StringSliceVar(&expected, "expect-unschedulable", nil, "Pods that must end up unschedulable; all others must be bound.")
+	return cmd
+}

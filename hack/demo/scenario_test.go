@@ -1,0 +1,335 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"io"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/dynamic-resource-allocation/structured"
+	"k8s.io/klog/v2/ktesting"
+	"k8s.io/kubernetes/pkg/api/legacyscheme"
+	_ "k8s.io/kubernetes/pkg/apis/resource/install" // defaults of resource.k8s.io objects
+
+	"github.com/drasched/drasched/pkg/allocator"
+)
+
+// scenario is what hack/demo.sh sets up, read from the script itself so
+// that the test follows it.
+type scenario struct {
+	nodes             []demoNode
+	unschedulablePods []string
+}
+
+var (
+	demoNodesRe       = regexp.MustCompile(`(?s)\ndemo_nodes=\((.*?)\)`)
+	pluginNodeRe      = regexp.MustCompile(`\nplugin_node=(\S+)`)
+	pluginInventoryRe = regexp.MustCompile(`\nplugin_inventory=(\S+)`)
+	unschedulableRe   = regexp.MustCompile(`\nunschedulable_pod=(\S+)`)
+)
+
+func readScenario(t *testing.T) scenario {
+	t.Helper()
+	script := string(readFile(t, filepath.Join(repoRoot, "hack", "demo.sh")))
+	match := func(re *regexp.Regexp) string {
+		m := re.FindStringSubmatch(script)
+		if m == nil {
+			t.Fatalf("hack/demo.sh: %s not found", re)
+		}
+		return m[1]
+	}
+	var s scenario
+	for _, field := range strings.Fields(match(demoNodesRe)) {
+		n, err := parseNode(field, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.nodes = append(s.nodes, n)
+	}
+	s.nodes = append(s.nodes, demoNode{Name: match(pluginNodeRe), Inventory: match(pluginInventoryRe), ByPlugin: true})
+	s.unschedulablePods = []string{match(unschedulableRe)}
+	for i := range s.nodes {
+		s.nodes[i].Inventory = filepath.Join(repoRoot, s.nodes[i].Inventory)
+	}
+	return s
+}
+
+// decodeFile decodes every document of a manifest strictly and applies the
+// API server's defaults, as kubectl apply and the API server would.
+func decodeFile(t *testing.T, path string) []runtime.Object {
+	t.Helper()
+	decoder := serializer.NewCodecFactory(scheme.Scheme, serializer.EnableStrict).UniversalDeserializer()
+	reader := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(readFile(t, path))))
+	var objects []runtime.Object
+	for {
+		doc, err := reader.Read()
+		if errors.Is(err, io.EOF) {
+			return objects
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		if isEmpty(doc) {
+			continue
+		}
+		obj, _, err := decoder.Decode(doc, nil, nil)
+		if err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		legacyscheme.Scheme.Default(obj)
+		objects = append(objects, obj)
+	}
+}
+
+func isEmpty(doc []byte) bool {
+	for line := range bytes.Lines(doc) {
+		if l := bytes.TrimSpace(line); len(l) > 0 && l[0] != '#' {
+			return false
+		}
+	}
+	return true
+}
+
+func objectsOf[T runtime.Object](objects []runtime.Object) []T {
+	var out []T
+	for _, obj := range objects {
+		if typed, ok := obj.(T); ok {
+			out = append(out, typed)
+		}
+	}
+	return out
+}
+
+// workload is one pod of the demo with the claims the resource claim
+// controller makes for it.
+type workload struct {
+	pod    *corev1.Pod
+	claims []*resourceapi.ResourceClaim
+}
+
+// demoWorkloads reads what hack/demo.sh applies: the DeviceClasses and the
+// pods with their claims, in the order of the files.
+func demoWorkloads(t *testing.T) ([]*resourceapi.DeviceClass, []workload) {
+	t.Helper()
+	files := []string{filepath.Join(repoRoot, "config", "gpu-driver", "deviceclasses.yaml")}
+	kustomization := filepath.Join(repoRoot, "config", "examples", "kustomization.yaml")
+	for _, line := range strings.Split(string(readFile(t, kustomization)), "\n") {
+		if name, ok := strings.CutPrefix(line, "- "); ok {
+			files = append(files, filepath.Join(repoRoot, "config", "examples", strings.TrimSpace(name)))
+		}
+	}
+	files = append(files, "workloads.yaml")
+	var objects []runtime.Object
+	for _, f := range files {
+		objects = append(objects, decodeFile(t, f)...)
+	}
+
+	templates := map[string]*resourceapi.ResourceClaimTemplate{}
+	for _, tmpl := range objectsOf[*resourceapi.ResourceClaimTemplate](objects) {
+		templates[tmpl.Name] = tmpl
+	}
+	claims := map[string]*resourceapi.ResourceClaim{}
+	for _, claim := range objectsOf[*resourceapi.ResourceClaim](objects) {
+		claim.Namespace, claim.UID = "default", types.UID("uid-"+claim.Name)
+		claims[claim.Name] = claim
+	}
+	var workloads []workload
+	for _, pod := range objectsOf[*corev1.Pod](objects) {
+		w := workload{pod: pod}
+		for _, pc := range pod.Spec.ResourceClaims {
+			switch {
+			case pc.ResourceClaimName != nil:
+				claim, ok := claims[*pc.ResourceClaimName]
+				if !ok {
+					t.Fatalf("pod %s: no claim %s", pod.Name, *pc.ResourceClaimName)
+				}
+				w.claims = append(w.claims, claim)
+			case pc.ResourceClaimTemplateName != nil:
+				tmpl, ok := templates[*pc.ResourceClaimTemplateName]
+				if !ok {
+					t.Fatalf("pod %s: no template %s", pod.Name, *pc.ResourceClaimTemplateName)
+				}
+				name := pod.Name + "-" + pc.Name
+				w.claims = append(w.claims, &resourceapi.ResourceClaim{
+					ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", UID: types.UID("uid-" + name)},
+					Spec:       tmpl.Spec.Spec,
+				})
+			}
+		}
+		workloads = append(workloads, w)
+	}
+	return objectsOf[*resourceapi.DeviceClass](objects), workloads
+}
+
+type classLister []*resourceapi.DeviceClass
+
+func (l classLister) List() ([]*resourceapi.DeviceClass, error) { return l, nil }
+
+func (l classLister) Get(name string) (*resourceapi.DeviceClass, error) {
+	for _, c := range l {
+		if c.Name == name {
+			return c, nil
+		}
+	}
+	return nil, errors.New("no DeviceClass " + name)
+}
+
+// TestScenario keeps the demo honest without a cluster: the nodes of
+// hack/demo.sh, with the slices the driver builds from their inventories,
+// take every pod the demo applies except the one it expects to be
+// unschedulable, all at once (allocated one after the other, with
+// drasched's allocator, on the first node that each pod's node selector
+// allows and where it fits), and that one fits on no node even when all
+// are idle. It also checks that every pod opts in to drasched.
+func TestScenario(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	s := readScenario(t)
+	classes, workloads := demoWorkloads(t)
+
+	var allSlices []*resourceapi.ResourceSlice
+	var nodes []*corev1.Node
+	for _, n := range s.nodes {
+		gpus, err := n.discover(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		node := nodeObject(n)
+		s, err := nodeSlices(gpus, node)
+		if err != nil {
+			t.Fatalf("%s: %v", n.Name, err)
+		}
+		allSlices = append(allSlices, s...)
+		nodes = append(nodes, node)
+	}
+	features := structured.Features{PrioritizedList: true, PartitionableDevices: true, DeviceTaints: true}
+	cache := allocator.NewCache(0)
+	allocate := func(allocated sets.Set[structured.DeviceID], node *corev1.Node, claims []*resourceapi.ResourceClaim) []resourceapi.AllocationResult {
+		t.Helper()
+		a, err := allocator.New(ctx, features, structured.AllocatedState{AllocatedDevices: allocated}, classLister(classes), allSlices, allocator.Options{Cache: cache})
+		if err != nil {
+			t.Fatal(err)
+		}
+		results, err := a.Allocate(ctx, node, claims)
+		if err != nil {
+			t.Fatalf("allocate on %s: %v", node.Name, err)
+		}
+		return results
+	}
+
+	unschedulable := sets.New(s.unschedulablePods...)
+	allocated := sets.New[structured.DeviceID]()
+	done := sets.New[string]() // claims allocated already (shared claims)
+	var got []string
+	for _, w := range workloads {
+		if w.pod.Spec.SchedulerName != "drasched" {
+			t.Errorf("pod %s: schedulerName %q, want drasched", w.pod.Name, w.pod.Spec.SchedulerName)
+		}
+		if unschedulable.Has(w.pod.Name) {
+			for _, node := range nodes {
+				if results := allocate(sets.New[structured.DeviceID](), node, w.claims); results != nil {
+					t.Errorf("pod %s, expected to be unschedulable, fits on idle node %s", w.pod.Name, node.Name)
+				}
+			}
+			continue
+		}
+		var pending []*resourceapi.ResourceClaim
+		for _, c := range w.claims {
+			if !done.Has(c.Name) {
+				pending = append(pending, c)
+			}
+		}
+		placed := ""
+		for _, node := range nodes {
+			if !labels.SelectorFromSet(w.pod.Spec.NodeSelector).Matches(labels.Set(node.Labels)) {
+				continue
+			}
+			results := allocate(allocated, node, pending)
+			if results == nil {
+				continue
+			}
+			for i, r := range results {
+				done.Insert(pending[i].Name)
+				for _, d := range r.Devices.Results {
+					allocated.Insert(structured.MakeDeviceID(d.Driver, d.Pool, d.Device))
+				}
+			}
+			placed = node.Name
+			break
+		}
+		if placed == "" {
+			t.Errorf("pod %s fits on no node next to the pods before it", w.pod.Name)
+		}
+		got = append(got, w.pod.Name)
+	}
+	if len(got) == 0 || len(unschedulable) == 0 {
+		t.Fatalf("scenario without pods to schedule (%v) or without an unschedulable pod (%v)", got, sets.List(unschedulable))
+	}
+}
+
+// TestScenarioNodes: every node of the demo has GPUs, a unique name, and
+// exactly one is served by the plugin.
+func TestScenarioNodes(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	s := readScenario(t)
+	names := sets.New[string]()
+	plugin := 0
+	for _, n := range s.nodes {
+		if names.Has(n.Name) {
+			t.Errorf("node %s twice", n.Name)
+		}
+		names.Insert(n.Name)
+		if n.ByPlugin {
+			plugin++
+		}
+		gpus, err := n.discover(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(gpus) == 0 {
+			t.Errorf("node %s: no GPUs in %s", n.Name, n.Inventory)
+		}
+	}
+	if plugin != 1 {
+		t.Errorf("%d nodes served by the plugin, want 1", plugin)
+	}
+}
+
+// TestScripts: the demo's shell scripts parse (bash -n).
+func TestScripts(t *testing.T) {
+	bash, err := exec.LookPath("bash")
+	if err != nil {
+		t.Skip("no bash")
+	}
+	for _, script := range []string{"demo.sh", "build-control-plane.sh"} {
+		out, err := exec.Command(bash, "-n", filepath.Join(repoRoot, "hack", script)).CombinedOutput()
+		if err != nil {
+			t.Errorf("bash -n hack/%s: %v\n%s", script, err, out)
+		}
+	}
+}
+
+// TestNoLatest: the scripts pin what they build.
+func TestNoLatest(t *testing.T) {
+	for _, script := range []string{"demo.sh", "build-control-plane.sh"} {
+		for i, line := range strings.Split(string(readFile(t, filepath.Join(repoRoot, "hack", script))), "\n") {
+			if strings.Contains(line, "@latest") {
+				t.Errorf("hack/%s:%d uses @latest: %s", script, i+1, line)
+			}
+		}
+	}
+}
