@@ -1,0 +1,278 @@
+// Package results is the format of drasched's benchmark results, shared by
+// the runners that write one file per suite (scheduler_perf, kwok, the
+// allocator) and by bench/cmd/report, which merges those files into
+// bench/results/latest.json and renders it as Markdown and plots.
+//
+// A file holds one entry per case and metric, each with upstream's and
+// drasched's value measured in the same run and their ratio, oriented so
+// that a ratio above 1 means drasched did better:
+//
+//	{"date": "2026-01-02T15:04:05Z", "machine": {"cores": 2, "memory": "23Gi"},
+//	 "cases": [{"suite": "scheduler_perf", "name": "empty_500nodes",
+//	            "metric": "pods_per_second", "upstream": 44.8, "drasched": 120.1,
+//	            "ratio": 2.68, "better": "higher"}]}
+//
+// Runners may add time series (Series) for plots; the merged latest.json
+// leaves them out.
+package results
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Suites, in the order in which reports list them.
+const (
+	SuiteSchedulerPerf = "scheduler_perf"
+	SuiteKwok          = "kwok"
+	SuiteAllocator     = "allocator"
+)
+
+// Better says which direction of a metric is an improvement.
+type Better string
+
+const (
+	// Higher: throughput-like metrics (pods_per_second).
+	Higher Better = "higher"
+	// Lower: latency- and cost-like metrics (p99_seconds, seconds_per_op).
+	Lower Better = "lower"
+)
+
+// File is a per-suite result file or the merged latest.json.
+type File struct {
+	// Date is when the measurements finished, RFC 3339 in UTC.
+	Date    string  `json:"date"`
+	Machine Machine `json:"machine"`
+	// Commands reproduce the figures, one per suite that was run.
+	Commands []string `json:"commands,omitempty"`
+	// Durations is how long each suite ran, in seconds.
+	Durations map[string]float64 `json:"duration_seconds,omitempty"`
+	Cases     []Case             `json:"cases"`
+	// Series are time series for plots; only in per-suite files.
+	Series []Series `json:"series,omitempty"`
+}
+
+// Machine describes where the benchmarks ran.
+type Machine struct {
+	Cores int `json:"cores"`
+	// Memory is the total memory, as a Kubernetes quantity ("23Gi").
+	Memory string `json:"memory"`
+}
+
+// Case is one metric of one benchmark case, for both schedulers.
+type Case struct {
+	Suite  string `json:"suite"`
+	Name   string `json:"name"`
+	Metric string `json:"metric"`
+	// Upstream and Drasched are the medians of the runs.
+	Upstream float64 `json:"upstream"`
+	Drasched float64 `json:"drasched"`
+	// Ratio is drasched/upstream for Higher metrics and upstream/drasched
+	// for Lower ones: above 1, drasched did better. 0 when undefined.
+	Ratio  float64 `json:"ratio"`
+	Better Better  `json:"better"`
+	// UpstreamRuns and DraschedRuns are the individual measurements.
+	UpstreamRuns []float64 `json:"upstream_runs,omitempty"`
+	DraschedRuns []float64 `json:"drasched_runs,omitempty"`
+	// Target is the goal for this case in words ("ratio ≥ 2"), and
+	// TargetMet whether the measurement reaches it.
+	Target    string `json:"target,omitempty"`
+	TargetMet *bool  `json:"target_met,omitempty"`
+	// Note explains something unusual about the case.
+	Note string `json:"note,omitempty"`
+}
+
+// Series is one time series of one run of one scheduler.
+type Series struct {
+	Suite     string `json:"suite"`
+	Case      string `json:"case"`
+	Scheduler string `json:"scheduler"` // "upstream" or "drasched"
+	Run       int    `json:"run"`
+	Metric    string `json:"metric"`
+	// Points are (seconds since the start of the measurement, value).
+	Points [][2]float64 `json:"points"`
+}
+
+// NewCase summarizes the runs of one metric: the median of each
+// scheduler's runs and their ratio.
+func NewCase(suite, name, metric string, better Better, upstreamRuns, draschedRuns []float64) Case {
+	c := Case{
+		Suite:        suite,
+		Name:         name,
+		Metric:       metric,
+		Better:       better,
+		Upstream:     Median(upstreamRuns),
+		Drasched:     Median(draschedRuns),
+		UpstreamRuns: upstreamRuns,
+		DraschedRuns: draschedRuns,
+	}
+	c.Ratio = Ratio(better, c.Upstream, c.Drasched)
+	return c
+}
+
+// Ratio orients drasched's value against upstream's so that above 1 means
+// drasched did better; it is 0 if either value is not positive.
+func Ratio(better Better, upstream, drasched float64) float64 {
+	if upstream <= 0 || drasched <= 0 {
+		return 0
+	}
+	if better == Lower {
+		return upstream / drasched
+	}
+	return drasched / upstream
+}
+
+// Median returns the median of values, 0 for none.
+func Median(values []float64) float64 {
+	if len(values) == 0 {
+		return 0
+	}
+	s := slices.Clone(values)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+// Now returns the current time in the format of File.Date.
+func Now() string { return time.Now().UTC().Format(time.RFC3339) }
+
+// CurrentMachine describes this machine: the CPUs this process may use and
+// the total memory from /proc/meminfo (empty where there is none).
+func CurrentMachine() Machine {
+	return Machine{Cores: runtime.NumCPU(), Memory: memTotal("/proc/meminfo")}
+}
+
+// memTotal reads MemTotal from a meminfo file and formats it in whole GiB
+// (or MiB below 1 GiB).
+func memTotal(path string) string {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	for line := range strings.Lines(string(data)) {
+		fields := strings.Fields(line)
+		if len(fields) < 2 || fields[0] != "MemTotal:" {
+			continue
+		}
+		kib, err := strconv.ParseFloat(fields[1], 64)
+		if err != nil {
+			return ""
+		}
+		return FormatMemory(kib * 1024)
+	}
+	return ""
+}
+
+// FormatMemory formats a number of bytes as a Kubernetes quantity, rounded
+// to whole GiB (MiB below 1 GiB).
+func FormatMemory(bytes float64) string {
+	if gib := bytes / (1 << 30); gib >= 1 {
+		return fmt.Sprintf("%.0fGi", math.Round(gib))
+	}
+	return fmt.Sprintf("%.0fMi", math.Round(bytes/(1<<20)))
+}
+
+// Read loads a result file.
+func Read(path string) (File, error) {
+	var f File
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return f, err
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&f); err != nil {
+		return f, fmt.Errorf("%s: %w", path, err)
+	}
+	return f, nil
+}
+
+// Write stores a result file as indented JSON, replacing it atomically so
+// that an interrupted run never leaves half a file behind.
+func Write(path string, f File) error {
+	data, err := json.MarshalIndent(f, "", "  ")
+	if err != nil {
+		return err
+	}
+	data = append(data, '\n')
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	tmp := filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+".tmp")
+	if err := os.WriteFile(tmp, data, 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+// Merge combines per-suite files into one, as latest.json holds them: the
+// newest date, the machine of the first file, the commands and durations of
+// all, and all cases, suites in the order SuiteSchedulerPerf, SuiteKwok,
+// SuiteAllocator, then others by name. A case (suite, name, metric) in a
+// later file replaces the same case of an earlier one. Series are dropped.
+func Merge(files ...File) File {
+	var out File
+	index := map[[3]string]int{}
+	for i, f := range files {
+		if i == 0 {
+			out.Machine = f.Machine
+		}
+		if f.Date > out.Date {
+			out.Date = f.Date
+		}
+		for _, cmd := range f.Commands {
+			if !slices.Contains(out.Commands, cmd) {
+				out.Commands = append(out.Commands, cmd)
+			}
+		}
+		for suite, d := range f.Durations {
+			if out.Durations == nil {
+				out.Durations = map[string]float64{}
+			}
+			out.Durations[suite] = d
+		}
+		for _, c := range f.Cases {
+			key := [3]string{c.Suite, c.Name, c.Metric}
+			if j, ok := index[key]; ok {
+				out.Cases[j] = c
+				continue
+			}
+			index[key] = len(out.Cases)
+			out.Cases = append(out.Cases, c)
+		}
+	}
+	slices.SortStableFunc(out.Cases, func(a, b Case) int {
+		ra, rb := suiteRank(a.Suite), suiteRank(b.Suite)
+		if ra != rb {
+			return ra - rb
+		}
+		return strings.Compare(a.Suite, b.Suite)
+	})
+	if out.Cases == nil {
+		out.Cases = []Case{}
+	}
+	return out
+}
+
+func suiteRank(suite string) int {
+	switch suite {
+	case SuiteSchedulerPerf:
+		return 0
+	case SuiteKwok:
+		return 1
+	case SuiteAllocator:
+		return 2
+	}
+	return 3
+}

@@ -1,0 +1,165 @@
+package results
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestNewCase(t *testing.T) {
+	tests := map[string]struct {
+		better         Better
+		upstream, ours []float64
+		want           Case
+	}{
+		"throughput, drasched faster": {
+			better: Higher, upstream: []float64{40, 50, 45}, ours: []float64{90, 100},
+			want: Case{Upstream: 45, Drasched: 95, Ratio: 95.0 / 45},
+		},
+		"latency, drasched lower": {
+			better: Lower, upstream: []float64{2}, ours: []float64{0.5},
+			want: Case{Upstream: 2, Drasched: 0.5, Ratio: 4},
+		},
+		"latency, drasched higher": {
+			better: Lower, upstream: []float64{1}, ours: []float64{2},
+			want: Case{Upstream: 1, Drasched: 2, Ratio: 0.5},
+		},
+		"no drasched runs": {
+			better: Higher, upstream: []float64{10},
+			want: Case{Upstream: 10},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			got := NewCase("s", "c", "m", tc.better, tc.upstream, tc.ours)
+			want := tc.want
+			want.Suite, want.Name, want.Metric, want.Better = "s", "c", "m", tc.better
+			want.UpstreamRuns, want.DraschedRuns = tc.upstream, tc.ours
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("NewCase (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestMerge(t *testing.T) {
+	machine := Machine{Cores: 2, Memory: "23Gi"}
+	alloc := File{
+		Date: "2026-01-02T10:00:00Z", Machine: machine, Commands: []string{"make bench"},
+		Durations: map[string]float64{SuiteAllocator: 60},
+		Cases:     []Case{{Suite: SuiteAllocator, Name: "a", Metric: "seconds_per_op", Ratio: 3}},
+	}
+	perf := File{
+		Date: "2026-01-02T11:00:00Z", Machine: machine, Commands: []string{"make bench"},
+		Durations: map[string]float64{SuiteSchedulerPerf: 600},
+		Cases: []Case{
+			{Suite: SuiteSchedulerPerf, Name: "empty", Metric: "pods_per_second", Ratio: 1.5},
+			{Suite: SuiteSchedulerPerf, Name: "match", Metric: "pods_per_second", Ratio: 2},
+		},
+		Series: []Series{{Suite: SuiteSchedulerPerf, Case: "empty", Points: [][2]float64{{1, 2}}}},
+	}
+	kwokOld := File{Date: "2026-01-01T00:00:00Z", Cases: []Case{{Suite: SuiteKwok, Name: "fill", Metric: "p99_seconds", Ratio: 1}}}
+	kwokNew := File{Date: "2026-01-01T00:00:00Z", Cases: []Case{{Suite: SuiteKwok, Name: "fill", Metric: "p99_seconds", Ratio: 1.2}}}
+
+	got := Merge(alloc, kwokOld, perf, kwokNew)
+	want := File{
+		Date: "2026-01-02T11:00:00Z", Machine: machine, Commands: []string{"make bench"},
+		Durations: map[string]float64{SuiteAllocator: 60, SuiteSchedulerPerf: 600},
+		Cases: []Case{
+			{Suite: SuiteSchedulerPerf, Name: "empty", Metric: "pods_per_second", Ratio: 1.5},
+			{Suite: SuiteSchedulerPerf, Name: "match", Metric: "pods_per_second", Ratio: 2},
+			{Suite: SuiteKwok, Name: "fill", Metric: "p99_seconds", Ratio: 1.2},
+			{Suite: SuiteAllocator, Name: "a", Metric: "seconds_per_op", Ratio: 3},
+		},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("Merge (-want +got):\n%s", diff)
+	}
+}
+
+func TestWriteRead(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "sub", "latest.json")
+	met := true
+	f := File{
+		Date: "2026-01-02T11:00:00Z", Machine: Machine{Cores: 2, Memory: "23Gi"},
+		Cases: []Case{{Suite: SuiteSchedulerPerf, Name: "empty", Metric: "pods_per_second", Upstream: 40, Drasched: 80, Ratio: 2,
+			Better: Higher, Target: "≥ 2×", TargetMet: &met}},
+	}
+	if err := Write(path, f); err != nil {
+		t.Fatal(err)
+	}
+	got, err := Read(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(f, got); diff != "" {
+		t.Errorf("Read(Write(f)) (-want +got):\n%s", diff)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The keys of the documented format.
+	for _, key := range []string{`"date"`, `"machine"`, `"cores"`, `"memory"`, `"cases"`, `"suite"`, `"name"`, `"metric"`, `"upstream"`, `"drasched"`, `"ratio"`} {
+		if !bytes.Contains(data, []byte(key)) {
+			t.Errorf("written file lacks %s:\n%s", key, data)
+		}
+	}
+	if err := os.WriteFile(path, []byte(`{"date": "x", "cases": [], "unknown": 1}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Read(path); err == nil {
+		t.Error("Read accepted an unknown field")
+	}
+}
+
+func TestMarkdown(t *testing.T) {
+	met, missed := true, false
+	f := File{
+		Date: "2026-01-02T11:00:00Z", Machine: Machine{Cores: 2, Memory: "23Gi"},
+		Commands:  []string{"make bench"},
+		Durations: map[string]float64{SuiteSchedulerPerf: 1500},
+		Cases: []Case{
+			{Suite: SuiteSchedulerPerf, Name: "empty_500nodes", Metric: "pods_per_second", Upstream: 44.8, Drasched: 120.4, Ratio: 2.6875, Target: "≥ 2×", TargetMet: &met},
+			{Suite: SuiteSchedulerPerf, Name: "empty_500nodes", Metric: "pods_per_second_p50", Upstream: 45, Drasched: 121, Ratio: 2.69},
+			{Suite: SuiteSchedulerPerf, Name: "match_empty_500nodes", Metric: "pods_per_second", Upstream: 20.1, Drasched: 30, Ratio: 1.49, Target: "≥ 3×", TargetMet: &missed, Note: "1 of 2 upstream runs failed"},
+			{Suite: SuiteAllocator, Name: "hard", Metric: "seconds_per_op", Upstream: 2.5, Drasched: 0.0000123, Ratio: 203252},
+		},
+	}
+	var buf bytes.Buffer
+	if err := Markdown(&buf, f); err != nil {
+		t.Fatal(err)
+	}
+	got := buf.String()
+	for _, want := range []string{
+		"Measured 2026-01-02T11:00:00Z on 2 cores, 23Gi memory",
+		"**scheduler_perf (upstream's DRA workloads, k8s.io/kubernetes v1.37.1)**, 25.0 min",
+		"| case | pods/s (average): upstream → drasched | pods/s (p50): upstream → drasched | target |",
+		"| empty_500nodes | 44.8 → 120 (2.69×) | 45.0 → 121 (2.69×) | ≥ 2× ✓ |",
+		"| match_empty_500nodes | 20.1 → 30.0 (1.49×) | – | ≥ 3× ✗ |",
+		"match_empty_500nodes: 1 of 2 upstream runs failed",
+		"| hard | 2.50 s → 12.3 µs (203252×) |",
+		"```sh\nmake bench\n```",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("Markdown lacks %q:\n%s", want, got)
+		}
+	}
+}
+
+func TestMemTotal(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "meminfo")
+	if err := os.WriteFile(path, []byte("MemTotal:       24522284 kB\nMemFree:  1 kB\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got := memTotal(path); got != "23Gi" {
+		t.Errorf("memTotal = %q, want 23Gi", got)
+	}
+	if got := memTotal(filepath.Join(t.TempDir(), "missing")); got != "" {
+		t.Errorf("memTotal of a missing file = %q, want empty", got)
+	}
+}
