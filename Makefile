@@ -32,6 +32,8 @@ COMMANDS := $(patsubst cmd/%/,%,$(dir $(wildcard cmd/*/main.go)))
 # Allocator benchmark knobs: `make bench-allocator BENCHTIME=2s COUNT=5`.
 BENCHTIME ?= 1s
 COUNT ?= 3
+# `make bench QUICK=1`: the quick subset, under 10 minutes on 2 cores.
+QUICK ?=
 
 .PHONY: help
 help: ## Show this help.
@@ -72,6 +74,7 @@ commands: ## Build only the binaries under cmd/ into $(BIN_DIR).
 .PHONY: test
 test: ## Run all tests: unit, differential, integration, race and upstream conformance.
 	$(GO) test ./...
+	cd bench/cmd/report && $(GO) test ./...
 	$(MAKE) test-race
 	$(MAKE) conformance
 
@@ -88,11 +91,20 @@ conformance: ## Run upstream's shared allocator test suite against pkg/allocator
 	hack/conformance.sh
 
 .PHONY: bench
-bench: bench-allocator ## Run the benchmarks, drasched and upstream side by side (ratios).
+bench: ## Run scheduler_perf and allocator benchmarks, drasched and upstream side by side; results in bench/results (QUICK=1: quick subset).
+	QUICK=$(QUICK) hack/bench.sh
+
+.PHONY: bench-scheduler-perf
+bench-scheduler-perf: ## Run upstream's scheduler_perf DRA workloads with DynamicResources and with StructuredDRA (CASES=regexp RUNS=n).
+	hack/bench-scheduler-perf.sh
 
 .PHONY: bench-allocator
 bench-allocator: ## Benchmark pkg/allocator against upstream's allocator on the same inputs.
 	hack/bench-allocator.sh -benchtime=$(BENCHTIME) -count=$(COUNT)
+
+.PHONY: etcd
+etcd: ## Build etcd (pinned) into $(BIN_DIR) for scheduler_perf and integration tests.
+	hack/build-etcd.sh $(BIN_DIR)
 
 .PHONY: verify
 verify: verify-fmt vet lint verify-codegen ## Run all static checks (gofmt, go vet, golangci-lint, generated files).
@@ -105,10 +117,13 @@ verify-fmt: ## Fail if any Go file is not gofmt'ed.
 .PHONY: vet
 vet: ## Run go vet.
 	$(GO) vet ./...
+	$(GO) vet -tags schedulerperf ./bench/schedulerperf
+	cd bench/cmd/report && $(GO) vet ./...
 
 .PHONY: lint
 lint: ## Run golangci-lint (pinned in hack/tools/go.mod).
 	$(GO_TOOL) golangci-lint run ./...
+	cd bench/cmd/report && $(GO) tool -modfile=../../../hack/tools/go.mod golangci-lint run ./...
 
 .PHONY: update-codegen
 update-codegen: ## Regenerate deepcopy/conversion/defaults of apis/config and config/scheduler/configmap.yaml.

@@ -1,0 +1,62 @@
+// Command report turns benchmark results into what bench/results/ holds.
+//
+//	report allocator [-command CMD] [-seconds S] RAW OUT.json
+//	    converts `go test -bench` output of benchmarks named
+//	    .../case=NAME/impl=upstream|drasched (pkg/allocator's
+//	    BenchmarkAllocate) into a suite file of the results format
+//	    (bench/internal/results), suite "allocator".
+//	report merge -out DIR [-readme README.md] SUITE.json...
+//	    merges suite files (scheduler_perf, kwok, allocator, ...) into
+//	    DIR/latest.json and DIR/latest.md, draws the time series of the
+//	    suite files into DIR/plots/<suite>_<case>.svg, and with -readme
+//	    replaces the part of README.md between the lines
+//	    "<!-- bench:begin -->" and "<!-- bench:end -->" with latest.md.
+//
+// It is a module of its own so that its plotting library
+// (gonum.org/v1/plot, pinned in go.mod) stays out of drasched's go.mod.
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+)
+
+func main() {
+	if err := run(os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "report:", err)
+		os.Exit(1)
+	}
+}
+
+func run(args []string) error {
+	if len(args) == 0 {
+		return errors.New("usage: report allocator|merge [flags] FILES")
+	}
+	switch args[0] {
+	case "allocator":
+		fs := flag.NewFlagSet("allocator", flag.ContinueOnError)
+		command := fs.String("command", "", "the command that reproduces the figures")
+		seconds := fs.Float64("seconds", 0, "how long the benchmark ran")
+		if err := fs.Parse(args[1:]); err != nil {
+			return err
+		}
+		if fs.NArg() != 2 {
+			return errors.New("usage: report allocator [-command CMD] [-seconds S] RAW OUT.json")
+		}
+		return allocatorSuite(fs.Arg(0), fs.Arg(1), *command, *seconds)
+	case "merge":
+		fs := flag.NewFlagSet("merge", flag.ContinueOnError)
+		out := fs.String("out", "", "directory for latest.json, latest.md and plots/")
+		readme := fs.String("readme", "", "README to update between the bench:begin and bench:end markers")
+		if err := fs.Parse(args[1:]); err != nil {
+			return err
+		}
+		if *out == "" || fs.NArg() == 0 {
+			return errors.New("usage: report merge -out DIR [-readme README.md] SUITE.json [SUITE.json]")
+		}
+		return merge(*out, *readme, fs.Args())
+	}
+	return fmt.Errorf("unknown subcommand %q", args[0])
+}

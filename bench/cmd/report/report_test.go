@@ -1,0 +1,117 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/drasched/drasched/bench/internal/results"
+)
+
+const benchOutput = `goos: linux
+goarch: amd64
+pkg: github.com/drasched/drasched/pkg/allocator
+BenchmarkAllocate/case=empty_500nodes/impl=upstream-2         	     100	   2000000 ns/op	  100000 B/op	    1000 allocs/op
+BenchmarkAllocate/case=empty_500nodes/impl=drasched-2         	    1000	    500000 ns/op	   10000 B/op	     100 allocs/op	         0.990 cel-hit-ratio
+BenchmarkAllocate/case=empty_500nodes/impl=upstream-2         	     100	   4000000 ns/op	  100000 B/op	    1000 allocs/op
+BenchmarkAllocate/case=empty_500nodes/impl=drasched-2         	    1000	    500000 ns/op	   10000 B/op	     100 allocs/op	         0.990 cel-hit-ratio
+BenchmarkAllocate/case=lonely/impl=upstream-2                 	     100	   2000000 ns/op
+PASS
+`
+
+func TestAllocatorSuite(t *testing.T) {
+	dir := t.TempDir()
+	raw := filepath.Join(dir, "raw.txt")
+	if err := os.WriteFile(raw, []byte(benchOutput), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "allocator.json")
+	if err := run([]string{"allocator", "-command", "make bench-allocator", "-seconds", "12", raw, out}); err != nil {
+		t.Fatal(err)
+	}
+	f, err := results.Read(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(f.Cases) != 3 {
+		t.Fatalf("%d cases, want 3 (one per metric of empty_500nodes; lonely has no drasched run): %+v", len(f.Cases), f.Cases)
+	}
+	c := f.Cases[0]
+	if c.Suite != results.SuiteAllocator || c.Metric != "seconds_per_op" || c.Upstream != 0.003 || c.Drasched != 0.0005 || c.Ratio != 6 || c.Better != results.Lower {
+		t.Errorf("time case: %+v", c)
+	}
+	if f.Durations[results.SuiteAllocator] != 12 || len(f.Commands) != 1 {
+		t.Errorf("durations %v, commands %v", f.Durations, f.Commands)
+	}
+	if err := os.WriteFile(raw, []byte("PASS\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := run([]string{"allocator", raw, out}); err == nil {
+		t.Error("no error for output without benchmarks")
+	}
+}
+
+func TestMerge(t *testing.T) {
+	dir := t.TempDir()
+	perf := results.File{
+		Date: "2026-01-02T11:00:00Z", Machine: results.Machine{Cores: 2, Memory: "23Gi"},
+		Cases: []results.Case{{Suite: results.SuiteSchedulerPerf, Name: "empty_500nodes", Metric: "pods_per_second", Upstream: 40, Drasched: 80, Ratio: 2}},
+		Series: []results.Series{
+			{Suite: results.SuiteSchedulerPerf, Case: "empty_500nodes", Scheduler: "upstream", Run: 1, Metric: "pods_per_second", Points: [][2]float64{{1, 39}, {2, 41}}},
+			{Suite: results.SuiteSchedulerPerf, Case: "empty_500nodes", Scheduler: "drasched", Run: 1, Metric: "pods_per_second", Points: [][2]float64{{1, 79}, {2, 81}}},
+		},
+	}
+	alloc := results.File{
+		Date:  "2026-01-02T10:00:00Z",
+		Cases: []results.Case{{Suite: results.SuiteAllocator, Name: "hard", Metric: "seconds_per_op", Upstream: 2, Drasched: 0.001, Ratio: 2000}},
+	}
+	var inputs []string
+	for name, f := range map[string]results.File{"perf.json": perf, "alloc.json": alloc} {
+		path := filepath.Join(dir, name)
+		if err := results.Write(path, f); err != nil {
+			t.Fatal(err)
+		}
+		inputs = append(inputs, path)
+	}
+	readme := filepath.Join(dir, "README.md")
+	if err := os.WriteFile(readme, []byte("# x\n\n<!-- bench:begin -->\nold table\n<!-- bench:end -->\n\nmore\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "bench", "results")
+	if err := run(append([]string{"merge", "-out", out, "-readme", readme}, inputs...)); err != nil {
+		t.Fatal(err)
+	}
+	merged, err := results.Read(filepath.Join(out, "latest.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(merged.Cases) != 2 || merged.Cases[0].Suite != results.SuiteSchedulerPerf || len(merged.Series) != 0 {
+		t.Errorf("merged: %+v", merged)
+	}
+	svg, err := os.ReadFile(filepath.Join(out, "plots", "scheduler_perf_empty_500nodes.svg"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(svg), "<svg") || !strings.Contains(string(svg), "drasched run 1") {
+		t.Errorf("plot is not an SVG with a legend:\n%.300s", svg)
+	}
+	md, err := os.ReadFile(filepath.Join(out, "latest.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(md), "[empty_500nodes](plots/scheduler_perf_empty_500nodes.svg)") {
+		t.Errorf("latest.md lacks the plot link:\n%s", md)
+	}
+	data, err := os.ReadFile(readme)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(data)
+	if strings.Contains(text, "old table") || !strings.HasPrefix(text, "# x\n\n<!-- bench:begin -->\nMeasured ") || !strings.HasSuffix(text, "<!-- bench:end -->\n\nmore\n") {
+		t.Errorf("README section not replaced:\n%s", text)
+	}
+	if !strings.Contains(text, "(bench/results/plots/scheduler_perf_empty_500nodes.svg)") {
+		t.Errorf("README plot link not relative to the README:\n%s", text)
+	}
+}

@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# `make bench`: the benchmark suites, upstream and drasched side by side in
+# one run, merged into bench/results/ (latest.json, latest.md, plots/) and
+# README.md's benchmark section.
+#
+#   1. scheduler_perf: upstream's DRA workloads with the in-tree
+#      DynamicResources plugin and with StructuredDRA
+#      (hack/bench-scheduler-perf.sh).
+#   2. allocator: pkg/allocator against structured.NewAllocator
+#      (hack/bench-allocator.sh).
+#
+# QUICK=1 runs the quick scheduler_perf cases once per scheduler and the
+# allocator benchmarks briefly, writes bench/results/quick/ and leaves
+# README.md alone; under 10 minutes on 2 cores with a warm build cache.
+# RUNS, CASES, DURATION, PROFILE (see hack/bench-scheduler-perf.sh),
+# BENCHTIME and COUNT (allocator) override the defaults.
+#
+# Another suite (kwok) joins by writing its file in the results format
+# (bench/internal/results) and adding it to suites below.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root="$(pwd)"
+
+start=$(date +%s)
+if [[ "${QUICK:-}" == 1 ]]; then
+	results_dir=bench/results/quick
+	runs="${RUNS:-1}"
+	benchtime="${BENCHTIME:-100ms}"
+	count="${COUNT:-1}"
+	command="make bench QUICK=1"
+	readme=()
+else
+	results_dir=bench/results
+	runs="${RUNS:-2}"
+	benchtime="${BENCHTIME:-1s}"
+	count="${COUNT:-3}"
+	command="make bench"
+	readme=(-readme "${root}/README.md")
+fi
+out="${root}/_output/bench"
+mkdir -p "${out}"
+status=0
+suites=()
+
+echo "== scheduler_perf ($(date -u +%H:%M:%S))" >&2
+if RUNS="${runs}" BENCH_COMMAND="${command}" hack/bench-scheduler-perf.sh; then
+	:
+else
+	status=1
+fi
+# Even a run with failed cases has results for the others.
+[[ -f "${out}/scheduler_perf/scheduler_perf.json" ]] && suites+=("${out}/scheduler_perf/scheduler_perf.json")
+
+echo "== allocator ($(date -u +%H:%M:%S))" >&2
+alloc_start=$(date +%s)
+if hack/bench-allocator.sh -benchtime="${benchtime}" -count="${count}" >"${out}/allocator.md"; then
+	(cd bench/cmd/report && go run . allocator -command "${command}" -seconds "$(($(date +%s) - alloc_start))" \
+		"${root}/_output/bench-allocator.txt" "${out}/allocator.json")
+	suites+=("${out}/allocator.json")
+else
+	status=1
+fi
+
+if [[ ${#suites[@]} -gt 0 ]]; then
+	(cd bench/cmd/report && go run . merge -out "${root}/${results_dir}" "${readme[@]}" "${suites[@]}")
+	echo "== results in ${results_dir}/latest.md" >&2
+	cat "${results_dir}/latest.md"
+fi
+echo "== make bench took $(( ($(date +%s) - start) / 60 )) min $(( ($(date +%s) - start) % 60 )) s" >&2
+exit "${status}"
