@@ -83,6 +83,7 @@ func readGoBench(in *os.File, name string) ([]results.Case, error) {
 	if err := reader.Err(); err != nil {
 		return nil, err
 	}
+	slices.Sort(names)
 	var cases []results.Case
 	for _, n := range names {
 		for _, m := range allocatorMetrics {

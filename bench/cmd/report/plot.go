@@ -28,6 +28,14 @@ var colors = map[string]color.Color{
 	"drasched": color.RGBA{R: 0xdd, G: 0x84, B: 0x52, A: 0xff},
 }
 
+// metricLabel is a metric's axis label.
+func metricLabel(metric string) string {
+	if metric == "pods_per_second" {
+		return "pods/s"
+	}
+	return metric
+}
+
 var unsafeName = regexp.MustCompile(`[^a-zA-Z0-9_.-]+`)
 
 // drawPlots draws one SVG per suite and case with series: each run of each
@@ -58,15 +66,18 @@ func drawPlots(dir string, files []results.File) ([]plotFile, error) {
 			return cmp.Or(cmp.Compare(a.Scheduler, b.Scheduler), cmp.Compare(a.Run, b.Run))
 		})
 		p := plot.New()
-		p.Title.Text = fmt.Sprintf("%s: %s", k.suite, k.name)
-		p.X.Label.Text = "seconds"
-		p.Y.Label.Text = series[0].Metric
-		p.Y.Min = 0
+		p.Title.Text = fmt.Sprintf("%s %s: %s over time", k.suite, k.name, metricLabel(series[0].Metric))
+		p.X.Label.Text = "seconds since the first sample"
+		p.Y.Label.Text = metricLabel(series[0].Metric)
+		p.X.Min, p.Y.Min = 0, 0
 		p.Legend.Top = true
+		p.Legend.Left = true
+		maxY := 0.0
 		for _, s := range series {
 			pts := make(plotter.XYs, len(s.Points))
 			for i, pt := range s.Points {
 				pts[i].X, pts[i].Y = pt[0], pt[1]
+				maxY = max(maxY, pt[1])
 			}
 			line, err := plotter.NewLine(pts)
 			if err != nil {
@@ -80,6 +91,8 @@ func drawPlots(dir string, files []results.File) ([]plotFile, error) {
 			p.Add(line)
 			p.Legend.Add(fmt.Sprintf("%s run %d", s.Scheduler, s.Run), line)
 		}
+		// Room above the lines for the legend.
+		p.Y.Max = maxY * (1.15 + 0.07*float64(len(series)))
 		path := filepath.Join(dir, unsafeName.ReplaceAllString(k.suite+"_"+k.name, "_")+".svg")
 		if err := p.Save(6*vg.Inch, 3.5*vg.Inch, path); err != nil {
 			return nil, err

@@ -48,7 +48,7 @@ func Markdown(w io.Writer, f File) error {
 		}
 		fmt.Fprintf(bw, "\n**%s**", title)
 		if d, ok := f.Durations[suite]; ok {
-			fmt.Fprintf(bw, ", %s", formatDuration(d))
+			fmt.Fprintf(bw, ", ran %s", formatElapsed(d))
 		}
 		fmt.Fprint(bw, "\n\n")
 		writeSuiteTable(bw, f.Cases, suite)
@@ -180,6 +180,14 @@ func formatDuration(sec float64) string {
 		return fmt.Sprintf("%.2f ms", sec*1e3)
 	}
 	return fmt.Sprintf("%.1f µs", sec*1e6)
+}
+
+// formatElapsed prints how long a suite ran: "45 s", "12 min".
+func formatElapsed(sec float64) string {
+	if sec < 120 {
+		return fmt.Sprintf("%.0f s", sec)
+	}
+	return fmt.Sprintf("%.0f min", sec/60)
 }
 
 func formatBytes(b float64) string {
