@@ -3,6 +3,7 @@
 # benchmarks run, from Go modules only (nothing comes from release pages):
 #
 #   etcd                      go.etcd.io/etcd/server/v3 ETCD_VERSION, in a throwaway module
+#                             (hack/build-etcd.sh)
 #   kube-apiserver, kube-controller-manager, kube-scheduler, kubectl
 #                             k8s.io/kubernetes as go.mod requires it, through this
 #                             module's staging replaces (go.mod's tool directives)
@@ -118,19 +119,16 @@ trap 'rm -rf "${work}"' EXIT
 
 echo "==> control-plane binaries in ${bin_dir#"${root}"/}"
 
-# etcd
-key="etcd=${ETCD_VERSION} ${go_version} ${platform}"
-if up_to_date etcd "${key}" etcd; then
+# etcd: hack/build-etcd.sh, which the benchmarks also call on its own. It
+# keeps its own stamp and prints the binary's path.
+# shellcheck source=hack/build-etcd.sh
+source hack/build-etcd.sh
+if [[ "${force}" != true ]] && etcd_built "${bin_dir}"; then
   echo "    etcd ${ETCD_VERSION}: up to date"
 else
-  build_etcd() (
-    throwaway_module "${work}/etcd" &&
-      cd "${work}/etcd" &&
-      quiet "${work}/etcd-get.log" go get -tool "go.etcd.io/etcd/server/v3@${ETCD_VERSION}" &&
-      go build -ldflags "-s -w" -o "${bin_dir}/etcd" go.etcd.io/etcd/server/v3
-  )
-  step "etcd ${ETCD_VERSION}" build_etcd
-  stamp etcd "${key}"
+  rm -f "${bin_dir}/.etcd.stamp"
+  etcd_into_bin_dir() { build_etcd "${bin_dir}" >/dev/null; }
+  step "etcd ${ETCD_VERSION}" etcd_into_bin_dir
 fi
 
 # Kubernetes, through go.mod (tool directives and the generated staging

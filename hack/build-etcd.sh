@@ -16,14 +16,25 @@ set -euo pipefail
 
 ETCD_VERSION="${ETCD_VERSION:-v3.7.0}"
 
-# build_etcd OUTPUT_DIR builds OUTPUT_DIR/etcd unless its stamp says it is
-# already the pinned version built with this Go, and prints its path.
+# etcd_stamp is what the stamp file of a current build says.
+etcd_stamp() {
+	echo "go.etcd.io/etcd/server/v3@${ETCD_VERSION} $(go env GOVERSION) $(go env GOOS)/$(go env GOARCH)"
+}
+
+# etcd_built OUTPUT_DIR: OUTPUT_DIR/etcd is the pinned version, built with
+# this Go.
+etcd_built() {
+	[[ -x "$1/etcd" && -f "$1/.etcd.stamp" && "$(cat "$1/.etcd.stamp")" == "$(etcd_stamp)" ]]
+}
+
+# build_etcd OUTPUT_DIR builds OUTPUT_DIR/etcd unless etcd_built, and
+# prints its path.
 build_etcd() {
 	local out stamp want tmp
 	out="$(mkdir -p "$1" && cd "$1" && pwd)"
 	stamp="${out}/.etcd.stamp"
-	want="go.etcd.io/etcd/server/v3@${ETCD_VERSION} $(go env GOVERSION) $(go env GOOS)/$(go env GOARCH)"
-	if [[ -x "${out}/etcd" && -f "${stamp}" && "$(cat "${stamp}")" == "${want}" ]]; then
+	want="$(etcd_stamp)"
+	if etcd_built "${out}"; then
 		echo "${out}/etcd"
 		return 0
 	fi
