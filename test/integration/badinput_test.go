@@ -108,10 +108,10 @@ func TestPoolGenerationBackwards(t *testing.T) {
 	env.VerifyAllocations()
 
 	t.Run("waiting-pod-requeued", func(t *testing.T) {
-		// Upstream's DynamicResources requeues pods on ResourceSlice Add
-		// and Update only: "second" waits for the 5-minute flush of
-		// unschedulable pods, although the deletion made a device usable.
-		requiresDrasched(t, "requeue when deleting a slice makes an older generation of its pool current")
+		// StructuredDRA requeues "second" on the slice's deletion, which
+		// made a device usable. Upstream's DynamicResources requeues on
+		// ResourceSlice Add and Update only, so the pod would wait for the
+		// 5-minute flush of unschedulable pods.
 		env := env.Sub(t)
 		assertDevice(t, env, env.WaitForPodScheduled("second"), "stale-0", "stale-1")
 		env.VerifyAllocations()

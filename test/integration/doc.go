@@ -13,10 +13,10 @@
 // test ends. Tests must not run in parallel: every scheduler serves the same
 // scheduler name.
 //
-// Which DRA plugin the drasched profile runs is decided in one place,
-// framework.DraschedConfiguration. Today it is upstream's in-tree
-// DynamicResources; tests of behaviour only StructuredDRA has call
-// requiresDrasched and are skipped until the profile switches.
+// The drasched profile is the shipped config/scheduler-config.yaml
+// (framework.DraschedConfiguration): StructuredDRA in place of the in-tree
+// DynamicResources. framework.UseAllocator switches its allocator to
+// upstream's for A/B tests.
 //
 //	go test ./test/integration/... -run TestRace
 //	go test ./test/integration/... -run TestRace -args -testing.v=5 -control-plane-log

@@ -28,17 +28,6 @@ func assertUnschedulableMessage(t *testing.T, message string, wants ...string) {
 	}
 }
 
-// requiresDrasched skips a test that asserts behaviour our StructuredDRA
-// plugin adds and upstream's DynamicResources lacks, while the profile
-// still runs upstream's plugin. It switches off by itself with the profile
-// (framework.DraschedConfiguration).
-func requiresDrasched(t *testing.T, why string) {
-	t.Helper()
-	if framework.UpstreamDRA() {
-		t.Skipf("needs StructuredDRA, the profile runs upstream's DynamicResources: %s", why)
-	}
-}
-
 // driverSelector is a CEL expression on a string attribute of the test's
 // driver.
 func driverSelector(env *framework.Env, attribute, value string) string {

@@ -4,10 +4,9 @@ package extendedresources
 // kube-apiserver with RBAC, and an in-process scheduler with the profile of
 // config/scheduler-config.yaml, running as the scheduler's ServiceAccount,
 // next to kube-scheduler's default profile. The shared harness of
-// test/integration/framework does not do these three yet (its control
-// plane authorizes everything, its drasched profile still runs the in-tree
-// DynamicResources, and it has one profile); once it does, these tests
-// belong there.
+// test/integration/framework does not do two of these yet (its control
+// plane authorizes everything, and it runs one profile); once it does,
+// these tests belong there.
 
 import (
 	"bufio"

@@ -5,11 +5,9 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"slices"
 
 	"k8s.io/kubernetes/pkg/scheduler/apis/config"
 	kubeschedulerscheme "k8s.io/kubernetes/pkg/scheduler/apis/config/scheme"
-	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/names"
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 
 	draschedconfig "github.com/drasched/drasched/apis/config"
@@ -47,19 +45,6 @@ func DraschedConfiguration() (*config.KubeSchedulerConfiguration, frameworkrunti
 func shippedConfig() string {
 	_, file, _, _ := runtime.Caller(0)
 	return filepath.Join(filepath.Dir(file), "..", "..", "..", "config", "scheduler-config.yaml")
-}
-
-// UpstreamDRA reports whether the drasched profile runs upstream's in-tree
-// DynamicResources plugin instead of StructuredDRA.
-func UpstreamDRA() bool {
-	cfg, _, err := DraschedConfiguration()
-	if err != nil {
-		// The same error fails every test that starts a scheduler.
-		return true
-	}
-	return slices.ContainsFunc(cfg.Profiles[0].Plugins.MultiPoint.Enabled, func(p config.Plugin) bool {
-		return p.Name == names.DynamicResources
-	})
 }
 
 // UseAllocator returns a Configure function that makes StructuredDRA run
