@@ -116,7 +116,9 @@ EOF
   echo
   echo "require github.com/drasched/drasched v0.0.0"
   echo "replace github.com/drasched/drasched => ${repo}"
-  sed -n '/^require\|^replace\|^\t\|^)/p' go.mod
+  # Requirements and replaces only: the tool block (control-plane
+  # commands for hack/build-control-plane.sh) is not needed here.
+  sed '/^tool (/,/^)/d' go.mod | sed -n '/^require\|^replace\|^\t\|^)/p'
 } > "${work}/go.mod"
 cp go.sum "${work}/go.sum"
 
