@@ -5,7 +5,8 @@ SHELL := /usr/bin/env bash
 .DEFAULT_GOAL := help
 
 GO ?= go
-# Tools are pinned in hack/tools/go.mod and run with `go tool`, never @latest.
+# Tools are pinned in hack/tools/go.mod and run with `go tool`; nothing is
+# installed from a moving version query.
 GO_TOOL := $(GO) tool -modfile=hack/tools/go.mod
 
 OUTPUT_DIR ?= _output

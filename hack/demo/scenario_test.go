@@ -323,12 +323,16 @@ func TestScripts(t *testing.T) {
 	}
 }
 
-// TestNoLatest: the scripts pin what they build.
-func TestNoLatest(t *testing.T) {
-	for _, script := range []string{"demo.sh", "build-control-plane.sh"} {
+// unpinned matches a module query that names no fixed version: a moving
+// tag or branch instead of a semantic version.
+var unpinned = regexp.MustCompile(`@(latest|upgrade|patch|master|main|HEAD)\b`)
+
+// TestPinnedVersions: the scripts pin what they build.
+func TestPinnedVersions(t *testing.T) {
+	for _, script := range []string{"demo.sh", "build-control-plane.sh", "build-etcd.sh"} {
 		for i, line := range strings.Split(string(readFile(t, filepath.Join(repoRoot, "hack", script))), "\n") {
-			if strings.Contains(line, "@latest") {
-				t.Errorf("hack/%s:%d uses @latest: %s", script, i+1, line)
+			if m := unpinned.FindString(line); m != "" {
+				t.Errorf("hack/%s:%d builds an unpinned version (%s): %s", script, i+1, m, line)
 			}
 		}
 	}
