@@ -86,9 +86,10 @@ func (pl *Plugin) Filter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, no
 	if s.allocator == nil {
 		return nil
 	}
-	claims := s.claimsToAllocate()
+	claims := s.pending
 	if forExtended != nil {
-		claims = append(claims, forExtended)
+		// A copy: Filter runs for several nodes at once.
+		claims = append(slices.Clip(claims), forExtended)
 	}
 	if len(claims) == 0 {
 		return nil
@@ -128,15 +129,6 @@ func (pl *Plugin) Filter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, no
 	defer s.mutex.Unlock()
 	s.allocations[node.Name] = results
 	return nil
-}
-
-// claimsToAllocate returns the claims without an allocation.
-func (s *stateData) claimsToAllocate() []*resourceapi.ResourceClaim {
-	claims := make([]*resourceapi.ResourceClaim, len(s.toAllocate))
-	for k, i := range s.toAllocate {
-		claims[k] = s.claims[i]
-	}
-	return claims
 }
 
 // explain turns the allocator's failure reasons into the status reasons of

@@ -131,6 +131,10 @@ func (pl *Plugin) PreFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod,
 		s.toAllocate = append(s.toAllocate, i)
 	}
 
+	s.pending = make([]*resourceapi.ResourceClaim, len(s.toAllocate))
+	for k, i := range s.toAllocate {
+		s.pending[k] = s.claims[i]
+	}
 	if len(s.toAllocate) > 0 || s.extended != nil {
 		a, err := pl.newAllocator(ctx)
 		if err != nil {

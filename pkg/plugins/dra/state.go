@@ -28,6 +28,9 @@ type stateData struct {
 	// toAllocate are the indices of the claims without an allocation, in
 	// order; nil if there are none.
 	toAllocate []int
+	// pending are the claims of toAllocate, built once in PreFilter for
+	// Filter, which runs once per node. Read-only.
+	pending []*resourceapi.ResourceClaim
 	// allocator allocates the claims in toAllocate on a node; nil if there
 	// is nothing to allocate.
 	allocator nodeAllocator
