@@ -107,6 +107,12 @@ type Tracker struct {
 
 	consumableCapacity bool
 
+	// slicesMutex guards lastSlices and lastSliceSet: the list Slices
+	// returned last, and its elements.
+	slicesMutex  sync.Mutex
+	lastSlices   []*resourceapi.ResourceSlice
+	lastSliceSet map[*resourceapi.ResourceSlice]struct{}
+
 	// mutex guards inFlight, allocated, applied, revision and snapshot.
 	mutex sync.RWMutex
 	// inFlight maps claim UIDs to the claim with the allocation made in
@@ -267,8 +273,39 @@ func (t *Tracker) Sync(oldObj, newObj any) {
 
 // Slices returns all ResourceSlices with DeviceTaintRules applied. Objects
 // are only replaced when they change, so identity can key caches.
+//
+// The informer lists in random order. As long as the set of slices stays
+// the same, Slices returns the very list it returned before, in the same
+// order, so that caches keyed by the list (the allocator's slice index and
+// node views) stay valid from one scheduling cycle to the next. Callers
+// share the list and must not modify it.
 func (t *Tracker) Slices() ([]*resourceapi.ResourceSlice, error) {
-	return t.slices.ListWithDeviceTaintRules()
+	list, err := t.slices.ListWithDeviceTaintRules()
+	if err != nil {
+		return nil, err
+	}
+	t.slicesMutex.Lock()
+	defer t.slicesMutex.Unlock()
+	if len(list) == len(t.lastSlices) && containsAll(t.lastSliceSet, list) {
+		// The same number of distinct objects, all of them known: the
+		// same set.
+		return t.lastSlices, nil
+	}
+	set := make(map[*resourceapi.ResourceSlice]struct{}, len(list))
+	for _, slice := range list {
+		set[slice] = struct{}{}
+	}
+	t.lastSlices, t.lastSliceSet = list, set
+	return list, nil
+}
+
+func containsAll(set map[*resourceapi.ResourceSlice]struct{}, list []*resourceapi.ResourceSlice) bool {
+	for _, slice := range list {
+		if _, ok := set[slice]; !ok {
+			return false
+		}
+	}
+	return true
 }
 
 // DeviceClasses lists and gets DeviceClasses.
