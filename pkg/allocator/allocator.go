@@ -109,13 +109,19 @@ func (a *Allocator) Allocate(ctx context.Context, node *v1.Node, claims []*resou
 	if err != nil || s == nil {
 		return nil, err
 	}
-	logger := s.logger
-	logger.V(5).Info("Starting allocation", "numClaims", len(claims), "numCandidates", len(s.cands))
+	// Filter calls Allocate for every node of every pod: the arguments of a
+	// disabled log call would still be allocated, so check first.
+	loggerV := s.logger.V(5)
+	if loggerV.Enabled() {
+		loggerV.Info("Starting allocation", "numClaims", len(claims), "numCandidates", len(s.cands))
+	}
 	defer s.release()
 	ok, err := s.allocateOne(pos{}, false, 0)
 	a.steps.Add(s.stats.steps)
-	logger.V(5).Info("Done with allocation", "success", ok, "err", err,
-		"steps", s.stats.steps, "feasibilityPrunes", s.stats.feasibilityPrunes, "symmetrySkips", s.stats.symmetrySkips, "memoHits", s.stats.memoHits)
+	if loggerV.Enabled() {
+		loggerV.Info("Done with allocation", "success", ok, "err", err,
+			"steps", s.stats.steps, "feasibilityPrunes", s.stats.feasibilityPrunes, "symmetrySkips", s.stats.symmetrySkips, "memoHits", s.stats.memoHits)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -258,6 +264,7 @@ func (s *search) release() {
 	clear(s.counters)
 	clear(s.compat)
 	clear(s.memo)
+	s.placements.reset()
 	s.hash, s.failures, s.optimisticShares, s.stats, s.suffix = stateHash{}, 0, false, searchStats{}, nil
 	searchPool.Put(s)
 }

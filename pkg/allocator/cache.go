@@ -2,6 +2,8 @@ package allocator
 
 import (
 	"context"
+	"maps"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -47,6 +49,11 @@ type Cache struct {
 	matchTables map[sliceVersion]*matchTable
 	// views holds the last nodeView per node name.
 	views map[string]*nodeView
+	// index is the slice index of indexSlices, the list of the last
+	// allocator that built one: the next allocator with an identical
+	// list (the same objects in the same order) reuses it.
+	index       *sliceIndex
+	indexSlices []*resourceapi.ResourceSlice
 
 	stats cacheStats
 }
@@ -66,6 +73,25 @@ func NewCache(compileCacheSize int) *Cache {
 		matchTables: make(map[sliceVersion]*matchTable),
 		views:       make(map[string]*nodeView),
 	}
+}
+
+// sliceIndex returns the index of slices, reusing the last one if it was
+// built from an identical list. Comparing the lists costs a pointer
+// comparison per slice; building an index, a few map operations per slice.
+func (c *Cache) sliceIndex(list []*resourceapi.ResourceSlice) *sliceIndex {
+	c.mutex.Lock()
+	if c.index != nil && slices.Equal(c.indexSlices, list) {
+		idx := c.index
+		c.mutex.Unlock()
+		return idx
+	}
+	c.mutex.Unlock()
+	idx := newSliceIndex(list)
+	c.mutex.Lock()
+	// A copy: the caller may reuse its array for other slices later.
+	c.index, c.indexSlices = idx, slices.Clone(list)
+	c.mutex.Unlock()
+	return idx
 }
 
 func (c *Cache) nodeView(node string) *nodeView {
@@ -156,7 +182,7 @@ func (c *Cache) slice(s *resourceapi.ResourceSlice) *preparedSlice {
 	version := versionOf(s)
 	table := c.matchTables[version]
 	if table == nil {
-		table = &matchTable{byExpr: make(map[int64]*exprResults)}
+		table = &matchTable{}
 		c.matchTables[version] = table
 	}
 	ps.matches = table
@@ -207,9 +233,9 @@ func (c *Cache) sweep(current []*resourceapi.ResourceSlice) {
 // matchTable holds CEL results for the devices of one slice version, per
 // compiled expression.
 type matchTable struct {
-	// mutex guards byExpr. The vectors themselves are written lock-free.
-	mutex  sync.Mutex
-	byExpr map[int64]*exprResults
+	// byExpr maps expression IDs to results. Filter looks it up for every
+	// device of every node, concurrently; new expressions are rare.
+	byExpr readMostlyMap[int64, *exprResults]
 }
 
 // exprResults holds, per device index, the outcome of one expression. A nil
@@ -233,17 +259,53 @@ var (
 )
 
 func (t *matchTable) results(exprID int64, numDevices int) *exprResults {
-	t.mutex.Lock()
-	defer t.mutex.Unlock()
-	r := t.byExpr[exprID]
-	if r == nil {
-		if len(t.byExpr) >= maxExpressionsPerSlice {
-			t.byExpr = make(map[int64]*exprResults)
-		}
-		r = &exprResults{outcomes: make([]atomic.Pointer[evalOutcome], numDevices)}
-		t.byExpr[exprID] = r
+	if r, ok := t.byExpr.load(exprID); ok {
+		return r
 	}
-	return r
+	return t.byExpr.loadOrStore(exprID, maxExpressionsPerSlice, func() *exprResults {
+		return &exprResults{outcomes: make([]atomic.Pointer[evalOutcome], numDevices)}
+	})
+}
+
+// readMostlyMap is a map for many concurrent readers and rare writers:
+// readers load an immutable map without locking, a writer copies it.
+type readMostlyMap[K comparable, V any] struct {
+	// mutex serializes writers.
+	mutex   sync.Mutex
+	current atomic.Pointer[map[K]V]
+}
+
+func (m *readMostlyMap[K, V]) load(key K) (V, bool) {
+	if current := m.current.Load(); current != nil {
+		value, ok := (*current)[key]
+		return value, ok
+	}
+	var zero V
+	return zero, false
+}
+
+// loadOrStore returns the value of key, storing newValue() first if there
+// is none. A map that holds limit entries already starts over empty.
+func (m *readMostlyMap[K, V]) loadOrStore(key K, limit int, newValue func() V) V {
+	m.mutex.Lock()
+	defer m.mutex.Unlock()
+	current := m.current.Load()
+	if current != nil {
+		if value, ok := (*current)[key]; ok {
+			return value
+		}
+	}
+	var next map[K]V
+	if current == nil || len(*current) >= limit {
+		next = make(map[K]V, 1)
+	} else {
+		next = make(map[K]V, len(*current)+1)
+		maps.Copy(next, *current)
+	}
+	value := newValue()
+	next[key] = value
+	m.current.Store(&next)
+	return value
 }
 
 // compileCache is a bounded LRU of compiled CEL expressions. Unlike

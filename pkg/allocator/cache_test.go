@@ -2,6 +2,10 @@ package allocator
 
 import (
 	"fmt"
+	"math"
+	"slices"
+	"sync"
+	"sync/atomic"
 	"testing"
 
 	resourceapi "k8s.io/api/resource/v1"
@@ -139,11 +143,74 @@ func TestCompileCacheBounded(t *testing.T) {
 }
 
 func TestMatchTableBounded(t *testing.T) {
-	table := &matchTable{byExpr: make(map[int64]*exprResults)}
+	table := &matchTable{}
 	for id := range int64(maxExpressionsPerSlice * 3) {
-		table.results(id, 4)
+		r := table.results(id, 4)
+		if table.results(id, 4) != r {
+			t.Fatalf("expression %d: a second lookup returned other results", id)
+		}
 	}
-	if n := len(table.byExpr); n > maxExpressionsPerSlice {
+	if n := len(*table.byExpr.current.Load()); n > maxExpressionsPerSlice {
 		t.Errorf("%d expressions kept for one slice, bound is %d", n, maxExpressionsPerSlice)
+	}
+}
+
+// TestReadMostlyMapConcurrent runs readers and writers at once (meant for
+// -race): every reader sees either no value or the one value stored for a
+// key, never another.
+func TestReadMostlyMapConcurrent(t *testing.T) {
+	var m readMostlyMap[int, *int]
+	const keys = 50
+	var wg sync.WaitGroup
+	stored := make([]atomic.Pointer[int], keys)
+	for w := range 4 {
+		wg.Go(func() {
+			for k := range keys {
+				v := m.loadOrStore((k+w)%keys, math.MaxInt, func() *int { return new((k + w) % keys) })
+				if prev := stored[(k+w)%keys].Swap(v); prev != nil && prev != v {
+					t.Errorf("key %d: two different values stored", (k+w)%keys)
+				}
+			}
+		})
+		wg.Go(func() {
+			for k := range keys {
+				if v, ok := m.load(k); ok && *v != k {
+					t.Errorf("key %d: loaded the value %d", k, *v)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	for k := range keys {
+		if v, ok := m.load(k); !ok || *v != k {
+			t.Errorf("key %d missing after all writers finished", k)
+		}
+	}
+}
+
+func TestSliceIndexReused(t *testing.T) {
+	cache := NewCache(0)
+	list := []*resourceapi.ResourceSlice{
+		MakeSlice("node-a").Node("node-a").Obj(),
+		MakeSlice("node-b").Node("node-b").Obj(),
+	}
+	idx := cache.sliceIndex(list)
+	if got := idx.byNode["node-a"]; len(got) != 1 || got[0] != list[0] {
+		t.Fatalf("byNode[node-a] = %v", got)
+	}
+	if cache.sliceIndex(slices.Clone(list)) != idx {
+		t.Error("an identical list did not reuse the index")
+	}
+	// The caller reuses its array for other slices: the index must follow.
+	list[1] = MakeSlice("node-c").Node("node-c").Obj()
+	changed := cache.sliceIndex(list)
+	if changed == idx {
+		t.Fatal("a changed list reused the old index")
+	}
+	if _, ok := changed.byNode["node-b"]; ok {
+		t.Error("node-b's slice is gone but still indexed")
+	}
+	if got := changed.byNode["node-c"]; len(got) != 1 || got[0] != list[1] {
+		t.Errorf("byNode[node-c] = %v", got)
 	}
 }

@@ -192,7 +192,11 @@ func (s *search) feasible(r pos, nr *nodeRequest, start, need int) (int, bool, e
 		n := count + 1
 		if bucketBy != nil {
 			if buckets == nil {
-				buckets = make(map[string]int)
+				if s.buckets == nil {
+					s.buckets = make(map[string]int)
+				}
+				buckets = s.buckets
+				clear(buckets)
 			}
 			buckets[key]++
 			n = buckets[key]

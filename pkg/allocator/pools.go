@@ -376,23 +376,56 @@ type sliceIndex struct {
 }
 
 func (a *Allocator) index() *sliceIndex {
-	a.indexOnce.Do(func() {
-		idx := &sliceIndex{
-			byNode: make(map[string][]*resourceapi.ResourceSlice),
-			byPool: make(map[poolID][]*resourceapi.ResourceSlice),
-		}
-		for _, s := range a.slices {
-			if name := ptr.Deref(s.Spec.NodeName, ""); name != "" {
-				idx.byNode[name] = append(idx.byNode[name], s)
-			} else {
-				idx.shared = append(idx.shared, s)
-			}
-			id := poolID{driver: s.Spec.Driver, pool: s.Spec.Pool.Name}
-			idx.byPool[id] = append(idx.byPool[id], s)
-		}
-		a.idx = idx
-	})
+	a.indexOnce.Do(func() { a.idx = a.cache.sliceIndex(a.slices) })
 	return a.idx
+}
+
+// newSliceIndex groups slices by node and by pool, keeping their order.
+// It runs once per scheduling cycle over all slices of the cluster, so it
+// counts first and then fills one backing array per grouping instead of
+// growing a slice per node and per pool.
+func newSliceIndex(slices []*resourceapi.ResourceSlice) *sliceIndex {
+	nodeCount := make(map[string]int, len(slices))
+	poolCount := make(map[poolID]int, len(slices))
+	shared := 0
+	for _, s := range slices {
+		if name := ptr.Deref(s.Spec.NodeName, ""); name != "" {
+			nodeCount[name]++
+		} else {
+			shared++
+		}
+		poolCount[poolID{driver: s.Spec.Driver, pool: s.Spec.Pool.Name}]++
+	}
+	idx := &sliceIndex{
+		byNode: make(map[string][]*resourceapi.ResourceSlice, len(nodeCount)),
+		byPool: make(map[poolID][]*resourceapi.ResourceSlice, len(poolCount)),
+	}
+	if shared > 0 {
+		idx.shared = make([]*resourceapi.ResourceSlice, 0, shared)
+	}
+	nodeBacking := make([]*resourceapi.ResourceSlice, 0, len(slices)-shared)
+	poolBacking := make([]*resourceapi.ResourceSlice, 0, len(slices))
+	for _, s := range slices {
+		if name := ptr.Deref(s.Spec.NodeName, ""); name != "" {
+			idx.byNode[name] = appendGroup(idx.byNode[name], &nodeBacking, nodeCount[name], s)
+		} else {
+			idx.shared = append(idx.shared, s)
+		}
+		id := poolID{driver: s.Spec.Driver, pool: s.Spec.Pool.Name}
+		idx.byPool[id] = appendGroup(idx.byPool[id], &poolBacking, poolCount[id], s)
+	}
+	return idx
+}
+
+// appendGroup appends s to a group that has room for size slices, carving
+// the group out of backing on its first slice.
+func appendGroup(group []*resourceapi.ResourceSlice, backing *[]*resourceapi.ResourceSlice, size int, s *resourceapi.ResourceSlice) []*resourceapi.ResourceSlice {
+	if group == nil {
+		start := len(*backing)
+		*backing = (*backing)[:start+size]
+		group = (*backing)[start : start : start+size]
+	}
+	return append(group, s)
 }
 
 // poolSlices returns all slices of the pool with the given generation, in

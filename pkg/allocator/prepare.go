@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
+	"math"
 	"sync"
 
 	v1 "k8s.io/api/core/v1"
@@ -53,24 +54,22 @@ type preparedSlice struct {
 
 	// attrs caches constraint attribute lookups: per fully qualified name,
 	// the attribute of each device (nil if it has none).
-	attrsMutex sync.Mutex
-	attrs      map[resourceapi.FullyQualifiedName][]*resourceapi.DeviceAttribute
+	attrs readMostlyMap[resourceapi.FullyQualifiedName, []*resourceapi.DeviceAttribute]
 }
 
 // attribute returns device i's attribute with the fully qualified name.
 func (ps *preparedSlice) attribute(i int, name resourceapi.FullyQualifiedName) *resourceapi.DeviceAttribute {
-	ps.attrsMutex.Lock()
-	defer ps.attrsMutex.Unlock()
-	values, ok := ps.attrs[name]
+	values, ok := ps.attrs.load(name)
 	if !ok {
-		values = make([]*resourceapi.DeviceAttribute, len(ps.slice.Spec.Devices))
-		for d := range ps.slice.Spec.Devices {
-			values[d] = staticAttribute(&ps.slice.Spec.Devices[d], ps.slice.Spec.Driver, name)
-		}
-		if ps.attrs == nil {
-			ps.attrs = make(map[resourceapi.FullyQualifiedName][]*resourceapi.DeviceAttribute)
-		}
-		ps.attrs[name] = values
+		// Every attribute name a constraint uses is stored; there is no
+		// limit to enforce.
+		values = ps.attrs.loadOrStore(name, math.MaxInt, func() []*resourceapi.DeviceAttribute {
+			values := make([]*resourceapi.DeviceAttribute, len(ps.slice.Spec.Devices))
+			for d := range ps.slice.Spec.Devices {
+				values[d] = staticAttribute(&ps.slice.Spec.Devices[d], ps.slice.Spec.Driver, name)
+			}
+			return values
+		})
 	}
 	return values[i]
 }

@@ -17,10 +17,19 @@ import (
 // claim, with upstream's device order, configs and node selector.
 func (s *search) buildResults() ([]resourceapi.AllocationResult, error) {
 	results := make([]resourceapi.AllocationResult, len(s.claims))
+	// One backing array for the device results of all claims: Filter builds
+	// results for every feasible node. Each claim's part is capped so that
+	// appending to it cannot run into the next claim's.
+	numDevices := 0
+	for ci := range s.claims {
+		numDevices += len(s.results[ci])
+	}
+	deviceResults := make([]resourceapi.DeviceRequestAllocationResult, numDevices)
 	for ci, cd := range s.claims {
 		result := &results[ci]
 		devices := s.results[ci]
-		result.Devices.Results = make([]resourceapi.DeviceRequestAllocationResult, len(devices))
+		result.Devices.Results = deviceResults[:len(devices):len(devices)]
+		deviceResults = deviceResults[len(devices):]
 		for i, d := range devices {
 			c := s.cands[d.cand]
 			rd := d.nr.rd
@@ -168,15 +177,7 @@ func (s *search) nodeSelector(devices []resultDevice) (*v1.NodeSelector, error) 
 			nodeName, selector = c.ps.slice.Spec.NodeName, c.ps.slice.Spec.NodeSelector
 		}
 		if nodeName != nil || ptr.Deref(device.BindsToNode, false) {
-			return &v1.NodeSelector{
-				NodeSelectorTerms: []v1.NodeSelectorTerm{{
-					MatchFields: []v1.NodeSelectorRequirement{{
-						Key:      "metadata.name",
-						Operator: v1.NodeSelectorOpIn,
-						Values:   []string{s.node.Name},
-					}},
-				}},
-			}, nil
+			return nodeNameSelector(s.node.Name), nil
 		}
 		if selector == nil {
 			continue
@@ -195,6 +196,28 @@ func (s *search) nodeSelector(devices []resultDevice) (*v1.NodeSelector, error) 
 		return nil, nil
 	}
 	return &v1.NodeSelector{NodeSelectorTerms: []v1.NodeSelectorTerm{term}}, nil
+}
+
+// nodeNameSelector returns a selector for the node with the given name:
+// metadata.name In [name]. Filter builds one for every feasible node of
+// every pod, so its parts share one allocation; each call returns a
+// selector of its own.
+func nodeNameSelector(name string) *v1.NodeSelector {
+	parts := &struct {
+		selector     v1.NodeSelector
+		terms        [1]v1.NodeSelectorTerm
+		requirements [1]v1.NodeSelectorRequirement
+		values       [1]string
+	}{}
+	parts.values[0] = name
+	parts.requirements[0] = v1.NodeSelectorRequirement{
+		Key:      "metadata.name",
+		Operator: v1.NodeSelectorOpIn,
+		Values:   parts.values[:],
+	}
+	parts.terms[0].MatchFields = parts.requirements[:]
+	parts.selector.NodeSelectorTerms = parts.terms[:]
+	return &parts.selector
 }
 
 // addRequirements appends the requirements not present yet; two

@@ -138,6 +138,48 @@ type search struct {
 	nodeRequestBuf []nodeRequest
 	selectableBuf  []int8
 	constraintBuf  []constraintState
+	// placements holds the placements of the current assignment.
+	placements placementStack
+	// buckets is feasible's scratch map, cleared before each use.
+	buckets map[string]int
+}
+
+// placementChunk is how many placements placementStack allocates at once.
+const placementChunk = 32
+
+// placementStack hands out placements in the order in which the search
+// applies them. Backtracking undoes them in reverse order, which returns
+// them to the stack, so that a search, and the next one on the pooled
+// search, reuse their memory. Chunks never move: pointers stay valid.
+type placementStack struct {
+	chunks [][]placement
+	n      int
+}
+
+func (st *placementStack) push() *placement {
+	c, i := st.n/placementChunk, st.n%placementChunk
+	if c == len(st.chunks) {
+		st.chunks = append(st.chunks, make([]placement, placementChunk))
+	}
+	st.n++
+	p := &st.chunks[c][i]
+	*p = placement{}
+	return p
+}
+
+// pop returns p to the stack if it is the top one; undo is always called
+// for the last placement still applied.
+func (st *placementStack) pop(p *placement) {
+	if st.n > 0 && &st.chunks[(st.n-1)/placementChunk][(st.n-1)%placementChunk] == p {
+		st.n--
+	}
+}
+
+func (st *placementStack) reset() {
+	for c := range st.chunks {
+		clear(st.chunks[c][:min(placementChunk, max(st.n-c*placementChunk, 0))])
+	}
+	st.n = 0
 }
 
 type searchStats struct {
@@ -372,7 +414,8 @@ func (s *search) allocateDevice(r pos, nr *nodeRequest, ci int, must bool) (*pla
 		return nil, nil
 	}
 
-	p := &placement{r: r, nr: nr, cand: ci}
+	p := s.placements.push()
+	p.r, p.nr, p.cand = r, nr, ci
 	// A further share of an allow-multiple device that is already in use has
 	// its counters accounted for already.
 	skipCounters := allowMultiple && s.capacityInUse(ci)
@@ -482,6 +525,7 @@ func (s *search) undo(p *placement) {
 		s.countersFor(c.pool).release(s.consumptionOf(p.cand))
 		s.hash.toggle(candKey(p.cand, -1, keyCounters))
 	}
+	s.placements.pop(p)
 }
 
 // inUse: allocated before this cycle, or exclusively allocated by the
