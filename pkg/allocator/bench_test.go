@@ -8,8 +8,11 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/sets"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/dynamic-resource-allocation/cel"
 	"k8s.io/dynamic-resource-allocation/structured"
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/dynamicresources"
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/feature"
 	"k8s.io/utils/ptr"
 
 	v1 "k8s.io/api/core/v1"
@@ -68,8 +71,14 @@ func basicSlice(node string) []*resourceapi.ResourceSlice {
 	return []*resourceapi.ResourceSlice{MakeSlice(node).Driver(perfDriver).Node(node).Devices(basicDevices(10, 2)...).Obj()}
 }
 
+// schedulerFeatures are the allocator features kube-scheduler v1.37 runs
+// with by default, derived from its feature gates as the plugin does: most
+// DRA features are on, consumable capacity among them.
+var schedulerFeatures = dynamicresources.AllocatorFeatures(feature.NewSchedulerFeaturesFromGates(utilfeature.DefaultFeatureGate))
+
 // benchCases are modelled on scheduler_perf's DRA workloads (500 nodes) and
-// on inputs that are hard for an exhaustive search.
+// on inputs that are hard for an exhaustive search. The scheduler_perf
+// cases use the scheduler's default features.
 func benchCases() map[string]func() benchCase {
 	return map[string]func() benchCase{
 		// SchedulingWithResourceClaimTemplate/empty_500nodes: one device
@@ -77,7 +86,7 @@ func benchCases() map[string]func() benchCase {
 		"empty_500nodes": func() benchCase {
 			nodes, slices := perfNodes(500, basicSlice)
 			return benchCase{
-				features: structured.Features{},
+				features: schedulerFeatures,
 				classes:  []*resourceapi.DeviceClass{perfClass}, slices: slices, nodes: nodes,
 				claims: []*resourceapi.ResourceClaim{MakeClaim("claim").Request("req-0", "test-class", 1).Obj()},
 				fits:   true,
@@ -88,7 +97,8 @@ func benchCases() map[string]func() benchCase {
 		"selector_500nodes": func() benchCase {
 			nodes, slices := perfNodes(500, basicSlice)
 			return benchCase{
-				classes: []*resourceapi.DeviceClass{perfClass}, slices: slices, nodes: nodes,
+				features: schedulerFeatures,
+				classes:  []*resourceapi.DeviceClass{perfClass}, slices: slices, nodes: nodes,
 				claims: []*resourceapi.ResourceClaim{MakeClaim("claim").Request("req-0", "test-class", 1,
 					`device.attributes["test-driver.cdi.k8s.io"].driverVersion.major() >= 1 && device.capacity["test-driver.cdi.k8s.io"].memory.isGreaterThan(quantity("1Mi"))`).Obj()},
 				fits: true,
@@ -104,7 +114,8 @@ func benchCases() map[string]func() benchCase {
 			}
 			claim.MatchAttribute("resource.kubernetes.io/pciRoot")
 			return benchCase{
-				classes: []*resourceapi.DeviceClass{perfClass}, slices: slices, nodes: nodes,
+				features: schedulerFeatures,
+				classes:  []*resourceapi.DeviceClass{perfClass}, slices: slices, nodes: nodes,
 				claims: []*resourceapi.ResourceClaim{claim.Obj()},
 				fits:   true,
 			}

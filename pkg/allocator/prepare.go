@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"sync"
+	"sync/atomic"
 
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
@@ -52,6 +53,12 @@ type preparedSlice struct {
 	classesOnce sync.Once
 	classes     []deviceClassKey
 
+	// defaultCapacity caches, per device, whether a request without
+	// capacity requirements fits the device when none of it is consumed
+	// (capacityFits' common case); index 1 is with fractional capacity
+	// ranges.
+	defaultCapacity [2]lazyCapacityFits
+
 	// attrs caches constraint attribute lookups: per fully qualified name,
 	// the attribute of each device (nil if it has none).
 	attrs readMostlyMap[resourceapi.FullyQualifiedName, []*resourceapi.DeviceAttribute]
@@ -72,6 +79,39 @@ func (ps *preparedSlice) attribute(i int, name resourceapi.FullyQualifiedName) *
 		})
 	}
 	return values[i]
+}
+
+// lazyCapacityFits holds one outcome per device, allocated on first use.
+type lazyCapacityFits struct {
+	once     sync.Once
+	outcomes []atomic.Pointer[capacityOutcome]
+}
+
+type capacityOutcome struct {
+	fits bool
+	err  error
+}
+
+// defaultCapacityFits reports whether a request that asks for no capacity
+// fits device i while nothing of it is consumed. Only the device's
+// capacities and request policies decide that, so the outcome is computed
+// once per slice version, like CEL results.
+func (ps *preparedSlice) defaultCapacityFits(i int, fractional bool) (bool, error) {
+	cache := &ps.defaultCapacity[0]
+	if fractional {
+		cache = &ps.defaultCapacity[1]
+	}
+	cache.once.Do(func() {
+		cache.outcomes = make([]atomic.Pointer[capacityOutcome], len(ps.slice.Spec.Devices))
+	})
+	if outcome := cache.outcomes[i].Load(); outcome != nil {
+		return outcome.fits, outcome.err
+	}
+	capacity := ps.slice.Spec.Devices[i].Capacity
+	e := evaluateCapacity(nil, capacity, fractional)
+	fits, err := e.fits(capacity, nil, nil)
+	cache.outcomes[i].Store(&capacityOutcome{fits: fits, err: err})
+	return fits, err
 }
 
 type lazySelector struct {

@@ -635,7 +635,13 @@ func (s *search) capacityFits(nr *nodeRequest, ci int) (bool, error) {
 	if s.sharedNow(ci) {
 		allocating = s.shares[ci].sums
 	}
-	return s.capacityOf(nr, ci).fits(c.device().Capacity, s.a.state.AggregatedCapacity[id], allocating)
+	allocated, inAllocated := s.a.state.AggregatedCapacity[id]
+	if nr.rd.capacity == nil && allocating == nil && !inAllocated {
+		// Nothing requested and nothing consumed: the outcome depends on
+		// the device alone, and is kept with the slice.
+		return c.ps.defaultCapacityFits(c.i, s.a.features.FractionalCapacityRange)
+	}
+	return s.capacityOf(nr, ci).fits(c.device().Capacity, allocated, allocating)
 }
 
 // capacityOf returns what the (sub)request would consume of a candidate.
