@@ -52,10 +52,7 @@ fi
 [[ -f "${out}/scheduler_perf/scheduler_perf.json" ]] && suites+=("${out}/scheduler_perf/scheduler_perf.json")
 
 echo "== allocator ($(date -u +%H:%M:%S))" >&2
-alloc_start=$(date +%s)
-if hack/bench-allocator.sh -benchtime="${benchtime}" -count="${count}" >"${out}/allocator.md"; then
-	(cd bench/cmd/report && go run . allocator -command "${command}" -seconds "$(($(date +%s) - alloc_start))" \
-		"${root}/_output/bench-allocator.txt" "${out}/allocator.json")
+if BENCH_COMMAND="${command}" hack/bench-allocator.sh -benchtime="${benchtime}" -count="${count}" >"${out}/allocator.md"; then
 	suites+=("${out}/allocator.json")
 else
 	status=1

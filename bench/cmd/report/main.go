@@ -1,10 +1,11 @@
 // Command report turns benchmark results into what bench/results/ holds.
 //
-//	report allocator [-command CMD] [-seconds S] RAW OUT.json
+//	report allocator [-command CMD] [-seconds S] [-print] RAW OUT.json
 //	    converts `go test -bench` output of benchmarks named
 //	    .../case=NAME/impl=upstream|drasched (pkg/allocator's
 //	    BenchmarkAllocate) into a suite file of the results format
-//	    (bench/internal/results), suite "allocator".
+//	    (bench/internal/results), suite "allocator"; -print also prints
+//	    it as a Markdown table.
 //	report merge -out DIR [-readme README.md] SUITE.json...
 //	    merges suite files (scheduler_perf, kwok, allocator, ...) into
 //	    DIR/latest.json and DIR/latest.md, draws the time series of the
@@ -21,6 +22,8 @@ import (
 	"flag"
 	"fmt"
 	"os"
+
+	"github.com/drasched/drasched/bench/internal/results"
 )
 
 func main() {
@@ -39,13 +42,24 @@ func run(args []string) error {
 		fs := flag.NewFlagSet("allocator", flag.ContinueOnError)
 		command := fs.String("command", "", "the command that reproduces the figures")
 		seconds := fs.Float64("seconds", 0, "how long the benchmark ran")
+		printTable := fs.Bool("print", false, "also print the suite as a Markdown table")
 		if err := fs.Parse(args[1:]); err != nil {
 			return err
 		}
 		if fs.NArg() != 2 {
-			return errors.New("usage: report allocator [-command CMD] [-seconds S] RAW OUT.json")
+			return errors.New("usage: report allocator [-command CMD] [-seconds S] [-print] RAW OUT.json")
 		}
-		return allocatorSuite(fs.Arg(0), fs.Arg(1), *command, *seconds)
+		if err := allocatorSuite(fs.Arg(0), fs.Arg(1), *command, *seconds); err != nil {
+			return err
+		}
+		if !*printTable {
+			return nil
+		}
+		f, err := results.Read(fs.Arg(1))
+		if err != nil {
+			return err
+		}
+		return results.Markdown(os.Stdout, f)
 	case "merge":
 		fs := flag.NewFlagSet("merge", flag.ContinueOnError)
 		out := fs.String("out", "", "directory for latest.json, latest.md and plots/")
