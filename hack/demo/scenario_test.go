@@ -26,6 +26,7 @@ import (
 	"k8s.io/kubernetes/pkg/api/legacyscheme"
 	_ "k8s.io/kubernetes/pkg/apis/resource/install" // defaults of resource.k8s.io objects
 
+	"github.com/drasched/drasched/internal/kwokcluster"
 	"github.com/drasched/drasched/pkg/allocator"
 )
 
@@ -209,7 +210,7 @@ func TestScenario(t *testing.T) {
 			t.Fatal(err)
 		}
 		node := nodeObject(n)
-		s, err := nodeSlices(gpus, node)
+		s, err := kwokcluster.NodeSlices(gpus, node)
 		if err != nil {
 			t.Fatalf("%s: %v", n.Name, err)
 		}
