@@ -434,7 +434,7 @@ func (r *runner) measureChurn(ctx context.Context, c *caseResult, capa capacity)
 		progress.update(r.tracker.countBound(names[:i+1]))
 	}
 	creates.Wait()
-	if err := r.waitBound(ctx, c.Name, names, start, r.timeout(0)); err != nil {
+	if err := r.waitBound(ctx, c.Name, names, start, r.timeout(count)); err != nil {
 		c.addErrors(err)
 	}
 	stopDeleter()
