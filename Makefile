@@ -92,12 +92,16 @@ conformance: ## Run upstream's shared allocator test suite against pkg/allocator
 	hack/conformance.sh
 
 .PHONY: bench
-bench: ## Run scheduler_perf and allocator benchmarks, drasched and upstream side by side; results in bench/results (QUICK=1: quick subset).
+bench: ## Run scheduler_perf, kwok and allocator benchmarks, drasched and upstream side by side; results in bench/results (QUICK=1: quick subset).
 	QUICK=$(QUICK) hack/bench.sh
 
 .PHONY: bench-scheduler-perf
 bench-scheduler-perf: ## Run upstream's scheduler_perf DRA workloads with DynamicResources and with StructuredDRA (CASES=regexp RUNS=n).
 	hack/bench-scheduler-perf.sh
+
+.PHONY: bench-kwok
+bench-kwok: ## Run the kwok end-to-end benchmark: upstream and drasched each on a fresh kwok cluster (NODES=n QUICK=1 RUNS=n CHURN_RATE=p).
+	QUICK=$(QUICK) hack/bench-kwok.sh
 
 .PHONY: bench-allocator
 bench-allocator: ## Benchmark pkg/allocator against upstream's allocator on the same inputs.

@@ -1,7 +1,14 @@
 // Package bench holds the benchmark runners that compare drasched with the
-// upstream kube-scheduler side by side in the same run (scheduler_perf DRA
-// workloads and kwok clusters), and their results under bench/results/.
+// upstream kube-scheduler side by side in the same run, and their results
+// under bench/results/:
 //
-// The runners arrive with the demo and benchmark issue; the allocator's own
-// micro-benchmarks live in pkg/allocator.
+//   - bench/schedulerperf: upstream's scheduler_perf DRA workloads, both
+//     schedulers in process (hack/bench-scheduler-perf.sh);
+//   - bench/kwok: both schedulers as processes, each against its own fresh
+//     kwok cluster of GPU nodes, end to end (hack/bench-kwok.sh);
+//   - bench/cmd/report: merges the suites' files (bench/internal/results)
+//     into bench/results/ with tables and plots.
+//
+// The allocator's own micro-benchmarks live in pkg/allocator
+// (hack/bench-allocator.sh).
 package bench

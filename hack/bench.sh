@@ -8,14 +8,18 @@
 #      (hack/bench-scheduler-perf.sh).
 #   2. allocator: pkg/allocator against structured.NewAllocator
 #      (hack/bench-allocator.sh).
+#   3. kwok: each scheduler as a process against its own fresh kwok
+#      cluster, end to end (hack/bench-kwok.sh).
 #
-# QUICK=1 runs the quick scheduler_perf cases once per scheduler and the
-# allocator benchmarks briefly, writes bench/results/quick/ and leaves
-# README.md alone; under 10 minutes on 2 cores with a warm build cache.
+# QUICK=1 runs the quick scheduler_perf cases once per scheduler, the
+# allocator benchmarks briefly and kwok on 100 nodes, writes
+# bench/results/quick/ and leaves README.md alone; under 10 minutes on 2
+# cores with a warm build cache.
 # RUNS, CASES, DURATION, PROFILE (see hack/bench-scheduler-perf.sh),
-# BENCHTIME and COUNT (allocator) override the defaults.
+# BENCHTIME and COUNT (allocator), NODES, KWOK_RUNS (default 1) and
+# CHURN_RATE (kwok) override the defaults.
 #
-# Another suite (kwok) joins by writing its file in the results format
+# Another suite joins by writing its file in the results format
 # (bench/internal/results) and adding it to suites below.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -57,6 +61,15 @@ if BENCH_COMMAND="${command}" hack/bench-allocator.sh -benchtime="${benchtime}" 
 else
 	status=1
 fi
+
+echo "== kwok ($(date -u +%H:%M:%S))" >&2
+if RUNS="${KWOK_RUNS:-1}" BENCH_COMMAND="${command}" hack/bench-kwok.sh; then
+	:
+else
+	status=1
+fi
+# Failed cases are in the file, with their allocation errors.
+[[ -f "${out}/kwok/kwok.json" ]] && suites+=("${out}/kwok/kwok.json")
 
 if [[ ${#suites[@]} -gt 0 ]]; then
 	(cd bench/cmd/report && go run . merge -out "${root}/${results_dir}" "${readme[@]}" "${suites[@]}")

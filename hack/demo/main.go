@@ -20,6 +20,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/drasched/drasched/internal/kwokcluster"
 )
 
 func main() {
@@ -121,7 +123,7 @@ func newWaitNodesCommand(client func() (kubernetes.Interface, error)) *cobra.Com
 			if err != nil {
 				return err
 			}
-			return waitNodes(cmd.Context(), c, cmd.OutOrStdout(), args, timeout, settleTime)
+			return kwokcluster.WaitNodes(cmd.Context(), c, cmd.OutOrStdout(), args, kwokcluster.WaitOptions{Timeout: timeout, Settle: settleTime})
 		},
 	}
 	cmd.Flags().DurationVar(&timeout, "timeout", timeout, "How long to wait.")

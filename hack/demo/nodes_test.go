@@ -5,19 +5,16 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
-	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/klog/v2/ktesting"
 	"k8s.io/utils/ptr"
 
-	"github.com/drasched/drasched/pkg/driver/gpu"
+	"github.com/drasched/drasched/internal/kwokcluster"
 )
 
 func TestParseNodes(t *testing.T) {
@@ -72,14 +69,14 @@ func TestCreateNodes(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := node.Annotations[kwokNodeAnnotation]; got != "fake" {
-			t.Errorf("%s: annotation %s=%q, want fake", n.Name, kwokNodeAnnotation, got)
+		if got := node.Annotations[kwokcluster.KwokNodeAnnotation]; got != "fake" {
+			t.Errorf("%s: annotation %s=%q, want fake", n.Name, kwokcluster.KwokNodeAnnotation, got)
 		}
-		if got, want := node.Labels[inventoryLabel], strings.TrimSuffix(filepath.Base(n.Inventory), ".yaml"); got != want {
-			t.Errorf("%s: label %s=%q, want %q", n.Name, inventoryLabel, got, want)
+		if got, want := node.Labels[kwokcluster.InventoryLabel], strings.TrimSuffix(filepath.Base(n.Inventory), ".yaml"); got != want {
+			t.Errorf("%s: label %s=%q, want %q", n.Name, kwokcluster.InventoryLabel, got, want)
 		}
-		if got := node.Labels[publisherLabel]; got != publisher {
-			t.Errorf("%s: label %s=%q, want %q", n.Name, publisherLabel, got, publisher)
+		if got := node.Labels[kwokcluster.SlicesFromLabel]; got != publisher {
+			t.Errorf("%s: label %s=%q, want %q", n.Name, kwokcluster.SlicesFromLabel, got, publisher)
 		}
 		if node.Status.Allocatable.Pods().IsZero() {
 			t.Errorf("%s: no pods allocatable", n.Name)
@@ -107,77 +104,6 @@ func TestCreateNodes(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), "gpu-l40s-0") || !strings.Contains(out.String(), "25 MIG devices") {
 		t.Errorf("output does not describe the nodes:\n%s", out.String())
-	}
-}
-
-func slice(node string, generation, count int64) resourceapi.ResourceSlice {
-	return resourceapi.ResourceSlice{Spec: resourceapi.ResourceSliceSpec{
-		Driver:   gpu.DefaultDriverName,
-		NodeName: ptr.To(node),
-		Pool:     resourceapi.ResourcePool{Name: node, Generation: generation, ResourceSliceCount: count},
-	}}
-}
-
-func TestPoolComplete(t *testing.T) {
-	other := slice("n", 0, 1)
-	other.Spec.Driver = "other.example.com"
-	for name, tc := range map[string]struct {
-		slices []resourceapi.ResourceSlice
-		want   bool
-	}{
-		"none":                 {},
-		"one of one":           {slices: []resourceapi.ResourceSlice{slice("n", 0, 1)}, want: true},
-		"one of two":           {slices: []resourceapi.ResourceSlice{slice("n", 0, 2)}},
-		"two of two":           {slices: []resourceapi.ResourceSlice{slice("n", 0, 2), slice("n", 0, 2)}, want: true},
-		"old generation":       {slices: []resourceapi.ResourceSlice{slice("n", 0, 1), slice("n", 1, 2)}},
-		"new generation whole": {slices: []resourceapi.ResourceSlice{slice("n", 0, 2), slice("n", 1, 1)}, want: true},
-		"other node":           {slices: []resourceapi.ResourceSlice{slice("m", 0, 1)}},
-		"other driver":         {slices: []resourceapi.ResourceSlice{other}},
-	} {
-		t.Run(name, func(t *testing.T) {
-			if got := poolComplete("n", tc.slices); got != tc.want {
-				t.Errorf("got %v, want %v", got, tc.want)
-			}
-		})
-	}
-}
-
-func readyNode(name string, taints ...corev1.Taint) *corev1.Node {
-	return &corev1.Node{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec:       corev1.NodeSpec{Taints: taints},
-		Status:     corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}},
-	}
-}
-
-func TestWaitNodes(t *testing.T) {
-	notReady := corev1.Taint{Key: corev1.TaintNodeNotReady, Effect: corev1.TaintEffectNoSchedule}
-	s := slice("n", 0, 1)
-	for name, tc := range map[string]struct {
-		objects []runtime.Object
-		wantErr string
-	}{
-		"ready":       {objects: []runtime.Object{readyNode("n"), &s}},
-		"tainted":     {objects: []runtime.Object{readyNode("n", notReady), &s}, wantErr: "taints node.kubernetes.io/not-ready"},
-		"no slices":   {objects: []runtime.Object{readyNode("n")}, wantErr: "no complete ResourceSlice pool"},
-		"not created": {wantErr: "n: missing"},
-	} {
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			_, ctx := ktesting.NewTestContext(t)
-			client := fake.NewClientset(tc.objects...)
-			var out bytes.Buffer
-			err := waitNodes(ctx, client, &out, []string{"n"}, time.Second, 100*time.Millisecond)
-			if tc.wantErr == "" {
-				if err != nil {
-					t.Fatalf("%v\noutput:\n%s", err, out.String())
-				}
-				return
-			}
-			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-				t.Fatalf("got error %v, want one containing %q", err, tc.wantErr)
-			}
-		})
 	}
 }
 

@@ -19,6 +19,7 @@ import (
 	"k8s.io/dynamic-resource-allocation/resourceclaim"
 	"k8s.io/utils/ptr"
 
+	"github.com/drasched/drasched/internal/kwokcluster"
 	"github.com/drasched/drasched/pkg/driver/gpu"
 )
 
@@ -30,6 +31,8 @@ type snapshot struct {
 	claims map[string]*resourceapi.ResourceClaim
 	// devices by "<pool>/<device>", of the GPU driver.
 	devices map[string]*resourceapi.Device
+	// cluster is everything read, for kwokcluster.Verify.
+	cluster kwokcluster.Cluster
 }
 
 // podState classifies a pod for the report.
@@ -71,7 +74,15 @@ func readSnapshot(ctx context.Context, client kubernetes.Interface, namespace, s
 	if err != nil {
 		return nil, err
 	}
-	s := &snapshot{claims: map[string]*resourceapi.ResourceClaim{}, devices: map[string]*resourceapi.Device{}}
+	nodeList, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	s := &snapshot{
+		claims:  map[string]*resourceapi.ResourceClaim{},
+		devices: map[string]*resourceapi.Device{},
+		cluster: kwokcluster.Cluster{Pods: podList.Items, Claims: claimList.Items, Slices: sliceList.Items, Nodes: nodeList.Items},
+	}
 	for i := range podList.Items {
 		if pod := &podList.Items[i]; pod.Spec.SchedulerName == schedulerName {
 			s.pods = append(s.pods, pod)
@@ -217,39 +228,11 @@ func writeTable(out io.Writer, s *snapshot) error {
 	return nil
 }
 
-// verify checks the allocations as an observer can: every claim of a bound
-// pod is allocated, reserved for the pod and has its devices in the pool of
-// the pod's node; no device belongs to two claims.
+// verify checks the allocations as an observer can (kwokcluster.Verify):
+// every claim of a bound pod is allocated on the pod's node and reserved
+// for it; no device belongs to two claims.
 func verify(s *snapshot) error {
-	var errs []error
-	owner := map[string]string{} // device -> claim
-	for _, pod := range s.pods {
-		if state, _ := stateOfPod(pod); state != podBound {
-			continue
-		}
-		names, claims := s.claimsOf(pod)
-		for _, name := range names {
-			claim := claims[name]
-			if claim == nil || claim.Status.Allocation == nil {
-				errs = append(errs, fmt.Errorf("pod %s is bound but its claim %s is not allocated", pod.Name, name))
-				continue
-			}
-			if !resourceclaim.IsReservedForPod(pod, claim, false) {
-				errs = append(errs, fmt.Errorf("claim %s is not reserved for its pod %s", claim.Name, pod.Name))
-			}
-			for _, r := range claim.Status.Allocation.Devices.Results {
-				id := r.Pool + "/" + r.Device
-				if r.Pool != pod.Spec.NodeName {
-					errs = append(errs, fmt.Errorf("claim %s of pod %s on node %s got device %s of another node", claim.Name, pod.Name, pod.Spec.NodeName, id))
-				}
-				if other, ok := owner[id]; ok && other != claim.Name {
-					errs = append(errs, fmt.Errorf("device %s is allocated to claims %s and %s", id, other, claim.Name))
-				}
-				owner[id] = claim.Name
-			}
-		}
-	}
-	return errors.Join(errs...)
+	return errors.Join(kwokcluster.Verify(s.cluster)...)
 }
 
 // report waits until the scheduler has dealt with every pod, prints the

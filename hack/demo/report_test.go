@@ -128,6 +128,8 @@ func cluster() []runtime.Object {
 		&resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Name: "big-gpus-xyz", Namespace: "default"}},
 		gpuSlice("n1", gpuDevice("gpu-0", "NVIDIA L40S", "pci0000:00"), gpuDevice("gpu-1", "NVIDIA L40S", "pci0000:40")),
 		gpuSlice("n2", migDevice("gpu-1-mig-x", "NVIDIA A100-SXM4-40GB", "1g.5gb", 1)),
+		&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}},
+		&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n2"}},
 	}
 }
 
@@ -167,55 +169,41 @@ func TestReportUnexpected(t *testing.T) {
 	}
 }
 
+// TestVerify: the report checks the allocations it read with
+// kwokcluster.Verify (tested there in detail).
 func TestVerify(t *testing.T) {
-	p1 := makePod("p1").claim("c", "c1").node("n1").obj()
-	p2 := makePod("p2").claim("c", "c2").node("n1").obj()
+	_, ctx := ktesting.NewTestContext(t)
+	good := cluster()
+	twice := cluster()
+	for i, obj := range twice {
+		if c, ok := obj.(*resourceapi.ResourceClaim); ok && c.Name == "mig-slice-mig-def" {
+			other := c.DeepCopy()
+			other.Status.Allocation.Devices.Results[0].Pool = "n1"
+			other.Status.Allocation.Devices.Results[0].Device = "gpu-0"
+			twice[i] = other
+		}
+	}
 	for name, tc := range map[string]struct {
-		claims  []*resourceapi.ResourceClaim
-		wantErr []string
+		objects []runtime.Object
+		wantErr string
 	}{
-		"good": {claims: []*resourceapi.ResourceClaim{
-			allocatedClaim("c1", []string{"r=n1/gpu-0"}, p1), allocatedClaim("c2", []string{"r=n1/gpu-1"}, p2),
-		}},
-		"device twice": {
-			claims: []*resourceapi.ResourceClaim{
-				allocatedClaim("c1", []string{"r=n1/gpu-0"}, p1), allocatedClaim("c2", []string{"r=n1/gpu-0"}, p2),
-			},
-			wantErr: []string{"device n1/gpu-0 is allocated to claims c1 and c2"},
-		},
-		"other node": {
-			claims: []*resourceapi.ResourceClaim{
-				allocatedClaim("c1", []string{"r=n2/gpu-0"}, p1), allocatedClaim("c2", []string{"r=n1/gpu-1"}, p2),
-			},
-			wantErr: []string{"got device n2/gpu-0 of another node"},
-		},
-		"not reserved": {
-			claims: []*resourceapi.ResourceClaim{
-				allocatedClaim("c1", []string{"r=n1/gpu-0"}), allocatedClaim("c2", []string{"r=n1/gpu-1"}, p2),
-			},
-			wantErr: []string{"claim c1 is not reserved for its pod p1"},
-		},
-		"not allocated": {
-			claims:  []*resourceapi.ResourceClaim{allocatedClaim("c2", []string{"r=n1/gpu-1"}, p2)},
-			wantErr: []string{"pod p1 is bound but its claim c is not allocated"},
-		},
+		"good":         {objects: good},
+		"device twice": {objects: twice, wantErr: "device gpu.drasched.dev/n1/gpu-0 is allocated to claims default/mig-slice-mig-def and default/one-gpu-gpu-abc"},
 	} {
 		t.Run(name, func(t *testing.T) {
-			s := &snapshot{pods: []*corev1.Pod{p1, p2}, claims: map[string]*resourceapi.ResourceClaim{}}
-			for _, c := range tc.claims {
-				s.claims[c.Name] = c
+			s, err := readSnapshot(ctx, fake.NewClientset(tc.objects...), "default", "drasched")
+			if err != nil {
+				t.Fatal(err)
 			}
-			err := verify(s)
-			if len(tc.wantErr) == 0 {
+			err = verify(s)
+			if tc.wantErr == "" {
 				if err != nil {
 					t.Fatal(err)
 				}
 				return
 			}
-			for _, want := range tc.wantErr {
-				if err == nil || !strings.Contains(err.Error(), want) {
-					t.Errorf("got error %v, want one containing %q", err, want)
-				}
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Errorf("got error %v, want one containing %q", err, tc.wantErr)
 			}
 		})
 	}
@@ -273,12 +261,6 @@ func TestSchedulerConfig(t *testing.T) {
 		t.Errorf("configuration (-shipped +demo):\n%s", diff)
 	}
 
-	if _, err := schedulerConfig(readFile(t, out), "/other"); err == nil || !strings.Contains(err.Error(), "already set") {
-		t.Errorf("a second kubeconfig: got error %v, want one saying it is already set", err)
-	}
-	if _, err := schedulerConfig([]byte("profiles: [\n"), "/k"); err == nil {
-		t.Error("broken YAML: no error")
-	}
 	if err := writeSchedulerConfig(filepath.Join(t.TempDir(), "missing.yaml"), "/k", out); err == nil || !os.IsNotExist(err) {
 		t.Errorf("missing input: got error %v", err)
 	}

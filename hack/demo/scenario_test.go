@@ -26,6 +26,7 @@ import (
 	"k8s.io/kubernetes/pkg/api/legacyscheme"
 	_ "k8s.io/kubernetes/pkg/apis/resource/install" // defaults of resource.k8s.io objects
 
+	"github.com/drasched/drasched/internal/kwokcluster"
 	"github.com/drasched/drasched/pkg/allocator"
 )
 
@@ -209,7 +210,7 @@ func TestScenario(t *testing.T) {
 			t.Fatal(err)
 		}
 		node := nodeObject(n)
-		s, err := nodeSlices(gpus, node)
+		s, err := kwokcluster.NodeSlices(gpus, node)
 		if err != nil {
 			t.Fatalf("%s: %v", n.Name, err)
 		}
@@ -309,13 +310,13 @@ func TestScenarioNodes(t *testing.T) {
 	}
 }
 
-// TestScripts: the demo's shell scripts parse (bash -n).
+// TestScripts: the shell scripts that run kwok clusters parse (bash -n).
 func TestScripts(t *testing.T) {
 	bash, err := exec.LookPath("bash")
 	if err != nil {
 		t.Skip("no bash")
 	}
-	for _, script := range []string{"demo.sh", "build-control-plane.sh"} {
+	for _, script := range []string{"demo.sh", "build-control-plane.sh", "bench-kwok.sh", "lib/processes.sh"} {
 		out, err := exec.Command(bash, "-n", filepath.Join(repoRoot, "hack", script)).CombinedOutput()
 		if err != nil {
 			t.Errorf("bash -n hack/%s: %v\n%s", script, err, out)
@@ -329,7 +330,7 @@ var unpinned = regexp.MustCompile(`@(latest|upgrade|patch|master|main|HEAD)\b`)
 
 // TestPinnedVersions: the scripts pin what they build.
 func TestPinnedVersions(t *testing.T) {
-	for _, script := range []string{"demo.sh", "build-control-plane.sh", "build-etcd.sh"} {
+	for _, script := range []string{"demo.sh", "build-control-plane.sh", "build-etcd.sh", "bench-kwok.sh"} {
 		for i, line := range strings.Split(string(readFile(t, filepath.Join(repoRoot, "hack", script))), "\n") {
 			if m := unpinned.FindString(line); m != "" {
 				t.Errorf("hack/%s:%d builds an unpinned version (%s): %s", script, i+1, m, line)

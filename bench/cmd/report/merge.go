@@ -2,9 +2,11 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/drasched/drasched/bench/internal/results"
@@ -38,16 +40,8 @@ func merge(out, readme string, inputs []string) error {
 	if err != nil {
 		return err
 	}
-	if len(plots) > 0 {
-		fmt.Fprint(&md, "\nThroughput over time, per case:")
-		for _, p := range plots {
-			rel, err := filepath.Rel(out, p.path)
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(&md, " [%s](%s)", p.name, filepath.ToSlash(rel))
-		}
-		fmt.Fprintln(&md)
+	if err := writePlotLinks(&md, out, plots); err != nil {
+		return err
 	}
 	if err := os.WriteFile(filepath.Join(out, "latest.md"), md.Bytes(), 0o644); err != nil {
 		return err
@@ -61,6 +55,50 @@ func merge(out, readme string, inputs []string) error {
 		return err
 	}
 	return replaceSection(readme, section)
+}
+
+// writePlotLinks lists the plots, one line per kind: "Throughput over
+// time, per case: [name](plots/...)...", then the latency distributions.
+func writePlotLinks(md *bytes.Buffer, out string, plots []plotFile) error {
+	var metrics []string
+	for _, p := range plots {
+		if !slices.Contains(metrics, p.metric) {
+			metrics = append(metrics, p.metric)
+		}
+	}
+	// Throughput first, as before there were other kinds.
+	slices.SortStableFunc(metrics, func(a, b string) int {
+		return cmp.Compare(boolRank(a != metricThroughput), boolRank(b != metricThroughput))
+	})
+	for _, m := range metrics {
+		switch m {
+		case metricThroughput:
+			fmt.Fprint(md, "\nThroughput over time, per case:")
+		case metricLatencyCDF:
+			fmt.Fprint(md, "\nCreation → bound latency (CDF), per case:")
+		default:
+			fmt.Fprintf(md, "\n%s, per case:", m)
+		}
+		for _, p := range plots {
+			if p.metric != m {
+				continue
+			}
+			rel, err := filepath.Rel(out, p.path)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(md, " [%s](%s)", p.name, filepath.ToSlash(rel))
+		}
+		fmt.Fprintln(md)
+	}
+	return nil
+}
+
+func boolRank(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // readmeSection rewrites the plot links of latest.md, relative to out,

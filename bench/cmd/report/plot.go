@@ -18,8 +18,9 @@ import (
 
 // plotFile is one drawn plot.
 type plotFile struct {
-	name string // "suite case"
-	path string
+	name   string // the case
+	metric string // the series' metric
+	path   string
 }
 
 // colors of the schedulers; runs of one scheduler share its color.
@@ -28,25 +29,49 @@ var colors = map[string]color.Color{
 	"drasched": color.RGBA{R: 0xdd, G: 0x84, B: 0x52, A: 0xff},
 }
 
-// metricLabel is a metric's axis label.
-func metricLabel(metric string) string {
-	if metric == "pods_per_second" {
-		return "pods/s"
+// Series metrics with plots of their own kind.
+const (
+	// metricThroughput series are (seconds, pods/s) over time.
+	metricThroughput = "pods_per_second"
+	// metricLatencyCDF series are (latency in seconds, fraction of pods
+	// bound within it): a distribution, not a time series.
+	metricLatencyCDF = "latency_cdf"
+)
+
+// axes says how a series metric is drawn: title (after "suite case: "),
+// axis labels, and whether the values are fractions (y from 0 to 1, the
+// legend below the curves instead of above them).
+func axes(metric string) (title, x, y string, fraction bool) {
+	switch metric {
+	case metricThroughput:
+		return "pods/s over time", "seconds since the first sample", "pods/s", false
+	case metricLatencyCDF:
+		return "creation → bound latency (CDF)", "latency (s)", "fraction of pods bound", true
 	}
-	return metric
+	return metric + " over time", "seconds since the first sample", metric, false
+}
+
+// plotPath names a plot's file: <suite>_<case>.svg for throughput, as
+// before there were other kinds, and <suite>_<case>_<metric>.svg for others.
+func plotPath(dir, suite, name, metric string) string {
+	base := suite + "_" + name
+	if metric != metricThroughput {
+		base += "_" + metric
+	}
+	return filepath.Join(dir, unsafeName.ReplaceAllString(base, "_")+".svg")
 }
 
 var unsafeName = regexp.MustCompile(`[^a-zA-Z0-9_.-]+`)
 
-// drawPlots draws one SVG per suite and case with series: each run of each
-// scheduler as a line over time.
+// drawPlots draws one SVG per suite, case and series metric: each run of
+// each scheduler as a line.
 func drawPlots(dir string, files []results.File) ([]plotFile, error) {
-	type key struct{ suite, name string }
+	type key struct{ suite, name, metric string }
 	bySeries := map[key][]results.Series{}
 	var keys []key
 	for _, f := range files {
 		for _, s := range f.Series {
-			k := key{s.Suite, s.Case}
+			k := key{s.Suite, s.Case, s.Metric}
 			if _, ok := bySeries[k]; !ok {
 				keys = append(keys, k)
 			}
@@ -65,13 +90,14 @@ func drawPlots(dir string, files []results.File) ([]plotFile, error) {
 		slices.SortStableFunc(series, func(a, b results.Series) int {
 			return cmp.Or(cmp.Compare(a.Scheduler, b.Scheduler), cmp.Compare(a.Run, b.Run))
 		})
+		title, xLabel, yLabel, fraction := axes(k.metric)
 		p := plot.New()
-		p.Title.Text = fmt.Sprintf("%s %s: %s over time", k.suite, k.name, metricLabel(series[0].Metric))
-		p.X.Label.Text = "seconds since the first sample"
-		p.Y.Label.Text = metricLabel(series[0].Metric)
+		p.Title.Text = fmt.Sprintf("%s %s: %s", k.suite, k.name, title)
+		p.X.Label.Text = xLabel
+		p.Y.Label.Text = yLabel
 		p.X.Min, p.Y.Min = 0, 0
-		p.Legend.Top = true
-		p.Legend.Left = true
+		p.Legend.Top = !fraction
+		p.Legend.Left = !fraction
 		maxY := 0.0
 		for _, s := range series {
 			pts := make(plotter.XYs, len(s.Points))
@@ -81,7 +107,7 @@ func drawPlots(dir string, files []results.File) ([]plotFile, error) {
 			}
 			line, err := plotter.NewLine(pts)
 			if err != nil {
-				return nil, fmt.Errorf("%s %s: %w", k.suite, k.name, err)
+				return nil, fmt.Errorf("%s %s %s: %w", k.suite, k.name, k.metric, err)
 			}
 			line.Color = colors[s.Scheduler]
 			line.Width = vg.Points(1.5)
@@ -91,13 +117,18 @@ func drawPlots(dir string, files []results.File) ([]plotFile, error) {
 			p.Add(line)
 			p.Legend.Add(fmt.Sprintf("%s run %d", s.Scheduler, s.Run), line)
 		}
-		// Room above the lines for the legend.
-		p.Y.Max = maxY * (1.15 + 0.07*float64(len(series)))
-		path := filepath.Join(dir, unsafeName.ReplaceAllString(k.suite+"_"+k.name, "_")+".svg")
+		if fraction {
+			// A CDF rises to the top left; the legend sits bottom right.
+			p.Y.Max = 1
+		} else {
+			// Room above the lines for the legend.
+			p.Y.Max = maxY * (1.15 + 0.07*float64(len(series)))
+		}
+		path := plotPath(dir, k.suite, k.name, k.metric)
 		if err := p.Save(6*vg.Inch, 3.5*vg.Inch, path); err != nil {
 			return nil, err
 		}
-		plots = append(plots, plotFile{name: k.name, path: path})
+		plots = append(plots, plotFile{name: k.name, metric: k.metric, path: path})
 	}
 	return plots, nil
 }

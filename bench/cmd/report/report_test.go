@@ -62,12 +62,21 @@ func TestMerge(t *testing.T) {
 			{Suite: results.SuiteSchedulerPerf, Case: "empty_500nodes", Scheduler: "drasched", Run: 1, Metric: "pods_per_second", Points: [][2]float64{{1, 79}, {2, 81}}},
 		},
 	}
+	kwok := results.File{
+		Date:  "2026-01-02T10:30:00Z",
+		Cases: []results.Case{{Suite: results.SuiteKwok, Name: "fill", Metric: "p99_seconds", Upstream: 2, Drasched: 1, Ratio: 2}},
+		Series: []results.Series{
+			{Suite: results.SuiteKwok, Case: "fill", Scheduler: "upstream", Run: 1, Metric: metricThroughput, Points: [][2]float64{{1, 10}, {2, 12}}},
+			{Suite: results.SuiteKwok, Case: "fill", Scheduler: "upstream", Run: 1, Metric: metricLatencyCDF, Points: [][2]float64{{0.5, 0}, {0.5, 0.5}, {2, 1}}},
+			{Suite: results.SuiteKwok, Case: "fill", Scheduler: "drasched", Run: 1, Metric: metricLatencyCDF, Points: [][2]float64{{0.2, 0}, {0.2, 0.5}, {1, 1}}},
+		},
+	}
 	alloc := results.File{
 		Date:  "2026-01-02T10:00:00Z",
 		Cases: []results.Case{{Suite: results.SuiteAllocator, Name: "hard", Metric: "seconds_per_op", Upstream: 2, Drasched: 0.001, Ratio: 2000}},
 	}
 	var inputs []string
-	for name, f := range map[string]results.File{"perf.json": perf, "alloc.json": alloc} {
+	for name, f := range map[string]results.File{"perf.json": perf, "kwok.json": kwok, "alloc.json": alloc} {
 		path := filepath.Join(dir, name)
 		if err := results.Write(path, f); err != nil {
 			t.Fatal(err)
@@ -86,7 +95,7 @@ func TestMerge(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(merged.Cases) != 2 || merged.Cases[0].Suite != results.SuiteSchedulerPerf || len(merged.Series) != 0 {
+	if len(merged.Cases) != 3 || merged.Cases[0].Suite != results.SuiteSchedulerPerf || merged.Cases[1].Suite != results.SuiteKwok || len(merged.Series) != 0 {
 		t.Errorf("merged: %+v", merged)
 	}
 	svg, err := os.ReadFile(filepath.Join(out, "plots", "scheduler_perf_empty_500nodes.svg"))
@@ -100,8 +109,29 @@ func TestMerge(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(string(md), "[empty_500nodes](plots/scheduler_perf_empty_500nodes.svg)") {
-		t.Errorf("latest.md lacks the plot link:\n%s", md)
+	for _, want := range []string{
+		"\nThroughput over time, per case: [empty_500nodes](plots/scheduler_perf_empty_500nodes.svg) [fill](plots/kwok_fill.svg)\n",
+		"\nCreation → bound latency (CDF), per case: [fill](plots/kwok_fill_latency_cdf.svg)\n",
+	} {
+		if !strings.Contains(string(md), want) {
+			t.Errorf("latest.md lacks %q:\n%s", want, md)
+		}
+	}
+	cdf, err := os.ReadFile(filepath.Join(out, "plots", "kwok_fill_latency_cdf.svg"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"fraction of pods bound", "latency (s)", "upstream run 1", "drasched run 1"} {
+		if !strings.Contains(string(cdf), want) {
+			t.Errorf("latency CDF plot lacks %q", want)
+		}
+	}
+	throughput, err := os.ReadFile(filepath.Join(out, "plots", "kwok_fill.svg"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(throughput), "drasched run 1") || !strings.Contains(string(throughput), "pods/s") {
+		t.Error("the kwok throughput plot should have upstream's series only, with a pods/s axis")
 	}
 	data, err := os.ReadFile(readme)
 	if err != nil {
@@ -113,5 +143,23 @@ func TestMerge(t *testing.T) {
 	}
 	if !strings.Contains(text, "(bench/results/plots/scheduler_perf_empty_500nodes.svg)") {
 		t.Errorf("README plot link not relative to the README:\n%s", text)
+	}
+}
+
+func TestPlotPath(t *testing.T) {
+	for _, tc := range []struct{ suite, name, metric, want string }{
+		{"scheduler_perf", "empty_500nodes", metricThroughput, "p/scheduler_perf_empty_500nodes.svg"},
+		{"kwok", "fill", metricLatencyCDF, "p/kwok_fill_latency_cdf.svg"},
+		{"kwok", "a b/c", "other", "p/kwok_a_b_c_other.svg"},
+	} {
+		if got := plotPath("p", tc.suite, tc.name, tc.metric); got != tc.want {
+			t.Errorf("plotPath(%q, %q, %q) = %q, want %q", tc.suite, tc.name, tc.metric, got, tc.want)
+		}
+	}
+	if _, _, y, fraction := axes(metricLatencyCDF); !fraction || y != "fraction of pods bound" {
+		t.Errorf("latency CDF axes: y %q, fraction %v", y, fraction)
+	}
+	if _, _, y, fraction := axes(metricThroughput); fraction || y != "pods/s" {
+		t.Errorf("throughput axes: y %q, fraction %v", y, fraction)
 	}
 }

@@ -27,6 +27,7 @@ var MetricTitles = map[string]string{
 	"p50_seconds":         "p50 latency",
 	"p90_seconds":         "p90 latency",
 	"p99_seconds":         "p99 latency",
+	"allocation_errors":   "allocation errors",
 }
 
 // Markdown renders a file as one table per suite: a row per case, a column
@@ -146,8 +147,12 @@ func FormatRatio(r float64) string {
 }
 
 // FormatValue prints a value in the unit its metric's name implies.
+// Counts of errors ("*_errors") are whole numbers, 0 included: no errors is
+// a result, not a missing value.
 func FormatValue(metric string, v float64) string {
 	switch {
+	case strings.HasSuffix(metric, "_errors"):
+		return fmt.Sprintf("%.0f", v)
 	case v == 0:
 		return "–"
 	case strings.HasSuffix(metric, "_seconds") || metric == "seconds_per_op":

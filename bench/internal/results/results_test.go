@@ -128,6 +128,8 @@ func TestMarkdown(t *testing.T) {
 			{Suite: SuiteSchedulerPerf, Name: "empty_500nodes", Metric: "pods_per_second_p50", Upstream: 45, Drasched: 121, Ratio: 2.69},
 			{Suite: SuiteSchedulerPerf, Name: "match_empty_500nodes", Metric: "pods_per_second", Upstream: 20.1, Drasched: 30, Ratio: 1.49, Target: "≥ 3×", TargetMet: &missed, Note: "1 of 2 upstream runs failed"},
 			{Suite: SuiteAllocator, Name: "hard", Metric: "seconds_per_op", Upstream: 2.5, Drasched: 0.0000123, Ratio: 203252},
+			{Suite: SuiteKwok, Name: "fill", Metric: "p99_seconds", Upstream: 2, Drasched: 0.5, Ratio: 4},
+			{Suite: SuiteKwok, Name: "fill", Metric: "allocation_errors", Upstream: 0, Drasched: 3, Target: "no allocation errors", TargetMet: &missed},
 		},
 	}
 	var buf bytes.Buffer
@@ -143,6 +145,8 @@ func TestMarkdown(t *testing.T) {
 		"| match_empty_500nodes | 20.1 → 30.0 (1.49×) | – | ≥ 3× ✗ |",
 		"match_empty_500nodes: 1 of 2 upstream runs failed",
 		"| hard | 2.50 s → 12.3 µs (203252×) |",
+		"| case | p99 latency: upstream → drasched | allocation errors: upstream → drasched | target |",
+		"| fill | 2.00 s → 500.00 ms (4.00×) | 0 → 3 (–) | no allocation errors ✗ |",
 		"```sh\nmake bench\n```",
 	} {
 		if !strings.Contains(got, want) {

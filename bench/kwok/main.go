@@ -1,0 +1,368 @@
+// Command kwok is the Go half of the kwok end-to-end benchmark
+// (hack/bench-kwok.sh runs it, once per scheduler, each time against a
+// fresh kwok cluster):
+//
+//	kwok nodes             creates the GPU nodes (a mix of H100, L40S and
+//	                       A100 MIG nodes, 8 GPUs each, ResourceSlices built
+//	                       by pkg/driver/gpu) and waits until they are ready
+//	kwok scheduler-config  writes the configuration of upstream's
+//	                       kube-scheduler or of drasched for the cluster,
+//	                       both with the same schedulerName and client QPS
+//	kwok run               runs the workloads (fill, churn, match, mig)
+//	                       against the scheduler, measures pods/s and
+//	                       creation → bound latencies, checks every
+//	                       allocation after each, and writes the run's file
+//	kwok report            turns the runs of both schedulers into the
+//	                       suite file of bench/internal/results
+//
+// Latencies are measured client-side: from just before the pod's Create
+// call to the first watch event with spec.nodeName set.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/drasched/drasched/bench/internal/results"
+	"github.com/drasched/drasched/internal/kwokcluster"
+	"github.com/drasched/drasched/pkg/driver/gpu/device"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	err := newCommand().ExecuteContext(ctx)
+	stop()
+	if err != nil {
+		_, _ = fmt.Fprintln(os.Stderr, "kwok:", err)
+		os.Exit(1)
+	}
+}
+
+// Defaults shared by the schedulers and the benchmark's own client.
+const (
+	defaultSchedulerName = "bench"
+	defaultNamespace     = "bench"
+	// defaultQPS and defaultBurst are the client QPS of both schedulers
+	// and of the benchmark: high, so that client-side rate limits do not
+	// decide the result.
+	defaultQPS   = 5000
+	defaultBurst = 5000
+)
+
+func newCommand() *cobra.Command {
+	var kubeconfig string
+	qps, burst := float32(defaultQPS), defaultBurst
+	client := func() (kubernetes.Interface, error) {
+		if kubeconfig == "" {
+			return nil, errors.New("--kubeconfig is required")
+		}
+		cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+		if err != nil {
+			return nil, err
+		}
+		cfg.UserAgent = "drasched-kwok-bench"
+		cfg.QPS, cfg.Burst = qps, burst
+		return kubernetes.NewForConfig(cfg)
+	}
+	root := &cobra.Command{
+		Use:           "kwok",
+		Short:         "The kwok end-to-end benchmark: GPU nodes, scheduler configurations, workloads, report",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.PersistentFlags().StringVar(&kubeconfig, "kubeconfig", "", "Kubeconfig of the kwok cluster.")
+	root.PersistentFlags().Float32Var(&qps, "qps", qps, "Client QPS of the benchmark and of both schedulers.")
+	root.PersistentFlags().IntVar(&burst, "burst", burst, "Client burst of the benchmark and of both schedulers.")
+	root.AddCommand(
+		newNodesCommand(client),
+		newSchedulerConfigCommand(&kubeconfig, &qps, &burst),
+		newRunCommand(client),
+		newReportCommand(),
+	)
+	return root
+}
+
+func newNodesCommand(client func() (kubernetes.Interface, error)) *cobra.Command {
+	nodes, workers := 1000, 16
+	timeout := 5 * time.Minute
+	cmd := &cobra.Command{
+		Use:   "nodes",
+		Short: "Create the GPU nodes and wait until they are ready",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := client()
+			if err != nil {
+				return err
+			}
+			names, err := createNodes(cmd.Context(), c, cmd.OutOrStdout(), nodeMix(nodes), workers)
+			if err != nil {
+				return err
+			}
+			return kwokcluster.WaitNodes(cmd.Context(), c, cmd.OutOrStdout(), names, kwokcluster.WaitOptions{
+				Timeout: timeout, Settle: time.Second, Interval: time.Second, ShowWaiting: 3,
+			})
+		},
+	}
+	cmd.Flags().IntVar(&nodes, "nodes", nodes, "How many nodes (a tenth each L40S and A100 MIG nodes, the rest H100 nodes).")
+	cmd.Flags().IntVar(&workers, "workers", workers, "Nodes created in parallel.")
+	cmd.Flags().DurationVar(&timeout, "timeout", timeout, "How long to wait for the nodes.")
+	return cmd
+}
+
+// createNodes creates the nodes of the mix, in parallel, and returns their
+// names. Inventories are paths relative to the working directory.
+func createNodes(ctx context.Context, client kubernetes.Interface, out io.Writer, mix map[string]int, workers int) ([]string, error) {
+	type node struct{ name, kind string }
+	var nodes []node
+	devices := map[string][]device.GPU{}
+	for _, kind := range []string{kindH100, kindL40S, kindA100} {
+		if mix[kind] == 0 {
+			continue
+		}
+		gpus, err := kwokcluster.Discover(ctx, inventories[kind])
+		if err != nil {
+			return nil, err
+		}
+		devices[kind] = gpus
+		for i := range mix[kind] {
+			nodes = append(nodes, node{nodeName(kind, i), kind})
+		}
+	}
+	start := time.Now()
+	work := make(chan node)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var errs []error
+	created := 0 // slices, guarded by mu
+	for range max(1, workers) {
+		wg.Go(func() {
+			for n := range work {
+				obj := kwokcluster.NodeObject(n.name, inventories[n.kind], slicesFrom)
+				count, err := kwokcluster.CreateNode(ctx, client, obj, devices[n.kind])
+				mu.Lock()
+				created += count
+				if err != nil {
+					errs = append(errs, err)
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	for _, n := range nodes {
+		work <- n
+	}
+	close(work)
+	wg.Wait()
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("%d of %d nodes not created: %w", len(errs), len(nodes), errs[0])
+	}
+	_, _ = fmt.Fprintf(out, "    %d nodes (%d H100, %d L40S, %d A100 MIG) with %d ResourceSlices created in %.1f s\n",
+		len(nodes), mix[kindH100], mix[kindL40S], mix[kindA100], created, time.Since(start).Seconds())
+	names := make([]string, len(nodes))
+	for i, n := range nodes {
+		names[i] = n.name
+	}
+	return names, nil
+}
+
+// slicesFrom is the kwokcluster.SlicesFromLabel of the nodes: this
+// program publishes their slices.
+const slicesFrom = "drasched-kwok-bench"
+
+// upstreamConfig is the configuration of upstream's kube-scheduler: one
+// profile with the default plugins, DynamicResources among them.
+const upstreamConfig = `apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+profiles:
+- schedulerName: default-scheduler
+`
+
+func newSchedulerConfigCommand(kubeconfig *string, qps *float32, burst *int) *cobra.Command {
+	scheduler, in, out, schedulerName := "", "config/scheduler-config.yaml", "", defaultSchedulerName
+	cmd := &cobra.Command{
+		Use:   "scheduler-config",
+		Short: "Write the configuration of upstream's kube-scheduler or of drasched for the cluster",
+		Long: `scheduler-config writes a KubeSchedulerConfiguration for the cluster: for
+upstream, one profile with kube-scheduler's default plugins; for drasched, the
+profile of --in (config/scheduler-config.yaml). Both get the same
+schedulerName, client QPS and burst, and the cluster's kubeconfig.`,
+		Args: cobra.NoArgs,
+		RunE: func(*cobra.Command, []string) error {
+			if *kubeconfig == "" || out == "" {
+				return errors.New("--kubeconfig and --out are required")
+			}
+			data, err := schedulerConfig(scheduler, in, *kubeconfig, schedulerName, *qps, int32(*burst))
+			if err != nil {
+				return err
+			}
+			return os.WriteFile(out, data, 0o600)
+		},
+	}
+	cmd.Flags().StringVar(&scheduler, "scheduler", scheduler, "upstream or drasched.")
+	cmd.Flags().StringVar(&in, "in", in, "drasched's shipped configuration.")
+	cmd.Flags().StringVar(&out, "out", out, "Where to write the configuration.")
+	cmd.Flags().StringVar(&schedulerName, "scheduler-name", schedulerName, "The schedulerName of the profile, which the pods name.")
+	return cmd
+}
+
+// schedulerConfig returns the configuration of a scheduler for the
+// cluster.
+func schedulerConfig(scheduler, draschedConfig, kubeconfig, schedulerName string, qps float32, burst int32) ([]byte, error) {
+	var in []byte
+	switch scheduler {
+	case upstream:
+		in = []byte(upstreamConfig)
+	case drasched:
+		var err error
+		if in, err = os.ReadFile(draschedConfig); err != nil {
+			return nil, err
+		}
+	default:
+		return nil, fmt.Errorf("--scheduler %q: want %s or %s", scheduler, upstream, drasched)
+	}
+	return kwokcluster.SchedulerConfig(in, kwokcluster.SchedulerOverrides{
+		Kubeconfig: kubeconfig, SchedulerName: schedulerName, QPS: qps, Burst: burst,
+		Header: []string{fmt.Sprintf("Generated by bench/kwok for %s on a kwok benchmark cluster.", scheduler)},
+	})
+}
+
+func newRunCommand(client func() (kubernetes.Interface, error)) *cobra.Command {
+	cfg := runConfig{
+		Namespace:     defaultNamespace,
+		SchedulerName: defaultSchedulerName,
+		DeviceClasses: "config/gpu-driver/deviceclasses.yaml",
+		Fraction:      0.9,
+		ChurnBase:     0.3,
+		ChurnRate:     10,
+		ChurnDuration: time.Minute,
+		ChurnLifetime: 5 * time.Second,
+		Workers:       16,
+		Timeout:       time.Minute,
+		PerPod:        200 * time.Millisecond,
+	}
+	scheduler, out := "", ""
+	run := 1
+	cmd := &cobra.Command{
+		Use:   "run",
+		Short: "Run the workloads against the cluster's scheduler and write the measurements",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if scheduler == "" || out == "" {
+				return errors.New("--scheduler and --out are required")
+			}
+			c, err := client()
+			if err != nil {
+				return err
+			}
+			mix, err := countNodes(cmd.Context(), c)
+			if err != nil {
+				return err
+			}
+			r := &runner{client: c, cfg: cfg, out: cmd.OutOrStdout(), tracker: newTracker(time.Now)}
+			cases, runErr := r.run(cmd.Context())
+			result := runResult{
+				Scheduler: scheduler, Run: run, NodeMix: mix,
+				Fraction: cfg.Fraction, ChurnBase: cfg.ChurnBase, ChurnRate: cfg.ChurnRate, ChurnLifetimeSeconds: cfg.ChurnLifetime.Seconds(),
+				Cases: cases,
+			}
+			for _, n := range mix {
+				result.Nodes += n
+			}
+			if len(cases) > 0 {
+				if err := writeJSON(out, result); err != nil {
+					return errors.Join(runErr, err)
+				}
+			}
+			return runErr
+		},
+	}
+	cmd.Flags().StringVar(&scheduler, "scheduler", scheduler, "Which scheduler runs (upstream or drasched), for the results.")
+	cmd.Flags().IntVar(&run, "run", run, "Which run this is, for the results.")
+	cmd.Flags().StringVar(&out, "out", out, "Where to write the measurements (JSON).")
+	cmd.Flags().StringVar(&cfg.SchedulerName, "scheduler-name", cfg.SchedulerName, "The schedulerName of the pods.")
+	cmd.Flags().StringVar(&cfg.DeviceClasses, "device-classes", cfg.DeviceClasses, "YAML file with the GPU driver's DeviceClasses.")
+	cmd.Flags().Float64Var(&cfg.Fraction, "fraction", cfg.Fraction, "Fraction of the devices that fill, match and mig take.")
+	cmd.Flags().Float64Var(&cfg.ChurnBase, "churn-base", cfg.ChurnBase, "Fraction of the H100 GPUs taken before churn starts.")
+	cmd.Flags().Float64Var(&cfg.ChurnRate, "churn-rate", cfg.ChurnRate, "Pods per second that churn creates.")
+	cmd.Flags().DurationVar(&cfg.ChurnDuration, "churn-duration", cfg.ChurnDuration, "How long churn creates pods.")
+	cmd.Flags().DurationVar(&cfg.ChurnLifetime, "churn-lifetime", cfg.ChurnLifetime, "How long after binding churn deletes a pod.")
+	cmd.Flags().IntVar(&cfg.Workers, "workers", cfg.Workers, "Pods created in parallel.")
+	return cmd
+}
+
+// countNodes counts the cluster's nodes by kind, from their inventory
+// label.
+func countNodes(ctx context.Context, client kubernetes.Interface) (map[string]int, error) {
+	list, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	kindOf := map[string]string{}
+	for kind, inventory := range inventories {
+		kindOf[kwokcluster.InventoryName(inventory)] = kind
+	}
+	mix := map[string]int{}
+	for _, n := range list.Items {
+		if kind, ok := kindOf[n.Labels[kwokcluster.InventoryLabel]]; ok {
+			mix[kind]++
+		}
+	}
+	return mix, nil
+}
+
+func newReportCommand() *cobra.Command {
+	out, command := "", ""
+	var seconds float64
+	cmd := &cobra.Command{
+		Use:   "report RUN.json...",
+		Short: "Write the suite file of the results format from the runs of both schedulers",
+		Args:  cobra.MinimumNArgs(2),
+		RunE: func(_ *cobra.Command, args []string) error {
+			if out == "" {
+				return errors.New("--out is required")
+			}
+			var runs []runResult
+			for _, path := range args {
+				r, err := readRun(path)
+				if err != nil {
+					return err
+				}
+				runs = append(runs, r)
+			}
+			f, err := suiteFile(runs, command, seconds)
+			if err != nil {
+				return err
+			}
+			return results.Write(out, f)
+		},
+	}
+	cmd.Flags().StringVar(&out, "out", out, "The suite file to write.")
+	cmd.Flags().StringVar(&command, "command", command, "The command that reproduces the figures.")
+	cmd.Flags().Float64Var(&seconds, "seconds", seconds, "How long the suite ran.")
+	return cmd
+}
+
+func writeJSON(path string, v any) error {
+	data, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(path, append(data, '\n'), 0o644)
+}

@@ -1,0 +1,88 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"k8s.io/klog/v2/ktesting"
+	"k8s.io/kubernetes/cmd/kube-scheduler/app/options"
+	"k8s.io/kubernetes/pkg/scheduler/apis/config"
+
+	_ "github.com/drasched/drasched/apis/config/scheme" // StructuredDRAArgs
+)
+
+// enabled returns the names of a profile's plugins that are enabled for
+// all extension points (multiPoint) and not disabled there; after
+// defaulting, the default plugins are listed there too.
+func enabled(p config.KubeSchedulerProfile) []string {
+	var names []string
+	for _, pl := range p.Plugins.MultiPoint.Enabled {
+		disabled := slices.ContainsFunc(p.Plugins.MultiPoint.Disabled, func(d config.Plugin) bool { return d.Name == pl.Name })
+		if !disabled && !slices.Contains(names, pl.Name) {
+			names = append(names, pl.Name)
+		}
+	}
+	return names
+}
+
+// TestSchedulerConfigs: both schedulers get the same name, client QPS and
+// kubeconfig; upstream runs DynamicResources, drasched StructuredDRA
+// instead.
+func TestSchedulerConfigs(t *testing.T) {
+	logger, _ := ktesting.NewTestContext(t)
+	dir := t.TempDir()
+	loaded := map[string]*config.KubeSchedulerConfiguration{}
+	for _, s := range []string{upstream, drasched} {
+		data, err := schedulerConfig(s, repoRoot+"/config/scheduler-config.yaml", "/k/kubeconfig", "bench", 4000, 3000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		path := filepath.Join(dir, s+".yaml")
+		if err := os.WriteFile(path, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if loaded[s], err = options.LoadConfigFromFile(logger, path); err != nil {
+			t.Fatalf("%s: %v", s, err)
+		}
+	}
+	for s, cfg := range loaded {
+		if len(cfg.Profiles) != 1 || cfg.Profiles[0].SchedulerName != "bench" {
+			t.Errorf("%s: profiles %v, want one named bench", s, cfg.Profiles)
+		}
+	}
+	if diff := cmp.Diff(loaded[upstream].ClientConnection, loaded[drasched].ClientConnection); diff != "" {
+		t.Errorf("client connections differ (-upstream +drasched):\n%s", diff)
+	}
+	if c := loaded[upstream].ClientConnection; c.QPS != 4000 || c.Burst != 3000 || c.Kubeconfig != "/k/kubeconfig" {
+		t.Errorf("client connection %+v", c)
+	}
+	for s, want := range map[string][2]string{upstream: {"DynamicResources", "StructuredDRA"}, drasched: {"StructuredDRA", "DynamicResources"}} {
+		names := enabled(loaded[s].Profiles[0])
+		if !slices.Contains(names, want[0]) || slices.Contains(names, want[1]) {
+			t.Errorf("%s: plugins %v, want %s and not %s", s, names, want[0], want[1])
+		}
+	}
+	if _, err := schedulerConfig("other", "", "/k", "bench", 1, 1); err == nil {
+		t.Error("unknown scheduler: no error")
+	}
+}
+
+func TestBar(t *testing.T) {
+	for _, tc := range []struct {
+		done, total int
+		want        string
+	}{
+		{0, 10, "[....]"},
+		{5, 10, "[##..]"},
+		{10, 10, "[####]"},
+		{12, 10, "[####]"},
+		{0, 0, "[####]"},
+	} {
+		if got := bar(tc.done, tc.total, 4); got != tc.want {
+			t.Errorf("bar(%d, %d) = %q, want %q", tc.done, tc.total, got, tc.want)
+		}
+	}
+}

@@ -1,0 +1,106 @@
+package main
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/drasched/drasched/bench/internal/results"
+)
+
+func testRun(scheduler string, run int, latency float64, unbound, allocationErrors int) runResult {
+	r := runResult{
+		Scheduler: scheduler, Run: run, Nodes: 100,
+		NodeMix:  map[string]int{kindH100: 80, kindL40S: 10, kindA100: 10},
+		Fraction: 0.9, ChurnBase: 0.3, ChurnRate: 10, ChurnLifetimeSeconds: 5,
+	}
+	for _, name := range caseNames {
+		c := caseResult{Name: name, Pods: 4 + unbound, Unbound: unbound, AllocationErrors: allocationErrors, Seconds: 2}
+		for i := range 4 {
+			c.Latencies = append(c.Latencies, latency*float64(i+1))
+			c.BoundAt = append(c.BoundAt, 0.5*float64(i+1))
+		}
+		if allocationErrors > 0 {
+			c.Errors = []string{"device twice"}
+		}
+		r.Cases = append(r.Cases, c)
+	}
+	return r
+}
+
+func TestSuiteFile(t *testing.T) {
+	runs := []runResult{
+		testRun(upstream, 1, 1, 0, 0),
+		testRun(drasched, 1, 0.5, 0, 0),
+		testRun(upstream, 2, 3, 0, 0),
+		testRun(drasched, 2, 0.5, 1, 2),
+	}
+	f, err := suiteFile(runs, "hack/bench-kwok.sh", 120)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := len(f.Cases); got != len(caseNames)*len(metrics) {
+		t.Fatalf("%d cases, want %d", got, len(caseNames)*len(metrics))
+	}
+	get := func(name, metric string) results.Case {
+		t.Helper()
+		for _, c := range f.Cases {
+			if c.Name == name && c.Metric == metric {
+				return c
+			}
+		}
+		t.Fatalf("no case %s/%s", name, metric)
+		return results.Case{}
+	}
+	// p99 of latencies {L, 2L, 3L, 4L} is 4L; upstream's runs 4 and 12, median 8; drasched's 2 and 2.
+	p99 := get(caseFill, "p99_seconds")
+	if p99.Upstream != 8 || p99.Drasched != 2 || p99.Ratio != 4 || p99.Better != results.Lower {
+		t.Errorf("fill p99: %+v", p99)
+	}
+	if p99.Target == "" || p99.TargetMet == nil || !*p99.TargetMet {
+		t.Errorf("fill p99 target: %q %v, want met", p99.Target, p99.TargetMet)
+	}
+	if c := get(caseMatch, "p99_seconds"); c.Target != "" {
+		t.Errorf("match has a p99 target %q, only fill should", c.Target)
+	}
+	pps := get(caseChurn, "pods_per_second")
+	if pps.Upstream != 2 || pps.Drasched != 2 || pps.Better != results.Higher {
+		t.Errorf("churn pods/s: %+v", pps)
+	}
+	errs := get(caseMIG, metricAllocationErrors)
+	if diff := cmp.Diff([]float64{0, 2}, errs.DraschedRuns); diff != "" {
+		t.Errorf("allocation errors runs (-want +got):\n%s", diff)
+	}
+	if errs.TargetMet == nil || *errs.TargetMet {
+		t.Errorf("allocation errors target met with errors: %+v", errs)
+	}
+	note := get(caseFill, "pods_per_second").Note
+	for _, want := range []string{"4 pods of 8, 4, 2 and 1 H100 GPUs", "90% of the GPUs of 80 H100 nodes", "drasched run 2: 1 of 5 pods not bound"} {
+		if !strings.Contains(note, want) {
+			t.Errorf("fill note %q does not say %q", note, want)
+		}
+	}
+	if !strings.Contains(get(caseChurn, "pods_per_second").Note, "10 pods/s") {
+		t.Errorf("churn note without the rate: %q", get(caseChurn, "pods_per_second").Note)
+	}
+
+	// Two series (throughput, latency CDF) per case, scheduler and run.
+	if got, want := len(f.Series), len(caseNames)*2*2*2; got != want {
+		t.Errorf("%d series, want %d", got, want)
+	}
+	for _, s := range f.Series {
+		if s.Suite != results.SuiteKwok || (s.Metric != "pods_per_second" && s.Metric != metricLatencyCDF) || len(s.Points) == 0 {
+			t.Errorf("series %+v", s)
+		}
+	}
+	if f.Durations[results.SuiteKwok] != 120 || len(f.Commands) != 1 {
+		t.Errorf("durations %v, commands %v", f.Durations, f.Commands)
+	}
+}
+
+func TestSuiteFileNeedsBoth(t *testing.T) {
+	if _, err := suiteFile([]runResult{testRun(upstream, 1, 1, 0, 0)}, "", 0); err == nil || !strings.Contains(err.Error(), "no run of drasched") {
+		t.Errorf("got error %v", err)
+	}
+}

@@ -1,0 +1,535 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
+
+	"github.com/drasched/drasched/internal/kwokcluster"
+)
+
+// Case names, in the order in which a run measures them.
+const (
+	caseFill  = "fill"
+	caseChurn = "churn"
+	caseMatch = "match"
+	caseMIG   = "mig"
+)
+
+var caseNames = []string{caseFill, caseChurn, caseMatch, caseMIG}
+
+// runConfig says what a run measures and how.
+type runConfig struct {
+	Namespace     string
+	SchedulerName string
+	// DeviceClasses is the YAML file with the GPU driver's DeviceClasses.
+	DeviceClasses string
+	// Fraction of the devices that the fill, match and mig workloads take.
+	Fraction float64
+	// ChurnBase is the fraction of the H100 GPUs that the churn workload
+	// takes before its stream starts; ChurnRate pods/s are created for
+	// ChurnDuration, each deleted ChurnLifetime after it was bound.
+	ChurnBase     float64
+	ChurnRate     float64
+	ChurnDuration time.Duration
+	ChurnLifetime time.Duration
+	// Workers create pods in parallel.
+	Workers int
+	// Timeout is how long the pods of a case may take to be bound, plus
+	// PerPod for each pod.
+	Timeout, PerPod time.Duration
+}
+
+// runResult is what one run of one scheduler measured, as bench/kwok run
+// writes it and bench/kwok report reads it.
+type runResult struct {
+	Scheduler string `json:"scheduler"`
+	Run       int    `json:"run"`
+	Nodes     int    `json:"nodes"`
+	// NodeMix is the number of nodes by kind.
+	NodeMix map[string]int `json:"node_mix"`
+	// Fraction, ChurnBase, ChurnRate and ChurnLifetimeSeconds are those of
+	// the runConfig.
+	Fraction             float64      `json:"fraction"`
+	ChurnBase            float64      `json:"churn_base"`
+	ChurnRate            float64      `json:"churn_rate"`
+	ChurnLifetimeSeconds float64      `json:"churn_lifetime_seconds"`
+	Cases                []caseResult `json:"cases"`
+}
+
+// caseResult is what one case measured.
+type caseResult struct {
+	Name string `json:"name"`
+	// Pods is how many pods were measured.
+	Pods int `json:"pods"`
+	// Latencies are creation → bound of the bound pods, in seconds.
+	Latencies []float64 `json:"latencies"`
+	// BoundAt are the bind times since the case started, in seconds.
+	BoundAt []float64 `json:"bound_at"`
+	// Seconds is from the first creation to the last bind.
+	Seconds float64 `json:"seconds"`
+	// Unbound pods were not bound in time.
+	Unbound int `json:"unbound,omitempty"`
+	// AllocationErrors counts what kwokcluster.Verify found.
+	AllocationErrors int `json:"allocation_errors"`
+	// Errors are the first errors of the case, for the report.
+	Errors []string `json:"errors,omitempty"`
+}
+
+// maxErrors is how many errors of a case a result keeps.
+const maxErrors = 10
+
+func (c *caseResult) addErrors(errs ...error) {
+	for _, err := range errs {
+		if len(c.Errors) < maxErrors {
+			c.Errors = append(c.Errors, err.Error())
+		}
+	}
+}
+
+// failed says whether the case has errors.
+func (c *caseResult) failed() bool { return len(c.Errors) > 0 }
+
+// runner runs the workloads against one cluster.
+type runner struct {
+	client  kubernetes.Interface
+	cfg     runConfig
+	out     io.Writer
+	tracker *tracker
+}
+
+// run measures every case against the cluster, whose nodes exist and are
+// ready, and whose scheduler runs. Cases that fail are recorded and the
+// next one runs; the error says which failed.
+func (r *runner) run(ctx context.Context) ([]caseResult, error) {
+	if err := r.setup(ctx); err != nil {
+		return nil, err
+	}
+	sliceList, err := r.client.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	capa := capacityOf(sliceList.Items)
+	_, _ = fmt.Fprintf(r.out, "    capacity: %d H100 GPUs, %d slots of %d L40S on one PCIe root, MIG devices %v\n", capa.h100, capa.matchSlots, matchSize, capa.mig)
+	if err := r.createTemplates(ctx, capa); err != nil {
+		return nil, err
+	}
+	stop, err := r.watchPods(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer stop()
+
+	// The first pod waits for the scheduler's and the claim controller's
+	// informers; it is not measured.
+	warmup := caseResult{Name: "warm-up"}
+	r.measureBatch(ctx, &warmup, []podSpec{{name: "warmup", template: h100Template(1)}})
+	if warmup.failed() {
+		return nil, fmt.Errorf("warm-up pod: %s", strings.Join(warmup.Errors, "; "))
+	}
+	if err := r.cleanup(ctx); err != nil {
+		return nil, err
+	}
+
+	var results []caseResult
+	var failed []string
+	for _, name := range caseNames {
+		c := caseResult{Name: name}
+		switch name {
+		case caseFill:
+			r.measureBatch(ctx, &c, fillPods(caseFill, capa.h100, r.cfg.Fraction))
+		case caseChurn:
+			r.measureChurn(ctx, &c, capa)
+		case caseMatch:
+			r.measureBatch(ctx, &c, matchPods(capa.matchSlots, r.cfg.Fraction))
+		case caseMIG:
+			r.measureBatch(ctx, &c, migPods(capa.mig, r.cfg.Fraction))
+		}
+		if ctx.Err() != nil {
+			return results, ctx.Err()
+		}
+		errs := r.verify(ctx)
+		c.AllocationErrors = len(errs)
+		c.addErrors(errs...)
+		r.report(c)
+		results = append(results, c)
+		if c.failed() {
+			failed = append(failed, name)
+		}
+		if err := r.cleanup(ctx); err != nil {
+			return results, err
+		}
+	}
+	if len(failed) > 0 {
+		return results, fmt.Errorf("cases failed: %s", strings.Join(failed, ", "))
+	}
+	return results, nil
+}
+
+// setup creates the namespace, waits for its default ServiceAccount (the
+// ServiceAccount admission plugin refuses pods until the controller manager
+// has made it) and creates the DeviceClasses.
+func (r *runner) setup(ctx context.Context) error {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: r.cfg.Namespace}}
+	if _, err := r.client.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("create namespace %s: %w", r.cfg.Namespace, err)
+	}
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		_, err := r.client.CoreV1().ServiceAccounts(r.cfg.Namespace).Get(ctx, "default", metav1.GetOptions{})
+		return err == nil, nil
+	})
+	if err != nil {
+		return fmt.Errorf("default ServiceAccount of namespace %s: %w", r.cfg.Namespace, err)
+	}
+	classes, err := readDeviceClasses(r.cfg.DeviceClasses)
+	if err != nil {
+		return err
+	}
+	for _, class := range classes {
+		if _, err := r.client.ResourceV1().DeviceClasses().Create(ctx, class, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("create DeviceClass %s: %w", class.Name, err)
+		}
+	}
+	return nil
+}
+
+// readDeviceClasses decodes the DeviceClasses of a multi-document YAML file.
+func readDeviceClasses(path string) ([]*resourceapi.DeviceClass, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = f.Close() }()
+	dec := utilyaml.NewYAMLOrJSONDecoder(f, 4096)
+	var classes []*resourceapi.DeviceClass
+	for {
+		var class resourceapi.DeviceClass
+		if err := dec.Decode(&class); err != nil {
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		if class.Name == "" {
+			continue
+		}
+		if class.Kind != "DeviceClass" {
+			return nil, fmt.Errorf("%s: %s %s is not a DeviceClass", path, class.Kind, class.Name)
+		}
+		classes = append(classes, &class)
+	}
+	if len(classes) == 0 {
+		return nil, fmt.Errorf("%s: no DeviceClasses", path)
+	}
+	return classes, nil
+}
+
+func (r *runner) createTemplates(ctx context.Context, capa capacity) error {
+	var profiles []string
+	for p := range capa.mig {
+		profiles = append(profiles, p)
+	}
+	slices.Sort(profiles)
+	for _, t := range claimTemplates(r.cfg.Namespace, profiles) {
+		if _, err := r.client.ResourceV1().ResourceClaimTemplates(r.cfg.Namespace).Create(ctx, t, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("create ResourceClaimTemplate %s: %w", t.Name, err)
+		}
+	}
+	return nil
+}
+
+// watchPods feeds the tracker from a pod informer of the namespace.
+func (r *runner) watchPods(ctx context.Context) (func(), error) {
+	ctx, cancel := context.WithCancel(ctx)
+	factory := informers.NewSharedInformerFactoryWithOptions(r.client, 0, informers.WithNamespace(r.cfg.Namespace))
+	informer := factory.Core().V1().Pods().Informer()
+	handle := func(obj any) {
+		if pod, ok := obj.(*corev1.Pod); ok {
+			r.tracker.observe(pod)
+		}
+	}
+	if _, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    handle,
+		UpdateFunc: func(_, obj any) { handle(obj) },
+	}); err != nil {
+		cancel()
+		return nil, err
+	}
+	factory.Start(ctx.Done())
+	if !cache.WaitForCacheSync(ctx.Done(), informer.HasSynced) {
+		cancel()
+		return nil, errors.New("pod informer did not sync")
+	}
+	return func() {
+		cancel()
+		factory.Shutdown()
+	}, nil
+}
+
+// createPods creates the pods with cfg.Workers in parallel, as fast as the
+// client allows, recording each creation in the tracker.
+func (r *runner) createPods(ctx context.Context, caseName string, pods []podSpec) error {
+	work := make(chan podSpec)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var errs []error
+	for range max(1, r.cfg.Workers) {
+		wg.Go(func() {
+			for p := range work {
+				if err := r.createPod(ctx, caseName, p); err != nil {
+					mu.Lock()
+					errs = append(errs, err)
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	for _, p := range pods {
+		select {
+		case work <- p:
+		case <-ctx.Done():
+		}
+	}
+	close(work)
+	wg.Wait()
+	if len(errs) > 0 {
+		return fmt.Errorf("%d of %d pods not created: %w", len(errs), len(pods), errs[0])
+	}
+	return ctx.Err()
+}
+
+func (r *runner) createPod(ctx context.Context, caseName string, p podSpec) error {
+	pod := podObject(r.cfg.Namespace, r.cfg.SchedulerName, caseName, p)
+	r.tracker.creating(p.name)
+	if _, err := r.client.CoreV1().Pods(r.cfg.Namespace).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("create pod %s: %w", p.name, err)
+	}
+	return nil
+}
+
+// timeout is how long the pods may take to be bound.
+func (r *runner) timeout(pods int) time.Duration {
+	return r.cfg.Timeout + time.Duration(pods)*r.cfg.PerPod
+}
+
+// measureBatch creates the pods at once and waits until all are bound.
+func (r *runner) measureBatch(ctx context.Context, c *caseResult, pods []podSpec) {
+	names := podNames(pods)
+	c.Pods = len(pods)
+	start := time.Now()
+	if err := r.createPods(ctx, c.Name, pods); err != nil {
+		c.addErrors(err)
+	}
+	if err := r.waitBound(ctx, c.Name, names, start, r.timeout(len(pods))); err != nil {
+		c.addErrors(err)
+	}
+	r.fill(c, names, start)
+}
+
+// fill puts the measurements of the pods into the case.
+func (r *runner) fill(c *caseResult, names []string, start time.Time) {
+	s := r.tracker.measure(names, start)
+	c.Latencies, c.BoundAt, c.Seconds, c.Unbound = s.latencies, s.boundAt, s.seconds, s.unbound
+}
+
+// measureChurn fills ChurnBase of the H100 GPUs (not measured), then
+// creates ChurnRate pods/s for ChurnDuration and deletes each
+// ChurnLifetime after it was bound, oldest first, and measures the pods of
+// that stream.
+func (r *runner) measureChurn(ctx context.Context, c *caseResult, capa capacity) {
+	base := fillPods("churn-base", capa.h100, r.cfg.ChurnBase)
+	if err := r.createPods(ctx, "churn-base", base); err != nil {
+		c.addErrors(err)
+		return
+	}
+	if err := r.waitBound(ctx, "churn-base", podNames(base), time.Now(), r.timeout(len(base))); err != nil {
+		c.addErrors(err)
+		return
+	}
+
+	count := int(r.cfg.ChurnRate * r.cfg.ChurnDuration.Seconds())
+	pods := make([]podSpec, count)
+	for i := range pods {
+		pods[i] = churnPod(i)
+	}
+	names := podNames(pods)
+	c.Pods = count
+	start := time.Now()
+	interval := time.Duration(float64(time.Second) / r.cfg.ChurnRate)
+
+	var creates sync.WaitGroup
+	var mu sync.Mutex
+	var errs []error
+	created := 0 // guarded by mu
+	record := func(err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		errs = append(errs, err)
+	}
+	deleterCtx, stopDeleter := context.WithCancel(ctx)
+	var deleter sync.WaitGroup
+	deleter.Go(func() {
+		deleted := 0
+		ticker := time.NewTicker(100 * time.Millisecond)
+		defer ticker.Stop()
+		for {
+			select {
+			case <-deleterCtx.Done():
+				return
+			case <-ticker.C:
+			}
+			mu.Lock()
+			limit := created
+			mu.Unlock()
+			for ; deleted < limit; deleted++ {
+				at, ok := r.tracker.boundAt(names[deleted])
+				if !ok || time.Since(at) < r.cfg.ChurnLifetime {
+					break
+				}
+				err := r.client.CoreV1().Pods(r.cfg.Namespace).Delete(ctx, names[deleted], metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)})
+				if err != nil && !apierrors.IsNotFound(err) {
+					record(fmt.Errorf("delete pod %s: %w", names[deleted], err))
+				}
+			}
+		}
+	})
+	progress := newProgress(r.out, c.Name, count, start)
+	for i, p := range pods {
+		// A steady rate: the i-th pod at start + i*interval, each created
+		// by its own goroutine so that a slow call delays no other.
+		if d := time.Until(start.Add(time.Duration(i) * interval)); d > 0 {
+			select {
+			case <-time.After(d):
+			case <-ctx.Done():
+			}
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		mu.Lock()
+		created = i + 1
+		mu.Unlock()
+		creates.Go(func() {
+			if err := r.createPod(ctx, c.Name, p); err != nil {
+				record(err)
+			}
+		})
+		progress.update(r.tracker.countBound(names[:i+1]))
+	}
+	creates.Wait()
+	if err := r.waitBound(ctx, c.Name, names, start, r.timeout(count)); err != nil {
+		c.addErrors(err)
+	}
+	stopDeleter()
+	deleter.Wait()
+	c.addErrors(errs...)
+	r.fill(c, names, start)
+}
+
+func podNames(pods []podSpec) []string {
+	names := make([]string, len(pods))
+	for i, p := range pods {
+		names[i] = p.name
+	}
+	return names
+}
+
+// waitBound waits until the tracker has seen all pods bound, showing
+// progress.
+func (r *runner) waitBound(ctx context.Context, caseName string, names []string, start time.Time, timeout time.Duration) error {
+	progress := newProgress(r.out, caseName, len(names), start)
+	var bound int
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
+		bound = r.tracker.countBound(names)
+		progress.update(bound)
+		return bound == len(names), nil
+	})
+	progress.done(bound)
+	if err != nil {
+		return fmt.Errorf("%d of %d pods not bound after %s: %w", len(names)-bound, len(names), time.Since(start).Round(time.Second), err)
+	}
+	return nil
+}
+
+// verify checks the allocations in the namespace with kwokcluster.Verify.
+// Claims are listed before pods: while no pod is being bound, a pod in the
+// list has had its claims since before the claims were listed.
+func (r *runner) verify(ctx context.Context) []error {
+	claims, err := r.client.ResourceV1().ResourceClaims(r.cfg.Namespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return []error{fmt.Errorf("list claims: %w", err)}
+	}
+	resourceSlices, err := r.client.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return []error{fmt.Errorf("list ResourceSlices: %w", err)}
+	}
+	nodes, err := r.client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return []error{fmt.Errorf("list nodes: %w", err)}
+	}
+	pods, err := r.client.CoreV1().Pods(r.cfg.Namespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return []error{fmt.Errorf("list pods: %w", err)}
+	}
+	return kwokcluster.Verify(kwokcluster.Cluster{Pods: pods.Items, Claims: claims.Items, Slices: resourceSlices.Items, Nodes: nodes.Items})
+}
+
+// cleanup deletes the pods of the namespace and waits until their claims
+// are gone too, so that the next case starts with free devices.
+func (r *runner) cleanup(ctx context.Context) error {
+	err := r.client.CoreV1().Pods(r.cfg.Namespace).DeleteCollection(ctx,
+		metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)},
+		metav1.ListOptions{LabelSelector: appLabel + "=" + appValue})
+	if err != nil {
+		return fmt.Errorf("delete pods: %w", err)
+	}
+	var pods, claims int
+	err = wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
+		podList, err := r.client.CoreV1().Pods(r.cfg.Namespace).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		claimList, err := r.client.ResourceV1().ResourceClaims(r.cfg.Namespace).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		pods, claims = len(podList.Items), len(claimList.Items)
+		return pods == 0 && claims == 0, nil
+	})
+	if err != nil {
+		return fmt.Errorf("cleanup: %d pods and %d claims left: %w", pods, claims, err)
+	}
+	return nil
+}
+
+// report prints a case's result.
+func (r *runner) report(c caseResult) {
+	s := sample{latencies: c.Latencies, seconds: c.Seconds}
+	_, _ = fmt.Fprintf(r.out, "    %-6s %d pods, %.1f pods/s, latency p50 %s p90 %s p99 %s, %d allocation errors\n",
+		c.Name, c.Pods, s.podsPerSecond(), seconds(percentile(c.Latencies, 0.5)), seconds(percentile(c.Latencies, 0.9)),
+		seconds(percentile(c.Latencies, 0.99)), c.AllocationErrors)
+	for _, e := range c.Errors {
+		_, _ = fmt.Fprintf(r.out, "      error: %s\n", e)
+	}
+}
+
+func seconds(s float64) string {
+	return (time.Duration(s * float64(time.Second))).Round(time.Millisecond).String()
+}

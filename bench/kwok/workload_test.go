@@ -1,0 +1,304 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/dynamic-resource-allocation/cel"
+	"k8s.io/dynamic-resource-allocation/structured"
+	"k8s.io/klog/v2/ktesting"
+
+	"github.com/drasched/drasched/internal/kwokcluster"
+)
+
+// repoRoot is where hack/bench-kwok.sh runs the program: the inventories
+// and DeviceClasses are relative to it.
+const repoRoot = "../.."
+
+func TestNodeMix(t *testing.T) {
+	for n, want := range map[int]map[string]int{
+		1000: {kindH100: 800, kindL40S: 100, kindA100: 100},
+		100:  {kindH100: 80, kindL40S: 10, kindA100: 10},
+		25:   {kindH100: 21, kindL40S: 2, kindA100: 2},
+		3:    {kindH100: 1, kindL40S: 1, kindA100: 1},
+		2:    {kindH100: 2, kindL40S: 0, kindA100: 0},
+	} {
+		if diff := cmp.Diff(want, nodeMix(n)); diff != "" {
+			t.Errorf("nodeMix(%d) (-want +got):\n%s", n, diff)
+		}
+	}
+}
+
+// gpusOf returns the GPU count of a template made by h100Template.
+func gpusOf(t *testing.T, template string) int {
+	t.Helper()
+	var n int
+	if _, err := fmt.Sscanf(template, "h100-%d", &n); err != nil {
+		t.Fatalf("template %q: %v", template, err)
+	}
+	return n
+}
+
+func TestFillPods(t *testing.T) {
+	for _, tc := range []struct {
+		gpus     int
+		fraction float64
+		want     map[int]int // pods by size
+	}{
+		{gpus: 640, fraction: 0.9, want: map[int]int{8: 18, 4: 36, 2: 72, 1: 144}},
+		// 5760 GPUs, 1440 per size.
+		{gpus: 6400, fraction: 0.9, want: map[int]int{8: 180, 4: 360, 2: 720, 1: 1440}},
+		// 72 GPUs, 18 per size: 8-GPU pods take 16, 4-GPU 16, 2-GPU 18;
+		// 1-GPU pods take their 18 and the 4 left.
+		{gpus: 80, fraction: 0.9, want: map[int]int{8: 2, 4: 4, 2: 9, 1: 22}},
+		{gpus: 8, fraction: 0.5, want: map[int]int{1: 4}},
+	} {
+		t.Run(fmt.Sprintf("%d GPUs", tc.gpus), func(t *testing.T) {
+			pods := fillPods("fill", tc.gpus, tc.fraction)
+			got := map[int]int{}
+			total, last := 0, 8
+			names := sets.New[string]()
+			for _, p := range pods {
+				size := gpusOf(t, p.template)
+				if size > last {
+					t.Fatalf("pod %s of %d GPUs after a pod of %d: not largest first", p.name, size, last)
+				}
+				last = size
+				got[size]++
+				total += size
+				names.Insert(p.name)
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("pods by size (-want +got):\n%s", diff)
+			}
+			if want := int(float64(tc.gpus) * tc.fraction); total != want {
+				t.Errorf("%d GPUs requested, want %d", total, want)
+			}
+			if names.Len() != len(pods) {
+				t.Errorf("%d names for %d pods", names.Len(), len(pods))
+			}
+		})
+	}
+}
+
+func TestChurnPod(t *testing.T) {
+	total := 0
+	for i := range len(churnSizes) * 10 {
+		total += gpusOf(t, churnPod(i).template)
+	}
+	if avg := float64(total) / float64(len(churnSizes)*10); avg != 2 {
+		t.Errorf("average churn pod takes %.2f GPUs, want 2", avg)
+	}
+	if churnPod(0).name == churnPod(1).name {
+		t.Error("churn pods share a name")
+	}
+}
+
+func TestMatchPods(t *testing.T) {
+	pods := matchPods(20, 0.9)
+	if len(pods) != 18 {
+		t.Fatalf("%d pods, want 18", len(pods))
+	}
+	for _, p := range pods {
+		if p.template != matchTemplate {
+			t.Errorf("pod %s: template %s", p.name, p.template)
+		}
+	}
+}
+
+func TestMIGPods(t *testing.T) {
+	pods := migPods(map[string]int{"1g.5gb": 10, "3g.20gb": 3, "2g.10gb": 0}, 0.9)
+	var got []string
+	for _, p := range pods {
+		got = append(got, p.template)
+	}
+	// 9 of 1g.5gb, 2 of 3g.20gb, interleaved.
+	want := []string{"mig-1g-5gb", "mig-3g-20gb", "mig-1g-5gb", "mig-3g-20gb"}
+	for range 7 {
+		want = append(want, "mig-1g-5gb")
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("templates (-want +got):\n%s", diff)
+	}
+}
+
+// driverSlices are the slices that the GPU driver publishes for a node of
+// the kind.
+func driverSlices(t *testing.T, kind, name string) []*resourceapi.ResourceSlice {
+	t.Helper()
+	_, ctx := ktesting.NewTestContext(t)
+	inventory := repoRoot + "/" + inventories[kind]
+	gpus, err := kwokcluster.Discover(ctx, inventory)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := kwokcluster.NodeSlices(gpus, kwokcluster.NodeObject(name, inventory, slicesFrom))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func values(ptrs []*resourceapi.ResourceSlice) []resourceapi.ResourceSlice {
+	out := make([]resourceapi.ResourceSlice, len(ptrs))
+	for i, s := range ptrs {
+		out[i] = *s
+	}
+	return out
+}
+
+func TestCapacityOf(t *testing.T) {
+	var all []*resourceapi.ResourceSlice
+	for kind, n := range map[string]int{kindH100: 2, kindL40S: 3, kindA100: 1} {
+		for i := range n {
+			all = append(all, driverSlices(t, kind, nodeName(kind, i))...)
+		}
+	}
+	// An old generation of a pool does not count.
+	old := driverSlices(t, kindH100, nodeName(kindH100, 0))[0].DeepCopy()
+	old.Name += "-old"
+	for _, s := range all {
+		s.Spec.Pool.Generation = 1
+	}
+	all = append(all, old)
+
+	got := capacityOf(values(all))
+	want := capacity{h100: 16, matchSlots: 6, mig: map[string]int{"1g.5gb": 17, "2g.10gb": 4, "3g.20gb": 3, "7g.40gb": 1}}
+	if diff := cmp.Diff(want, got, cmp.AllowUnexported(capacity{})); diff != "" {
+		t.Errorf("capacity (-want +got):\n%s", diff)
+	}
+}
+
+type classLister []*resourceapi.DeviceClass
+
+func (l classLister) List() ([]*resourceapi.DeviceClass, error) { return l, nil }
+
+func (l classLister) Get(name string) (*resourceapi.DeviceClass, error) {
+	for _, c := range l {
+		if c.Name == name {
+			return c, nil
+		}
+	}
+	return nil, errors.New("no DeviceClass " + name)
+}
+
+// TestTemplatesFit keeps the workloads honest without a cluster: with
+// upstream's allocator, the GPU driver's DeviceClasses and slices, each
+// template's claim fits on the nodes of its workload only, and the idle
+// nodes take as many claims as capacityOf counts.
+func TestTemplatesFit(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	classes, err := readDeviceClasses(repoRoot + "/config/gpu-driver/deviceclasses.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodes := map[string]*corev1.Node{}
+	var all []*resourceapi.ResourceSlice
+	for _, kind := range []string{kindH100, kindL40S, kindA100} {
+		name := nodeName(kind, 0)
+		nodes[kind] = kwokcluster.NodeObject(name, inventories[kind], slicesFrom)
+		all = append(all, driverSlices(t, kind, name)...)
+	}
+	capa := capacityOf(values(all))
+	templates := map[string]*resourceapi.ResourceClaimTemplate{}
+	var profiles []string
+	for p := range capa.mig {
+		profiles = append(profiles, p)
+	}
+	for _, tmpl := range claimTemplates("bench", profiles) {
+		templates[tmpl.Name] = tmpl
+	}
+	features := structured.Features{PrioritizedList: true, PartitionableDevices: true, DeviceTaints: true, ConsumableCapacity: true}
+
+	// fits returns how many claims of the template the node takes, one
+	// after the other.
+	fits := func(t *testing.T, template string, node *corev1.Node) int {
+		t.Helper()
+		tmpl, ok := templates[template]
+		if !ok {
+			t.Fatalf("no template %s", template)
+		}
+		allocated := sets.New[structured.DeviceID]()
+		for n := 0; ; n++ {
+			a, err := structured.NewAllocator(ctx, features, structured.AllocatedState{AllocatedDevices: allocated}, classLister(classes), all, cel.NewCache(10, cel.Features{}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			name := fmt.Sprintf("%s-%d", template, n)
+			claim := &resourceapi.ResourceClaim{
+				ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "bench", UID: types.UID(name)},
+				Spec:       tmpl.Spec.Spec,
+			}
+			results, err := a.Allocate(ctx, node, []*resourceapi.ResourceClaim{claim})
+			if err != nil {
+				t.Fatalf("%s on %s: %v", template, node.Name, err)
+			}
+			if results == nil {
+				return n
+			}
+			for _, d := range results[0].Devices.Results {
+				allocated.Insert(structured.MakeDeviceID(d.Driver, d.Pool, d.Device))
+			}
+		}
+	}
+	for name, want := range map[string]map[string]int{
+		h100Template(1):        {kindH100: 8},
+		h100Template(2):        {kindH100: 4},
+		h100Template(4):        {kindH100: 2},
+		h100Template(8):        {kindH100: 1},
+		matchTemplate:          {kindL40S: capa.matchSlots},
+		migTemplate("1g.5gb"):  {kindA100: capa.mig["1g.5gb"]},
+		migTemplate("2g.10gb"): {kindA100: capa.mig["2g.10gb"]},
+		migTemplate("3g.20gb"): {kindA100: capa.mig["3g.20gb"]},
+		migTemplate("7g.40gb"): {kindA100: capa.mig["7g.40gb"]},
+	} {
+		t.Run(name, func(t *testing.T) {
+			for kind, node := range nodes {
+				if got := fits(t, name, node); got != want[kind] {
+					t.Errorf("%d claims fit on an idle %s node, want %d", got, kind, want[kind])
+				}
+			}
+		})
+	}
+	if len(templates) != len(fillSizes)+1+len(capa.mig) {
+		t.Errorf("%d templates, want one per fill size, one for match, one per MIG profile", len(templates))
+	}
+}
+
+func TestPodObject(t *testing.T) {
+	pod := podObject("bench", "bench", caseFill, podSpec{name: "fill-00001", template: h100Template(2)})
+	if pod.Spec.SchedulerName != "bench" || pod.Namespace != "bench" || pod.Labels[caseLabel] != caseFill || pod.Labels[appLabel] != appValue {
+		t.Errorf("pod %+v", pod.ObjectMeta)
+	}
+	if got := *pod.Spec.ResourceClaims[0].ResourceClaimTemplateName; got != "h100-2" {
+		t.Errorf("template %s", got)
+	}
+	if claims := pod.Spec.Containers[0].Resources.Claims; len(claims) != 1 || claims[0].Name != pod.Spec.ResourceClaims[0].Name {
+		t.Errorf("container does not use the claim: %+v", claims)
+	}
+}
+
+func TestReadDeviceClasses(t *testing.T) {
+	classes, err := readDeviceClasses(repoRoot + "/config/gpu-driver/deviceclasses.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, c := range classes {
+		names = append(names, c.Name)
+	}
+	if diff := cmp.Diff([]string{gpuClass, migClass}, names); diff != "" {
+		t.Errorf("classes (-want +got):\n%s", diff)
+	}
+	if _, err := readDeviceClasses(repoRoot + "/config/examples/one-gpu.yaml"); err == nil || !strings.Contains(err.Error(), "not a DeviceClass") {
+		t.Errorf("a file with other objects: got error %v", err)
+	}
+}

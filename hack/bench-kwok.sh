@@ -1,0 +1,191 @@
+#!/usr/bin/env bash
+# The kwok end-to-end benchmark: upstream's kube-scheduler (in-tree
+# DynamicResources) and drasched (StructuredDRA), each as its own process
+# against its own fresh kwok cluster made with identical settings, on the
+# same GPU nodes and the same workloads (bench/kwok):
+#
+#   fill   pods of 8, 4, 2 and 1 H100 GPUs up to 90% of the H100 GPUs,
+#          created at once (largest first)
+#   churn  a steady stream of 1-4 GPU pods on a partly full cluster, each
+#          deleted a few seconds after it was bound
+#   match  pods of four L40S GPUs on one PCIe root (matchAttribute)
+#   mig    pods of one MIG device each on A100 nodes
+#
+# It measures pods/s and the p50/p90/p99 of creation → bound latency,
+# checks every allocation after each case, and writes
+# _output/bench/kwok/kwok.json (bench/internal/results format); `make bench`
+# merges it into bench/results/.
+#
+# Usage: hack/bench-kwok.sh
+#   NODES=N          nodes per cluster (default 1000; 100 with QUICK=1): a
+#                    tenth each L40S and A100 MIG nodes, the rest H100, 8
+#                    GPUs each
+#   QUICK=1          100 nodes and 20 s of churn: both schedulers in ~4 min
+#   RUNS=N           runs per scheduler, each on a fresh cluster (default 1;
+#                    the order of the schedulers alternates)
+#   CHURN_RATE=P     pods/s of the churn workload (default 10)
+#   CHURN_DURATION=D how long churn creates pods (default 60s; 20s QUICK)
+#   BENCH_COMMAND    the command recorded in the results as how to reproduce them
+#
+# Clusters: kwokctl create cluster --runtime binary with the binaries of
+# hack/build-control-plane.sh, --disable-qps-limits, and without kwokctl's
+# own kube-scheduler. kwokctl's state and the logs go to _output/bench/kwok;
+# everything is torn down on exit, also on failure or Ctrl-C.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+
+if [[ "${QUICK:-}" == 1 ]]; then
+	nodes=${NODES:-100}
+	churn_duration=${CHURN_DURATION:-20s}
+else
+	nodes=${NODES:-1000}
+	churn_duration=${CHURN_DURATION:-60s}
+fi
+runs=${RUNS:-1}
+churn_rate=${CHURN_RATE:-10}
+command=${BENCH_COMMAND:-hack/bench-kwok.sh}
+
+bin_dir=${root}/_output/bin
+cluster_bin=${root}/_output/cluster/bin
+out=${root}/_output/bench/kwok
+run_dir=${out}/run
+log_dir=${out}/logs
+raw_dir=${out}/runs
+bench=${out}/bin/kwok
+export KWOK_WORKDIR=${out}/kwok
+export KWOK_KUBECTL_BINARY=${cluster_bin}/kubectl
+
+# The schedulers, by the process name of their run.
+declare -A binaries=(
+	[upstream]=${cluster_bin}/kube-scheduler
+	[drasched]=${bin_dir}/scheduler
+)
+# shellcheck source=hack/lib/processes.sh
+source hack/lib/processes.sh
+
+start=${SECONDS}
+log() {
+	printf 'kwok: %s  (%ds)\n' "$1" "$((SECONDS - start))" >&2
+}
+
+kwokctl() {
+	"${cluster_bin}/kwokctl" "$@"
+}
+
+cluster_name() {
+	echo "drasched-bench-$1"
+}
+
+cluster_exists() {
+	local clusters
+	clusters=$(kwokctl get clusters 2>/dev/null) || return 1
+	grep -qxF "$1" <<<"${clusters}"
+}
+
+teardown() {
+	local s
+	for s in "${!binaries[@]}"; do
+		stop_process "${s}" "${binaries[${s}]}"
+		if cluster_exists "$(cluster_name "${s}")"; then
+			kwokctl delete cluster --name "$(cluster_name "${s}")" >/dev/null 2>&1 || true
+		fi
+	done
+}
+
+on_exit() {
+	local rc=$?
+	trap - EXIT
+	if [[ -n "${watched}" ]]; then
+		kill "${watched}" 2>/dev/null || true
+	fi
+	if ((rc != 0)); then
+		echo "kwok: failed (exit ${rc}); logs in ${log_dir#"${root}"/}" >&2
+	fi
+	teardown
+	exit "${rc}"
+}
+
+# build: the drasched binary, the control-plane binaries (both no-ops when
+# up to date) and the benchmark program.
+build() {
+	log "building: control-plane binaries (hack/build-control-plane.sh), drasched (make commands), bench/kwok"
+	CLUSTER_BIN_DIR=${cluster_bin} hack/build-control-plane.sh >"${log_dir}/build.log" 2>&1 || {
+		tail -n 20 "${log_dir}/build.log" >&2
+		return 1
+	}
+	# The commit's date instead of the time of the build, so that an
+	# unchanged tree is not linked again (as `make demo` does).
+	make --no-print-directory commands OUTPUT_DIR="${root}/_output" \
+		BUILD_DATE="$(TZ=UTC0 git log -1 --date=format-local:%Y-%m-%dT%H:%M:%SZ --format=%cd)" >>"${log_dir}/build.log" 2>&1 || {
+		tail -n 20 "${log_dir}/build.log" >&2
+		return 1
+	}
+	go build -o "${bench}" ./bench/kwok
+}
+
+# run_scheduler SCHEDULER RUN: one run of one scheduler on a fresh cluster.
+run_scheduler() {
+	local s=$1 run=$2 cluster kubeconfig config rc=0
+	cluster=$(cluster_name "${s}")
+	kubeconfig=${out}/${s}.kubeconfig
+	config=${out}/${s}-scheduler-config.yaml
+
+	log "${s} run ${run}: kwok cluster ${cluster} with ${nodes} nodes"
+	kwokctl create cluster --name "${cluster}" --runtime binary --kubeconfig "" --wait 2m \
+		--disable-qps-limits --disable kube-scheduler \
+		--etcd-binary "${cluster_bin}/etcd" \
+		--kube-apiserver-binary "${cluster_bin}/kube-apiserver" \
+		--kube-controller-manager-binary "${cluster_bin}/kube-controller-manager" \
+		--kube-scheduler-binary "${cluster_bin}/kube-scheduler" \
+		--kwok-controller-binary "${cluster_bin}/kwok" >"${log_dir}/${s}-kwokctl.log" 2>&1 || {
+		tail -n 20 "${log_dir}/${s}-kwokctl.log" >&2
+		return 1
+	}
+	kwokctl get kubeconfig --name "${cluster}" >"${kubeconfig}"
+	chmod 600 "${kubeconfig}"
+	"${bench}" nodes --kubeconfig "${kubeconfig}" --nodes "${nodes}" >&2
+
+	"${bench}" scheduler-config --kubeconfig "${kubeconfig}" --scheduler "${s}" --out "${config}"
+	log "${s} run ${run}: starting ${binaries[${s}]#"${root}"/}"
+	start_process "${s}" "${binaries[${s}]}" --config "${config}" --leader-elect=false --secure-port=0 -v=1
+	run_watching "${bench}" run --kubeconfig "${kubeconfig}" --scheduler "${s}" --run "${run}" \
+		--churn-rate "${churn_rate}" --churn-duration "${churn_duration}" \
+		--out "${raw_dir}/${s}-${run}.json" >&2 || rc=$?
+	if ((rc != 0)); then
+		echo "--- last lines of ${log_dir#"${root}"/}/${s}.log" >&2
+		tail -n 20 "${log_dir}/${s}.log" >&2
+	fi
+	stop_process "${s}" "${binaries[${s}]}"
+	# The control plane's logs go with the cluster: keep them.
+	cp -r "${KWOK_WORKDIR}/clusters/${cluster}/logs" "${log_dir}/${s}-cluster" 2>/dev/null || true
+	kwokctl delete cluster --name "${cluster}" >/dev/null 2>&1 || true
+	return "${rc}"
+}
+
+mkdir -p "${run_dir}" "${log_dir}"
+teardown
+rm -rf "${raw_dir}" "${log_dir:?}"/* "${out}/kwok.json"
+mkdir -p "${raw_dir}"
+trap on_exit EXIT
+trap 'exit 130' INT TERM
+
+build
+log "${runs} run(s) per scheduler, ${nodes} nodes, churn ${churn_rate} pods/s for ${churn_duration}"
+status=0
+for ((run = 1; run <= runs; run++)); do
+	order=(upstream drasched)
+	((run % 2 == 0)) && order=(drasched upstream)
+	for s in "${order[@]}"; do
+		run_scheduler "${s}" "${run}" || status=1
+	done
+done
+
+# Even failed runs have results for their cases.
+shopt -s nullglob
+raws=("${raw_dir}"/*.json)
+if ((${#raws[@]} > 0)); then
+	"${bench}" report --out "${out}/kwok.json" --command "${command}" --seconds "$((SECONDS - start))" "${raws[@]}" || status=1
+fi
+log "done, results in ${out#"${root}"/}/kwok.json"
+exit "${status}"

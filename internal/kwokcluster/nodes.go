@@ -1,0 +1,267 @@
+package kwokcluster
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"path/filepath"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+
+	"github.com/drasched/drasched/pkg/driver/gpu"
+	"github.com/drasched/drasched/pkg/driver/gpu/device"
+	"github.com/drasched/drasched/pkg/driver/gpu/discovery"
+)
+
+// Labels and annotations of the GPU nodes.
+const (
+	// KwokNodeAnnotation marks a node that kwok's controller manages
+	// (kwokctl's clusters manage all nodes; the annotation keeps the nodes
+	// fake in clusters that select).
+	KwokNodeAnnotation = "kwok.x-k8s.io/node"
+	// InventoryLabel names the inventory file a node's GPUs come from,
+	// without folder and extension ("h100-hgx-8").
+	InventoryLabel = "gpu.drasched.dev/inventory"
+	// SlicesFromLabel says who publishes the node's ResourceSlices.
+	SlicesFromLabel = "gpu.drasched.dev/slices-from"
+)
+
+// Discover reads an inventory file with the driver's inventory backend, as
+// the plugin does.
+func Discover(ctx context.Context, inventory string) ([]device.GPU, error) {
+	return (&discovery.Inventory{Path: inventory}).Discover(ctx)
+}
+
+// InventoryName is the value of InventoryLabel for an inventory file.
+func InventoryName(inventory string) string {
+	return strings.TrimSuffix(filepath.Base(inventory), filepath.Ext(inventory))
+}
+
+// NodeObject is the Node of a simulated GPU node whose GPUs come from the
+// inventory file and whose slices slicesFrom publishes. kwok's node stages
+// fill in what a kubelet would report (conditions, addresses, node info)
+// and keep it Ready.
+func NodeObject(name, inventory, slicesFrom string) *corev1.Node {
+	resources := corev1.ResourceList{
+		corev1.ResourceCPU:    resource.MustParse("64"),
+		corev1.ResourceMemory: resource.MustParse("512Gi"),
+		corev1.ResourcePods:   resource.MustParse("110"),
+	}
+	return &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: name,
+			Labels: map[string]string{
+				corev1.LabelHostname:   name,
+				corev1.LabelOSStable:   "linux",
+				corev1.LabelArchStable: "amd64",
+				"type":                 "kwok",
+				InventoryLabel:         InventoryName(inventory),
+				SlicesFromLabel:        slicesFrom,
+			},
+			Annotations: map[string]string{KwokNodeAnnotation: "fake"},
+		},
+		Status: corev1.NodeStatus{Capacity: resources, Allocatable: resources},
+	}
+}
+
+// NodeSlices are the ResourceSlices the GPU driver would publish for the
+// node, owned by the Node as the plugin's own slices are, so that deleting
+// the node deletes them.
+func NodeSlices(gpus []device.GPU, node *corev1.Node) ([]*resourceapi.ResourceSlice, error) {
+	objs, err := gpu.BuildResourceSlices(gpu.SliceOptions{NodeName: node.Name}, gpus)
+	if err != nil {
+		return nil, err
+	}
+	for _, s := range objs {
+		s.OwnerReferences = []metav1.OwnerReference{{
+			APIVersion: "v1",
+			Kind:       "Node",
+			Name:       node.Name,
+			UID:        node.UID,
+			Controller: ptr.To(true),
+		}}
+	}
+	return objs, nil
+}
+
+// CreateNode creates the node and publishes the slices that the driver
+// would publish for its GPUs; it returns how many slices it created.
+func CreateNode(ctx context.Context, client kubernetes.Interface, node *corev1.Node, gpus []device.GPU) (int, error) {
+	created, err := client.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{})
+	if err != nil {
+		return 0, fmt.Errorf("create node %s: %w", node.Name, err)
+	}
+	objs, err := NodeSlices(gpus, created)
+	if err != nil {
+		return 0, fmt.Errorf("node %s: %w", node.Name, err)
+	}
+	for _, s := range objs {
+		if _, err := client.ResourceV1().ResourceSlices().Create(ctx, s, metav1.CreateOptions{}); err != nil {
+			return 0, fmt.Errorf("create ResourceSlice %s: %w", s.Name, err)
+		}
+	}
+	return len(objs), nil
+}
+
+// NodeState says what a node still lacks before pods may be scheduled.
+type NodeState struct {
+	Ready     bool
+	Taints    []string
+	Published bool
+}
+
+// Done reports whether the node is Ready, untainted, and has its GPU pool
+// published completely.
+func (s NodeState) Done() bool { return s.Ready && len(s.Taints) == 0 && s.Published }
+
+func (s NodeState) String() string {
+	var missing []string
+	if !s.Ready {
+		missing = append(missing, "not Ready")
+	}
+	if len(s.Taints) > 0 {
+		missing = append(missing, "taints "+strings.Join(s.Taints, ","))
+	}
+	if !s.Published {
+		missing = append(missing, "no complete ResourceSlice pool")
+	}
+	if len(missing) == 0 {
+		return "ready"
+	}
+	return strings.Join(missing, "; ")
+}
+
+// StateOf computes a node's state from the node and the GPU driver's
+// ResourceSlices of the cluster, grouped by pool (PoolsByName).
+func StateOf(node *corev1.Node, pools map[string][]resourceapi.ResourceSlice) NodeState {
+	var s NodeState
+	for _, c := range node.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			s.Ready = c.Status == corev1.ConditionTrue
+		}
+	}
+	for _, t := range node.Spec.Taints {
+		s.Taints = append(s.Taints, t.Key)
+	}
+	s.Published = PoolComplete(node.Name, pools[node.Name])
+	return s
+}
+
+// PoolsByName groups the GPU driver's slices by pool name, which is the
+// node name for its node-local pools.
+func PoolsByName(all []resourceapi.ResourceSlice) map[string][]resourceapi.ResourceSlice {
+	pools := map[string][]resourceapi.ResourceSlice{}
+	for _, s := range all {
+		if s.Spec.Driver == gpu.DefaultDriverName {
+			pools[s.Spec.Pool.Name] = append(pools[s.Spec.Pool.Name], s)
+		}
+	}
+	return pools
+}
+
+// PoolComplete reports whether the GPU driver's pool of the node is
+// published completely: as many slices of the newest generation as each
+// says the pool has. The allocator ignores incomplete pools.
+func PoolComplete(nodeName string, all []resourceapi.ResourceSlice) bool {
+	var generation int64 = -1
+	var pool []resourceapi.ResourceSlice
+	for _, s := range all {
+		if s.Spec.Driver != gpu.DefaultDriverName || s.Spec.Pool.Name != nodeName || ptr.Deref(s.Spec.NodeName, "") != nodeName {
+			continue
+		}
+		switch {
+		case s.Spec.Pool.Generation > generation:
+			generation, pool = s.Spec.Pool.Generation, []resourceapi.ResourceSlice{s}
+		case s.Spec.Pool.Generation == generation:
+			pool = append(pool, s)
+		}
+	}
+	return len(pool) > 0 && int64(len(pool)) == pool[0].Spec.Pool.ResourceSliceCount
+}
+
+// WaitOptions tune WaitNodes.
+type WaitOptions struct {
+	// Timeout is how long to wait in all.
+	Timeout time.Duration
+	// Settle is how long the nodes must stay ready: the node lifecycle
+	// controller may still be about to taint a node that kwok has just
+	// marked Ready.
+	Settle time.Duration
+	// Interval between two looks at the cluster; 250ms when zero. Each look
+	// lists all nodes and slices, which costs with a thousand nodes.
+	Interval time.Duration
+	// ShowWaiting is how many waiting nodes a progress line names; the
+	// rest are counted. All when zero.
+	ShowWaiting int
+}
+
+// WaitNodes waits until every named node is Ready, untainted (the
+// not-ready taints of new nodes are gone) and has its ResourceSlices, and
+// stays so for opts.Settle. It prints what is missing whenever that
+// changes.
+func WaitNodes(ctx context.Context, client kubernetes.Interface, out io.Writer, names []string, opts WaitOptions) error {
+	interval := opts.Interval
+	if interval == 0 {
+		interval = 250 * time.Millisecond
+	}
+	var last string
+	var readySince time.Time
+	err := wait.PollUntilContextTimeout(ctx, interval, opts.Timeout, true, func(ctx context.Context) (bool, error) {
+		nodes, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		resourceSlices, err := client.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		pools := PoolsByName(resourceSlices.Items)
+		byName := map[string]*corev1.Node{}
+		for i := range nodes.Items {
+			byName[nodes.Items[i].Name] = &nodes.Items[i]
+		}
+		var waiting []string
+		for _, name := range names {
+			node, ok := byName[name]
+			if !ok {
+				waiting = append(waiting, name+": missing")
+				continue
+			}
+			if s := StateOf(node, pools); !s.Done() {
+				waiting = append(waiting, name+": "+s.String())
+			}
+		}
+		summary := fmt.Sprintf("%d/%d nodes ready", len(names)-len(waiting), len(names))
+		if len(waiting) > 0 {
+			shown := waiting
+			if opts.ShowWaiting > 0 && len(shown) > opts.ShowWaiting {
+				shown = append(shown[:opts.ShowWaiting:opts.ShowWaiting], fmt.Sprintf("%d more", len(waiting)-opts.ShowWaiting))
+			}
+			summary += " (" + strings.Join(shown, "; ") + ")"
+		}
+		if summary != last {
+			_, _ = fmt.Fprintf(out, "    %s\n", summary)
+			last = summary
+		}
+		if len(waiting) > 0 {
+			readySince = time.Time{}
+			return false, nil
+		}
+		if readySince.IsZero() {
+			readySince = time.Now()
+		}
+		return time.Since(readySince) >= opts.Settle, nil
+	})
+	if err != nil {
+		return fmt.Errorf("nodes not ready after %s, last state: %s: %w", opts.Timeout, last, err)
+	}
+	return nil
+}
