@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -16,6 +15,7 @@ import (
 	"k8s.io/dynamic-resource-allocation/structured"
 	"k8s.io/klog/v2/ktesting"
 
+	"github.com/drasched/drasched/internal/builder"
 	"github.com/drasched/drasched/internal/kwokcluster"
 )
 
@@ -177,19 +177,6 @@ func TestCapacityOf(t *testing.T) {
 	}
 }
 
-type classLister []*resourceapi.DeviceClass
-
-func (l classLister) List() ([]*resourceapi.DeviceClass, error) { return l, nil }
-
-func (l classLister) Get(name string) (*resourceapi.DeviceClass, error) {
-	for _, c := range l {
-		if c.Name == name {
-			return c, nil
-		}
-	}
-	return nil, errors.New("no DeviceClass " + name)
-}
-
 // TestTemplatesFit keeps the workloads honest without a cluster: with
 // upstream's allocator, the GPU driver's DeviceClasses and slices, each
 // template's claim fits on the nodes of its workload only, and the idle
@@ -228,7 +215,7 @@ func TestTemplatesFit(t *testing.T) {
 		}
 		allocated := sets.New[structured.DeviceID]()
 		for n := 0; ; n++ {
-			a, err := structured.NewAllocator(ctx, features, structured.AllocatedState{AllocatedDevices: allocated}, classLister(classes), all, cel.NewCache(10, cel.Features{}))
+			a, err := structured.NewAllocator(ctx, features, structured.AllocatedState{AllocatedDevices: allocated}, builder.ClassLister(classes), all, cel.NewCache(10, cel.Features{}))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -26,6 +26,7 @@ import (
 	"k8s.io/kubernetes/pkg/api/legacyscheme"
 	_ "k8s.io/kubernetes/pkg/apis/resource/install" // defaults of resource.k8s.io objects
 
+	"github.com/drasched/drasched/internal/builder"
 	"github.com/drasched/drasched/internal/kwokcluster"
 	"github.com/drasched/drasched/pkg/allocator"
 )
@@ -177,19 +178,6 @@ func demoWorkloads(t *testing.T) ([]*resourceapi.DeviceClass, []workload) {
 	return objectsOf[*resourceapi.DeviceClass](objects), workloads
 }
 
-type classLister []*resourceapi.DeviceClass
-
-func (l classLister) List() ([]*resourceapi.DeviceClass, error) { return l, nil }
-
-func (l classLister) Get(name string) (*resourceapi.DeviceClass, error) {
-	for _, c := range l {
-		if c.Name == name {
-			return c, nil
-		}
-	}
-	return nil, errors.New("no DeviceClass " + name)
-}
-
 // TestScenario keeps the demo honest without a cluster: the nodes of
 // hack/demo.sh, with the slices the driver builds from their inventories,
 // take every pod the demo applies except the one it expects to be
@@ -221,7 +209,7 @@ func TestScenario(t *testing.T) {
 	cache := allocator.NewCache(0)
 	allocate := func(allocated sets.Set[structured.DeviceID], node *corev1.Node, claims []*resourceapi.ResourceClaim) []resourceapi.AllocationResult {
 		t.Helper()
-		a, err := allocator.New(ctx, features, structured.AllocatedState{AllocatedDevices: allocated}, classLister(classes), allSlices, allocator.Options{Cache: cache})
+		a, err := allocator.New(ctx, features, structured.AllocatedState{AllocatedDevices: allocated}, builder.ClassLister(classes), allSlices, allocator.Options{Cache: cache})
 		if err != nil {
 			t.Fatal(err)
 		}
