@@ -35,7 +35,6 @@ import (
 	"github.com/spf13/cobra"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/drasched/drasched/bench/internal/results"
 	"github.com/drasched/drasched/internal/kwokcluster"
@@ -67,16 +66,7 @@ func newCommand() *cobra.Command {
 	var kubeconfig string
 	qps, burst := float32(defaultQPS), defaultBurst
 	client := func() (kubernetes.Interface, error) {
-		if kubeconfig == "" {
-			return nil, errors.New("--kubeconfig is required")
-		}
-		cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
-		if err != nil {
-			return nil, err
-		}
-		cfg.UserAgent = "drasched-kwok-bench"
-		cfg.QPS, cfg.Burst = qps, burst
-		return kubernetes.NewForConfig(cfg)
+		return kwokcluster.NewClient(kubeconfig, "drasched-kwok-bench", qps, burst)
 	}
 	root := &cobra.Command{
 		Use:           "kwok",

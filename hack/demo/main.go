@@ -19,7 +19,6 @@ import (
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/drasched/drasched/internal/kwokcluster"
 )
@@ -37,15 +36,7 @@ func main() {
 func newCommand() *cobra.Command {
 	var kubeconfig string
 	client := func() (kubernetes.Interface, error) {
-		if kubeconfig == "" {
-			return nil, errors.New("--kubeconfig is required")
-		}
-		cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
-		if err != nil {
-			return nil, err
-		}
-		cfg.UserAgent = "drasched-demo"
-		return kubernetes.NewForConfig(cfg)
+		return kwokcluster.NewClient(kubeconfig, "drasched-demo", 0, 0)
 	}
 	root := &cobra.Command{
 		Use:           "demo",
