@@ -81,6 +81,8 @@ func drawPlots(dir string, files []results.File) ([]plotFile, error) {
 	if len(keys) == 0 {
 		return nil, nil
 	}
+	// Suites in the order of the tables, whatever the order of the files.
+	slices.SortStableFunc(keys, func(a, b key) int { return results.CompareSuites(a.suite, b.suite) })
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -75,10 +76,15 @@ func TestMerge(t *testing.T) {
 		Date:  "2026-01-02T10:00:00Z",
 		Cases: []results.Case{{Suite: results.SuiteAllocator, Name: "hard", Metric: "seconds_per_op", Upstream: 2, Drasched: 0.001, Ratio: 2000}},
 	}
+	// The allocator's file, without a machine, comes first: the report
+	// must not depend on the order of its inputs.
 	var inputs []string
-	for name, f := range map[string]results.File{"perf.json": perf, "kwok.json": kwok, "alloc.json": alloc} {
-		path := filepath.Join(dir, name)
-		if err := results.Write(path, f); err != nil {
+	for _, in := range []struct {
+		name string
+		file results.File
+	}{{"alloc.json", alloc}, {"kwok.json", kwok}, {"perf.json", perf}} {
+		path := filepath.Join(dir, in.name)
+		if err := results.Write(path, in.file); err != nil {
 			t.Fatal(err)
 		}
 		inputs = append(inputs, path)
@@ -109,7 +115,19 @@ func TestMerge(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	reversed := filepath.Join(dir, "reversed")
+	backward := slices.Clone(inputs)
+	slices.Reverse(backward)
+	if err := run(append([]string{"merge", "-out", reversed}, backward...)); err != nil {
+		t.Fatal(err)
+	}
+	if md2, err := os.ReadFile(filepath.Join(reversed, "latest.md")); err != nil {
+		t.Fatal(err)
+	} else if string(md2) != string(md) {
+		t.Errorf("latest.md depends on the order of the inputs; in order:\n%s\nreversed:\n%s", md, md2)
+	}
 	for _, want := range []string{
+		"Measured 2026-01-02T11:00:00Z on 2 cores, 23Gi memory;",
 		"\nThroughput over time, per case: [empty_500nodes](plots/scheduler_perf_empty_500nodes.svg) [fill](plots/kwok_fill.svg)\n",
 		"\nCreation → bound latency (CDF), per case: [fill](plots/kwok_fill_latency_cdf.svg)\n",
 	} {

@@ -217,15 +217,15 @@ func Write(path string, f File) error {
 }
 
 // Merge combines per-suite files into one, as latest.json holds them: the
-// newest date, the machine of the first file, the commands and durations of
+// newest date, the machine of the first file that names one, the commands and durations of
 // all, and all cases, suites in the order SuiteSchedulerPerf, SuiteKwok,
 // SuiteAllocator, then others by name. A case (suite, name, metric) in a
 // later file replaces the same case of an earlier one. Series are dropped.
 func Merge(files ...File) File {
 	var out File
 	index := map[[3]string]int{}
-	for i, f := range files {
-		if i == 0 {
+	for _, f := range files {
+		if out.Machine == (Machine{}) {
 			out.Machine = f.Machine
 		}
 		if f.Date > out.Date {
@@ -253,16 +253,22 @@ func Merge(files ...File) File {
 		}
 	}
 	slices.SortStableFunc(out.Cases, func(a, b Case) int {
-		ra, rb := suiteRank(a.Suite), suiteRank(b.Suite)
-		if ra != rb {
-			return ra - rb
-		}
-		return strings.Compare(a.Suite, b.Suite)
+		return CompareSuites(a.Suite, b.Suite)
 	})
 	if out.Cases == nil {
 		out.Cases = []Case{}
 	}
 	return out
+}
+
+// CompareSuites orders suites as reports list them: scheduler_perf, kwok,
+// allocator, then any other by name. Reports sort by it so that their
+// order does not depend on the order of the files merged.
+func CompareSuites(a, b string) int {
+	if ra, rb := suiteRank(a), suiteRank(b); ra != rb {
+		return ra - rb
+	}
+	return strings.Compare(a, b)
 }
 
 func suiteRank(suite string) int {

@@ -65,7 +65,8 @@ func TestMerge(t *testing.T) {
 	kwokOld := File{Date: "2026-01-01T00:00:00Z", Cases: []Case{{Suite: SuiteKwok, Name: "fill", Metric: "p99_seconds", Ratio: 1}}}
 	kwokNew := File{Date: "2026-01-01T00:00:00Z", Cases: []Case{{Suite: SuiteKwok, Name: "fill", Metric: "p99_seconds", Ratio: 1.2}}}
 
-	got := Merge(alloc, kwokOld, perf, kwokNew)
+	// kwokOld names no machine: the machine comes from the first file that does.
+	got := Merge(kwokOld, alloc, perf, kwokNew)
 	want := File{
 		Date: "2026-01-02T11:00:00Z", Machine: machine, Commands: []string{"make bench"},
 		Durations: map[string]float64{SuiteAllocator: 60, SuiteSchedulerPerf: 600},
