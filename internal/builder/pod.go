@@ -3,12 +3,30 @@ package builder
 import (
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 )
 
-// PodWrapper builds a Pod with one container.
+// PodWrapper builds a Pod, with one container unless Containers replaces it.
 type PodWrapper struct{ v1.Pod }
+
+// Container returns a container that requests (and is limited to) the
+// given quantities, such as {"example.com/gpu": "2"}.
+func Container(name string, requests map[v1.ResourceName]string) v1.Container {
+	list := v1.ResourceList{}
+	for resourceName, quantity := range requests {
+		list[resourceName] = resource.MustParse(quantity)
+	}
+	return v1.Container{Name: name, Image: "registry.k8s.io/pause:3.10", Resources: v1.ResourceRequirements{Requests: list, Limits: list}}
+}
+
+// Sidecar turns a container into a sidecar: an init container that keeps
+// running (restartPolicy Always).
+func Sidecar(c v1.Container) v1.Container {
+	c.RestartPolicy = ptr.To(v1.ContainerRestartPolicyAlways)
+	return c
+}
 
 // MakePod starts a pod of the given name in namespace "default" with one
 // container and no scheduler name (the default scheduler).
@@ -33,6 +51,25 @@ func (w *PodWrapper) Label(key, value string) *PodWrapper {
 		w.Labels = map[string]string{}
 	}
 	w.Labels[key] = value
+	return w
+}
+
+// Containers replaces the pod's containers.
+func (w *PodWrapper) Containers(containers ...v1.Container) *PodWrapper {
+	w.Spec.Containers = containers
+	return w
+}
+
+// InitContainers appends init containers, sidecars among them, in order.
+func (w *PodWrapper) InitContainers(containers ...v1.Container) *PodWrapper {
+	w.Spec.InitContainers = append(w.Spec.InitContainers, containers...)
+	return w
+}
+
+// SchedulingGate adds a scheduling gate: the scheduler leaves the pod
+// alone until it is removed.
+func (w *PodWrapper) SchedulingGate(name string) *PodWrapper {
+	w.Spec.SchedulingGates = append(w.Spec.SchedulingGates, v1.PodSchedulingGate{Name: name})
 	return w
 }
 

@@ -1,7 +1,9 @@
 // Package integration runs the drasched scheduler profile against real
 // parts, all in the test process: kube-apiserver with an embedded etcd
-// (one per test binary, started by the first test that needs it), the
-// ResourceClaim controller of kube-controller-manager, and kube-scheduler.
+// and RBAC (one per test binary, started by the first test that needs it),
+// the ResourceClaim controller of kube-controller-manager, and
+// kube-scheduler running as drasched's ServiceAccount with the permissions
+// of config/scheduler/rbac.yaml.
 // Nodes are plain Node objects, since no kubelet runs: the scheduler binds
 // pods, nothing starts them. Tests check API effects (claim status,
 // finalizers, reservations, bindings, pod conditions), never plugin

@@ -86,6 +86,11 @@ func StartControlPlane(ctx context.Context) (cp *ControlPlane, err error) {
 		// TaintNodesByCondition would taint every new node as not ready,
 		// and no node lifecycle controller runs to remove the taint.
 		"--disable-admission-plugins=ServiceAccount,TaintNodesByCondition",
+		// As in a cluster: a scheduler that runs as its ServiceAccount gets
+		// exactly the permissions of its roles, and owner references to
+		// pods need pods/finalizers (extended resource claims have them).
+		"--authorization-mode=RBAC",
+		"--enable-admission-plugins=OwnerReferencesPermissionEnforcement",
 	}
 	options := kubeapiservertesting.NewDefaultTestServerOptions()
 	// The invariant checks scrape apiserver metrics for problems of the

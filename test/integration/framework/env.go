@@ -17,8 +17,9 @@ import (
 
 // Env is one test's share of the control plane: its own namespace, its own
 // DRA driver name, a context that ends with the test, and a running
-// ResourceClaim controller. When the test ends, the cluster-scoped objects
-// created through Env and the namespace's pods are removed.
+// ResourceClaim controller (unless SetupOptions.NoClaimController). When
+// the test ends, the cluster-scoped objects created through Env and the
+// namespace's pods are removed.
 //
 // Tests that share the control plane must not run in parallel: each starts
 // its own scheduler for the same scheduler name.
@@ -36,10 +37,25 @@ type Env struct {
 	Driver string
 }
 
+// SetupOptions change what Setup starts; the zero value is what Setup
+// does.
+type SetupOptions struct {
+	// NoClaimController leaves the ResourceClaim controller out, for tests
+	// of what the scheduler must clean up by itself: the controller also
+	// deletes the claims of pods that are gone and would hide a leak.
+	NoClaimController bool
+}
+
 // Setup creates a namespace on the shared control plane and starts a claim
 // controller for the test. The scheduler is started separately with
 // StartScheduler, because tests configure, stop and restart it.
 func Setup(t *testing.T) *Env {
+	t.Helper()
+	return SetupWith(t, SetupOptions{})
+}
+
+// SetupWith is Setup with options.
+func SetupWith(t *testing.T, opts SetupOptions) *Env {
 	t.Helper()
 	cp := Shared(t)
 	_, ctx := ktesting.NewTestContext(t)
@@ -61,6 +77,9 @@ func Setup(t *testing.T) *Env {
 		Driver:    ns.Name + ".example.com",
 	}
 	t.Cleanup(env.deleteNamespace)
+	if opts.NoClaimController {
+		return env
+	}
 
 	stop, err := StartClaimController(ctx, cp.Config)
 	if err != nil {

@@ -3,6 +3,7 @@ package framework
 import (
 	"context"
 	"fmt"
+	"maps"
 
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
@@ -34,6 +35,14 @@ func (env *Env) CreateNodes(n int) []*v1.Node {
 // bound pods never start, which the scheduler does not need.
 func (env *Env) CreateNode(name string) *v1.Node {
 	env.t.Helper()
+	return env.CreateNodeWithResources(name, nil)
+}
+
+// CreateNodeWithResources is CreateNode for a node that offers more
+// resources than CPU, memory and pods, such as extended resources of a
+// device plugin.
+func (env *Env) CreateNodeWithResources(name string, extra v1.ResourceList) *v1.Node {
+	env.t.Helper()
 	name = env.Name(name)
 	node, err := env.Client.CoreV1().Nodes().Create(env.Ctx, builder.MakeNode(name, v1.LabelHostname, name), metav1.CreateOptions{})
 	if err != nil {
@@ -51,6 +60,7 @@ func (env *Env) CreateNode(name string) *v1.Node {
 		Phase:      v1.NodeRunning,
 		Conditions: []v1.NodeCondition{{Type: v1.NodeReady, Status: v1.ConditionTrue}},
 	}
+	maps.Copy(node.Status.Capacity, extra)
 	node.Status.Allocatable = node.Status.Capacity
 	if node, err = env.Client.CoreV1().Nodes().UpdateStatus(env.Ctx, node, metav1.UpdateOptions{}); err != nil {
 		env.t.Fatalf("make node %s ready: %v", name, err)

@@ -25,7 +25,7 @@ const SchedulerName = "drasched"
 // DynamicResources disabled), with leader election off, and the registry
 // of the drasched binary. Callers may change the copy.
 func DraschedConfiguration() (*config.KubeSchedulerConfiguration, frameworkruntime.Registry, error) {
-	data, err := os.ReadFile(shippedConfig())
+	data, err := os.ReadFile(repoFile("config", "scheduler-config.yaml"))
 	if err != nil {
 		return nil, nil, fmt.Errorf("read the shipped scheduler configuration: %w", err)
 	}
@@ -40,11 +40,12 @@ func DraschedConfiguration() (*config.KubeSchedulerConfiguration, frameworkrunti
 	return &cfg, frameworkruntime.Registry{dra.Name: dra.New}, nil
 }
 
-// shippedConfig is the path of config/scheduler-config.yaml, found from
-// this source file so that it works from any test package.
-func shippedConfig() string {
+// repoFile is the path of a file of the repository, such as
+// config/scheduler-config.yaml, found from this source file so that it
+// works from any test package.
+func repoFile(elem ...string) string {
 	_, file, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(file), "..", "..", "..", "config", "scheduler-config.yaml")
+	return filepath.Join(append([]string{filepath.Dir(file), "..", "..", ".."}, elem...)...)
 }
 
 // UseAllocator returns a Configure function that makes StructuredDRA run

@@ -42,8 +42,11 @@ type Scheduler struct {
 var errSchedulerStopped = errors.New("scheduler stopped")
 
 // StartScheduler starts kube-scheduler with the drasched profile against the
-// apiserver of restConfig and returns once its informers have synced. It
-// logs through ctx's logger and runs until Stop or until ctx is done.
+// apiserver of restConfig (an admin config) and returns once its informers
+// have synced. The scheduler runs as its ServiceAccount, with the
+// permissions of config/scheduler/rbac.yaml, which StartScheduler applies
+// first. It logs through ctx's logger and runs until Stop or until ctx is
+// done.
 func StartScheduler(ctx context.Context, restConfig *rest.Config, opts SchedulerOptions) (*Scheduler, error) {
 	cfg, registry, err := DraschedConfiguration()
 	if err != nil {
@@ -62,7 +65,11 @@ func StartScheduler(ctx context.Context, restConfig *rest.Config, opts Scheduler
 		return nil, fmt.Errorf("add test plugins: %w", err)
 	}
 
-	client, err := kubernetes.NewForConfig(rest.AddUserAgent(rest.CopyConfig(restConfig), "drasched-scheduler"))
+	if err := ensureSchedulerRBAC(ctx, restConfig); err != nil {
+		return nil, err
+	}
+	restConfig = rest.AddUserAgent(schedulerConfig(restConfig), "drasched-scheduler")
+	client, err := kubernetes.NewForConfig(restConfig)
 	if err != nil {
 		return nil, fmt.Errorf("create scheduler client: %w", err)
 	}
