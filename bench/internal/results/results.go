@@ -217,10 +217,10 @@ func Write(path string, f File) error {
 }
 
 // Merge combines per-suite files into one, as latest.json holds them: the
-// newest date, the machine of the first file that names one, the commands and durations of
-// all, and all cases, suites in the order SuiteSchedulerPerf, SuiteKwok,
-// SuiteAllocator, then others by name. A case (suite, name, metric) in a
-// later file replaces the same case of an earlier one. Series are dropped.
+// newest date, the machine of the first file that names one, the commands
+// and durations of all, and all cases, suites in the order of
+// CompareSuites. A case (suite, name, metric) in a later file replaces the
+// same case of an earlier one. Series are dropped.
 func Merge(files ...File) File {
 	var out File
 	index := map[[3]string]int{}
