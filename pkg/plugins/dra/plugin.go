@@ -166,6 +166,15 @@ var (
 	trackers      = map[informers.SharedInformerFactory]*tracker.Tracker{}
 )
 
+// TrackerFor returns the tracker that the plugin instances built on the
+// informer factory share, or nil: for tests that check its state against
+// the API at quiescence.
+func TrackerFor(factory informers.SharedInformerFactory) *tracker.Tracker {
+	trackersMutex.Lock()
+	defer trackersMutex.Unlock()
+	return trackers[factory]
+}
+
 // sharedTracker returns the tracker of the handle's informer factory,
 // creating it on first use.
 func sharedTracker(ctx context.Context, fh fwk.Handle, fts feature.Features) (*tracker.Tracker, error) {

@@ -6,16 +6,21 @@ import (
 	"fmt"
 	"sync"
 
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/dynamic-resource-allocation/structured"
 	"k8s.io/klog/v2"
 	"k8s.io/kubernetes/pkg/scheduler"
 	"k8s.io/kubernetes/pkg/scheduler/apis/config"
 	"k8s.io/kubernetes/pkg/scheduler/apis/config/validation"
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 	"k8s.io/kubernetes/pkg/scheduler/profile"
+
+	"github.com/drasched/drasched/pkg/plugins/dra"
 )
 
 // SchedulerOptions change the scheduler that StartScheduler starts; the zero
@@ -110,6 +115,19 @@ func StartScheduler(ctx context.Context, restConfig *rest.Config, opts Scheduler
 		sched.Run(ctx)
 	}()
 	return s, nil
+}
+
+// TrackerState returns what the StructuredDRA plugin's claim tracker holds:
+// the UIDs of claims with allocations in flight and the devices it counts
+// as taken (allocated or in flight). At quiescence the first is empty and
+// the second equals the devices of the allocated claims in the API.
+func (s *Scheduler) TrackerState() (inFlight []types.UID, allocated sets.Set[structured.DeviceID], err error) {
+	t := dra.TrackerFor(s.informerFactory)
+	if t == nil {
+		return nil, nil, errors.New("no StructuredDRA claim tracker in this scheduler")
+	}
+	state := t.AllocatedState()
+	return t.InFlight(), state.AllocatedDevices.Clone(), nil
 }
 
 // Stop stops the scheduler and waits until its scheduling loop and informers
