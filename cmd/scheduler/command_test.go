@@ -65,6 +65,31 @@ func TestCheckConfigFile(t *testing.T) {
 `,
 			wantErr: []string{`profile "default-scheduler": drasched is a secondary scheduler`},
 		},
+		"in-tree plugin in another profile": {
+			profiles: `- schedulerName: drasched
+  plugins:
+    multiPoint:
+      enabled: [{name: StructuredDRA}]
+      disabled: [{name: DynamicResources}]
+- schedulerName: drasched-in-tree
+`,
+			wantErr: []string{`profile "drasched-in-tree" enables DynamicResources next to StructuredDRA in profile "drasched"`},
+		},
+		"in-tree plugin in another profile, at one point only": {
+			profiles: `- schedulerName: drasched
+  plugins:
+    multiPoint:
+      enabled: [{name: StructuredDRA}]
+      disabled: [{name: DynamicResources}]
+- schedulerName: other
+  plugins:
+    multiPoint:
+      disabled: [{name: DynamicResources}]
+    filter:
+      enabled: [{name: DynamicResources}]
+`,
+			wantErr: []string{`profile "other" enables DynamicResources next to StructuredDRA`},
+		},
 		"two profiles, one with the plugin": {
 			profiles: `- schedulerName: drasched
   plugins:

@@ -37,7 +37,7 @@ func makeSlices(n int) []*resourceapi.ResourceSlice {
 
 func TestSlicesStableOrder(t *testing.T) {
 	lister := &shuffledLister{slices: makeSlices(20)}
-	tr := &Tracker{slices: lister}
+	tr := &Tracker{sliceLister: lister}
 
 	first, err := tr.Slices()
 	if err != nil {

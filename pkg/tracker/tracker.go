@@ -1,111 +1,102 @@
-// Package tracker keeps the scheduler's view of DRA state consistent across
-// scheduling cycles, in three layers:
-//
-//  1. An assume cache of ResourceClaims on top of the informer. PreBind
-//     stores the claim it wrote there, so that the next cycle sees the
-//     allocation before the informer does.
-//  2. In-flight allocations: claims allocated in Reserve whose allocation
-//     PreBind has not written yet. Without them, the next pod's cycle would
-//     not know that these devices are taken and could allocate them again.
-//  3. Allocated devices: the devices of all allocated claims, maintained from
-//     assume-cache events instead of listing every claim in every cycle,
-//     merged with the in-flight ones into one snapshot per cycle.
-//
-// Layers 2 and 3 share one mutex. PreBind's Commit moves a claim from
-// in-flight to allocated in one critical section, so there is no moment at
-// which a snapshot could miss a claim that is allocated (the race behind
-// kubernetes#136269, where the two were updated separately).
-//
-// The scheduler's own events for ResourceClaims come from another listener
-// on the same informer, which may run ahead of ours. Whatever the scheduler
-// reacts to, the tracker must already know, or a pod woken by a
-// deallocation would find the devices still taken and wait forever. So the
-// plugin hands every claim event it sees to Sync, Claim falls back to the
-// scheduler's claim cache (Options.ClaimFallback), and the allocated layer
-// applies each claim's versions in resourceVersion order, whichever path
-// they arrive on. HasSynced includes the initial list of claims.
-//
-// ResourceSlices come from k8s.io/dynamic-resource-allocation's slice
-// tracker, which applies DeviceTaintRules: in the scheduler, the one that
-// kube-scheduler already runs for its SharedDRAManager (a slice informer
-// takes the tracker's index only once); standalone, a tracker of its own.
 package tracker
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"strconv"
 	"sync"
+	"time"
 
 	resourceapi "k8s.io/api/resource/v1"
-	"k8s.io/apimachinery/pkg/labels"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
-	"k8s.io/client-go/informers"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
-	resourcelisters "k8s.io/client-go/listers/resource/v1"
-	"k8s.io/client-go/tools/cache"
-	resourceslicetracker "k8s.io/dynamic-resource-allocation/resourceslice/tracker"
+	"k8s.io/client-go/util/workqueue"
 	"k8s.io/dynamic-resource-allocation/structured"
 	"k8s.io/klog/v2"
-	"k8s.io/kubernetes/pkg/scheduler/util/assumecache"
-	"k8s.io/utils/ptr"
+	fwk "k8s.io/kube-scheduler/framework"
 )
+
+// Interface is what the StructuredDRA plugin needs of claim state. Tracker
+// implements it on the scheduler's SharedDRAManager; unit tests of the
+// plugin use a fake. All methods are safe for concurrent use.
+type Interface interface {
+	// Claim returns the scheduler's newest version of a claim: the
+	// informer's, or the one PreBind wrote if the informer has not
+	// delivered it yet.
+	Claim(namespace, name string) (*resourceapi.ResourceClaim, error)
+	// Slices returns all ResourceSlices with DeviceTaintRules applied,
+	// as the same list while the set of slices does not change.
+	Slices() ([]*resourceapi.ResourceSlice, error)
+	// DeviceClasses lists and gets DeviceClasses.
+	DeviceClasses() structured.DeviceClassLister
+	// AllocatedState returns the devices taken by allocated claims and by
+	// allocations in flight, as one consistent snapshot owned by the
+	// caller.
+	AllocatedState(ctx context.Context) (*structured.AllocatedState, error)
+	// PendingAllocation returns the allocation in flight for a claim, or
+	// nil.
+	PendingAllocation(uid types.UID) *resourceapi.AllocationResult
+	// Reserve puts the allocation of claim (a copy with
+	// Status.Allocation set) in flight under claim.UID.
+	Reserve(claim *resourceapi.ResourceClaim) error
+	// Unreserve drops the allocation in flight under key, unless a write
+	// of it succeeded or may have succeeded. It reports whether it
+	// dropped one.
+	Unreserve(key types.UID) bool
+	// Written records that PreBind wrote the allocation in flight under
+	// key (or, with an empty key, only a reservation): written is what
+	// the API server returned.
+	Written(ctx context.Context, key types.UID, written *resourceapi.ResourceClaim)
+	// WriteUnknown records that a write of the allocation in flight under
+	// key, based on the claim version base, failed with an unknown
+	// outcome.
+	WriteUnknown(ctx context.Context, key types.UID, base *resourceapi.ResourceClaim)
+	// InFlight returns the keys of the allocations in flight.
+	InFlight() []types.UID
+}
 
 // Options configure a Tracker.
 type Options struct {
-	// InformerFactory provides the ResourceClaim, ResourceSlice,
-	// DeviceClass and DeviceTaintRule informers; the scheduler's shared
-	// factory, so that no object is watched twice.
-	InformerFactory informers.SharedInformerFactory
-	// SliceLister lists ResourceSlices with DeviceTaintRules applied. In
-	// the scheduler this is SharedDRAManager().ResourceSlices(). If nil,
-	// New starts a slice tracker of its own on InformerFactory.
-	SliceLister SliceLister
-	// ClaimFallback looks up claims that the tracker's own cache has not
-	// seen yet: in the scheduler, SharedDRAManager().ResourceClaims(), the
-	// cache whose events drive the scheduling queue. Optional.
-	ClaimFallback ClaimGetter
-	// KubeClient lets an own slice tracker record events about
-	// DeviceTaintRules.
-	KubeClient kubernetes.Interface
-	// DeviceTaintRules applies DeviceTaintRules to the slices (feature
-	// DRADeviceTaintRules).
-	DeviceTaintRules bool
-	// ConsumableCapacity tracks shares of devices that allow multiple
-	// allocations (feature DRAConsumableCapacity); without it, a share
-	// counts as an exclusive allocation, as upstream does.
-	ConsumableCapacity bool
+	// Manager is the scheduler's SharedDRAManager: its claim cache, slice
+	// lister and class lister are the tracker's.
+	Manager fwk.SharedDRAManager
+	// Client reads claims from the API server to settle writes with an
+	// unknown outcome.
+	Client kubernetes.Interface
+	// Activate requeues pods that wait for devices, after the tracker
+	// freed devices that no claim event announces. Optional.
+	Activate func(logger klog.Logger)
+	// UnknownGrace is how long an allocation whose write had an unknown
+	// outcome stays in flight while the API server still shows the claim
+	// as it was before the write; zero means DefaultUnknownGrace.
+	UnknownGrace time.Duration
 }
 
-// SliceLister lists ResourceSlices with DeviceTaintRules applied; the
-// scheduler framework's ResourceSliceLister satisfies it.
-type SliceLister interface {
-	ListWithDeviceTaintRules() ([]*resourceapi.ResourceSlice, error)
-}
+// DefaultUnknownGrace covers a write that kube-apiserver is still
+// processing when the client has already given up on it: its handler runs
+// on after a 504 until its own request timeout (60 s by default) cancels
+// the storage call.
+const DefaultUnknownGrace = 70 * time.Second
 
-// ClaimGetter gets a claim by namespace and name; the scheduler
-// framework's ResourceClaimTracker satisfies it.
-type ClaimGetter interface {
-	Get(namespace, name string) (*resourceapi.ResourceClaim, error)
-}
+// settleBackoff paces the worker's checks of an entry: first against the
+// claim cache, which catches up within milliseconds, then, for unknown
+// outcomes, against the API server.
+var settleBackoff = workqueue.NewTypedItemExponentialFailureRateLimiter[types.UID](20*time.Millisecond, 5*time.Second)
 
-// Tracker is the scheduler plugin's view of ResourceClaims, devices and
-// slices. All methods are safe for concurrent use.
+// Tracker implements Interface on a SharedDRAManager.
 type Tracker struct {
-	claims *assumecache.AssumeCache
-	// claimsSynced reports whether the assume cache, and through it the
-	// allocated layer, has processed the informer's initial list.
-	claimsSynced cache.InformerSynced
-	fallback     ClaimGetter
-	slices       SliceLister
-	classes      resourcelisters.DeviceClassLister
-	// ownSlices is the slice tracker New started, if any.
-	ownSlices *resourceslicetracker.Tracker
-
-	consumableCapacity bool
+	claims       fwk.ResourceClaimTracker
+	sliceLister  fwk.ResourceSliceLister
+	classes      fwk.DeviceClassLister
+	client       kubernetes.Interface
+	activate     func(klog.Logger)
+	unknownGrace time.Duration
 
 	// slicesMutex guards lastSlices and lastSliceSet: the list Slices
 	// returned last, and its elements.
@@ -113,162 +104,72 @@ type Tracker struct {
 	lastSlices   []*resourceapi.ResourceSlice
 	lastSliceSet map[*resourceapi.ResourceSlice]struct{}
 
-	// mutex guards inFlight, allocated, applied, revision and snapshot.
-	mutex sync.RWMutex
-	// inFlight maps claim UIDs to the claim with the allocation made in
-	// Reserve, until PreBind commits it or Unreserve drops it.
-	inFlight map[types.UID]*resourceapi.ResourceClaim
-	// allocated maps claim UIDs to the devices of allocated claims, as seen
-	// through the assume cache or committed by PreBind.
-	allocated map[types.UID]claimDevices
-	// applied is the resourceVersion of the newest version of each claim
-	// that the allocated layer has applied, so that a version arriving late
-	// on one path never overwrites a newer one from another (Sync, Commit,
-	// the assume cache). deletedVersion marks claims deleted through Sync
-	// whose deletion the assume cache has not delivered yet.
-	applied map[types.UID]int64
-	// revision counts changes to inFlight and allocated.
-	revision int64
-	// snapshot is the AllocatedState of revision snapshotRevision; it is
-	// shared read-only by all cycles until something changes.
-	snapshot         *structured.AllocatedState
-	snapshotRevision int64
+	// mutex guards entries.
+	mutex sync.Mutex
+	// entries are the allocations this tracker put in flight, by the UID
+	// they are in flight under.
+	entries map[types.UID]*entry
+	// queue holds the keys of entries waiting to be settled.
+	queue workqueue.TypedRateLimitingInterface[types.UID]
 }
 
-// claimDevices is what one allocated claim takes.
-type claimDevices struct {
-	exclusive []structured.DeviceID
-	shares    []structured.SharedDeviceID
-	consumed  []structured.DeviceConsumedCapacity
+var _ Interface = &Tracker{}
+
+// phase is where an allocation in flight stands.
+type phase int
+
+const (
+	// reserved: allocated in Reserve, not written.
+	reserved phase = iota
+	// written: written; waits until the claim cache holds target or
+	// something newer.
+	written
+	// unknown: a write based on target failed with an unknown outcome.
+	unknown
+)
+
+type entry struct {
+	// claim is the claim put in flight, with its allocation.
+	claim *resourceapi.ResourceClaim
+	phase phase
+	// target is the written claim (written) or the version the failed
+	// write was based on (unknown).
+	target *resourceapi.ResourceClaim
+	// since is when the write with the unknown outcome failed.
+	since time.Time
 }
 
-// New sets up a Tracker on the informers of the factory. It must be called
-// before the factory is started, like any informer registration.
+// New returns a Tracker on the manager and starts its worker, which runs
+// until ctx is done.
 func New(ctx context.Context, opts Options) (*Tracker, error) {
-	logger := klog.FromContext(ctx)
-	resource := opts.InformerFactory.Resource().V1()
+	if opts.Manager == nil {
+		return nil, errors.New("claim tracker needs the scheduler's SharedDRAManager")
+	}
 	t := &Tracker{
-		claims:             assumecache.NewAssumeCache(logger, resource.ResourceClaims().Informer(), "ResourceClaim", "", nil),
-		slices:             opts.SliceLister,
-		classes:            resource.DeviceClasses().Lister(),
-		consumableCapacity: opts.ConsumableCapacity,
-		inFlight:           make(map[types.UID]*resourceapi.ResourceClaim),
-		allocated:          make(map[types.UID]claimDevices),
-		applied:            make(map[types.UID]int64),
-		fallback:           opts.ClaimFallback,
+		claims:       opts.Manager.ResourceClaims(),
+		sliceLister:  opts.Manager.ResourceSlices(),
+		classes:      opts.Manager.DeviceClasses(),
+		client:       opts.Client,
+		activate:     opts.Activate,
+		unknownGrace: opts.UnknownGrace,
+		entries:      make(map[types.UID]*entry),
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(settleBackoff,
+			workqueue.TypedRateLimitingQueueConfig[types.UID]{Name: "drasched_claim_writes"}),
 	}
-	if t.slices == nil {
-		sliceOpts := resourceslicetracker.Options{
-			EnableDeviceTaintRules:   opts.DeviceTaintRules,
-			EnableConsumableCapacity: opts.ConsumableCapacity,
-			SliceInformer:            resource.ResourceSlices(),
-			KubeClient:               opts.KubeClient,
-		}
-		if opts.DeviceTaintRules {
-			sliceOpts.TaintInformer = resource.DeviceTaintRules()
-		}
-		own, err := resourceslicetracker.StartTracker(ctx, sliceOpts)
-		if err != nil {
-			return nil, fmt.Errorf("start ResourceSlice tracker: %w", err)
-		}
-		t.ownSlices = own
-		t.slices = sliceList{own}
+	if t.unknownGrace == 0 {
+		t.unknownGrace = DefaultUnknownGrace
 	}
-	registration := t.claims.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { t.observe(obj) },
-		UpdateFunc: func(_, obj any) { t.observe(obj) },
-		DeleteFunc: func(obj any) { t.forget(obj, false) },
-	})
-	t.claimsSynced = registration.HasSynced
+	go func() {
+		<-ctx.Done()
+		t.queue.ShutDown()
+	}()
+	go wait.UntilWithContext(ctx, t.work, time.Second)
 	return t, nil
 }
 
-// HasSynced reports whether the tracker has processed the initial list of
-// claims (and of slices, for an own slice tracker). Until then its
-// allocated devices are incomplete: the scheduler's informer sync does not
-// cover the tracker's own listener.
-func (t *Tracker) HasSynced() bool {
-	return t.claimsSynced() && (t.ownSlices == nil || t.ownSlices.HasSynced())
-}
-
-// Stop stops an own slice tracker's background work.
-func (t *Tracker) Stop() {
-	if t.ownSlices != nil {
-		t.ownSlices.Stop()
-	}
-}
-
-// sliceList adapts a slice tracker to SliceLister.
-type sliceList struct{ tracker *resourceslicetracker.Tracker }
-
-func (l sliceList) ListWithDeviceTaintRules() ([]*resourceapi.ResourceSlice, error) {
-	return l.tracker.ListPatchedResourceSlices()
-}
-
-// Claim returns the newest known version of a claim: the one PreBind wrote,
-// until the informer has seen something newer, or the scheduler's, if that
-// is newer still; a newer version from the scheduler is synced in.
+// Claim returns the claim from the scheduler's claim cache.
 func (t *Tracker) Claim(namespace, name string) (*resourceapi.ResourceClaim, error) {
-	var own *resourceapi.ResourceClaim
-	obj, err := t.claims.Get(namespace + "/" + name)
-	switch {
-	case err == nil:
-		claim, ok := obj.(*resourceapi.ResourceClaim)
-		if !ok {
-			return nil, fmt.Errorf("unexpected object of type %T for claim %s/%s", obj, namespace, name)
-		}
-		own = claim
-	case !isNotFound(err):
-		return nil, err
-	}
-	if t.fallback != nil {
-		if theirs, ferr := t.fallback.Get(namespace, name); ferr == nil && theirs != nil && (own == nil || version(theirs) > version(own)) {
-			t.Sync(nil, theirs)
-			return theirs, nil
-		}
-	}
-	if own == nil {
-		return nil, err
-	}
-	return own, nil
-}
-
-// isNotFound matches the assume cache's not-found error.
-func isNotFound(err error) bool {
-	return errors.Is(err, assumecache.ErrNotFound)
-}
-
-// version parses a claim's resourceVersion; 0 if it has none (an object
-// not from the API server).
-func version(claim *resourceapi.ResourceClaim) int64 {
-	v, err := strconv.ParseInt(claim.ResourceVersion, 10, 64)
-	if err != nil {
-		return 0
-	}
-	return v
-}
-
-// Sync applies a claim event that the scheduler has seen, possibly before
-// the tracker's own listener: oldObj and newObj as in an informer event
-// handler (newObj nil for a deletion). Versions older than what the
-// tracker knows are ignored.
-func (t *Tracker) Sync(oldObj, newObj any) {
-	if newObj == nil {
-		t.forget(oldObj, true)
-		return
-	}
-	claim, ok := newObj.(*resourceapi.ResourceClaim)
-	if !ok {
-		return
-	}
-	// Through the assume cache if it has the claim, so that Get sees it
-	// too; the cache calls observe before Assume returns.
-	if err := t.claims.Assume(claim); err == nil || !isNotFound(err) {
-		return
-	}
-	// Not listed yet: the allocated layer takes it directly. Claim finds
-	// it through the fallback until the listener adds it.
-	t.observe(claim)
+	return t.claims.Get(namespace, name)
 }
 
 // Slices returns all ResourceSlices with DeviceTaintRules applied. Objects
@@ -280,23 +181,27 @@ func (t *Tracker) Sync(oldObj, newObj any) {
 // node views) stay valid from one scheduling cycle to the next. Callers
 // share the list and must not modify it.
 func (t *Tracker) Slices() ([]*resourceapi.ResourceSlice, error) {
-	list, err := t.slices.ListWithDeviceTaintRules()
+	list, err := t.sliceLister.ListWithDeviceTaintRules()
 	if err != nil {
 		return nil, err
 	}
+	return t.stableSlices(list), nil
+}
+
+func (t *Tracker) stableSlices(list []*resourceapi.ResourceSlice) []*resourceapi.ResourceSlice {
 	t.slicesMutex.Lock()
 	defer t.slicesMutex.Unlock()
 	if len(list) == len(t.lastSlices) && containsAll(t.lastSliceSet, list) {
 		// The same number of distinct objects, all of them known: the
 		// same set.
-		return t.lastSlices, nil
+		return t.lastSlices
 	}
 	set := make(map[*resourceapi.ResourceSlice]struct{}, len(list))
 	for _, slice := range list {
 		set[slice] = struct{}{}
 	}
 	t.lastSlices, t.lastSliceSet = list, set
-	return list, nil
+	return list
 }
 
 func containsAll(set map[*resourceapi.ResourceSlice]struct{}, list []*resourceapi.ResourceSlice) bool {
@@ -309,16 +214,36 @@ func containsAll(set map[*resourceapi.ResourceSlice]struct{}, list []*resourceap
 }
 
 // DeviceClasses lists and gets DeviceClasses.
-func (t *Tracker) DeviceClasses() structured.DeviceClassLister { return classLister{t.classes} }
+func (t *Tracker) DeviceClasses() structured.DeviceClassLister { return t.classes }
 
-type classLister struct {
-	lister resourcelisters.DeviceClassLister
+// AllocatedState gathers the devices of allocated and in-flight claims.
+// The manager detects a write that moved a claim from in flight to
+// allocated while it gathered and returns an error; that is retried, as
+// kube-scheduler's own plugin does, for up to five seconds.
+func (t *Tracker) AllocatedState(ctx context.Context) (*structured.AllocatedState, error) {
+	var state *structured.AllocatedState
+	var lastErr error
+	err := wait.PollUntilContextTimeout(ctx, time.Microsecond, 5*time.Second, true, func(context.Context) (bool, error) {
+		s, err := t.claims.GatherAllocatedState()
+		if err != nil || s == nil {
+			// The only error is the concurrent modification.
+			lastErr = err
+			return false, nil
+		}
+		state = s
+		return true, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("gather allocated devices: %w (last attempt: %w)", err, lastErr)
+	}
+	return state, nil
 }
 
-func (l classLister) List() ([]*resourceapi.DeviceClass, error) {
-	return l.lister.List(labels.Everything())
+// PendingAllocation returns the allocation in flight for a claim, whoever
+// put it there.
+func (t *Tracker) PendingAllocation(uid types.UID) *resourceapi.AllocationResult {
+	return t.claims.GetPendingAllocation(uid)
 }
-func (l classLister) Get(name string) (*resourceapi.DeviceClass, error) { return l.lister.Get(name) }
 
 // ErrAlreadyAllocated is returned by Reserve for a claim that someone else
 // allocated since the cycle began.
@@ -328,242 +253,225 @@ var ErrAlreadyAllocated = errors.New("claim is already allocated")
 // pod's cycle has in flight.
 var ErrInFlight = errors.New("claim allocation is in flight")
 
-// Reserve records an allocation made for a claim in Reserve, before PreBind
-// writes it. allocated is a copy of the claim with Status.Allocation set.
-// From now on, snapshots count its devices as taken.
-func (t *Tracker) Reserve(allocated *resourceapi.ResourceClaim) error {
-	if allocated.Status.Allocation == nil {
-		return fmt.Errorf("claim %s has no allocation to reserve", klog.KObj(allocated))
-	}
-	// The cycle's view may be stale: someone may have allocated the claim
-	// in the meantime. Check the newest version.
-	if current, err := t.Claim(allocated.Namespace, allocated.Name); err == nil && current.UID == allocated.UID && current.Status.Allocation != nil {
-		return fmt.Errorf("claim %s: %w", klog.KObj(allocated), ErrAlreadyAllocated)
-	}
-	t.mutex.Lock()
-	defer t.mutex.Unlock()
-	if _, found := t.inFlight[allocated.UID]; found {
-		return fmt.Errorf("claim %s: %w", klog.KObj(allocated), ErrInFlight)
-	}
-	t.inFlight[allocated.UID] = allocated
-	t.revision++
-	return nil
-}
+// placeholderName names claims that do not exist yet (the claim for a
+// pod's extended resources before PreBind creates it), as kube-scheduler
+// names them: the claim cache is not asked about them.
+const placeholderName = "<extended-resources>"
 
-// PendingAllocation returns the allocation in flight for a claim, or nil.
-func (t *Tracker) PendingAllocation(uid types.UID) *resourceapi.AllocationResult {
-	t.mutex.RLock()
-	defer t.mutex.RUnlock()
-	if claim := t.inFlight[uid]; claim != nil {
-		return claim.Status.Allocation
-	}
-	return nil
-}
-
-// Unreserve drops an in-flight allocation that will not be written. It
-// reports whether there was one. PreBind stores a claim in the assume
-// cache only after writing it, and that moves it out of flight, so there
-// is nothing to restore.
-func (t *Tracker) Unreserve(claim *resourceapi.ResourceClaim) bool {
-	t.mutex.Lock()
-	defer t.mutex.Unlock()
-	_, found := t.inFlight[claim.UID]
-	if found {
-		delete(t.inFlight, claim.UID)
-		t.revision++
-	}
-	return found
-}
-
-// Created records that a claim which Reserve tracked under a placeholder
-// UID, because it did not exist yet (the claim for a pod's extended
-// resources), has been created in the API: its in-flight allocation is
-// keyed by the new UID from now on, so that Commit and Unreserve of the
-// created claim find it. Nothing is freed or counted twice on the way.
-func (t *Tracker) Created(placeholder types.UID, created *resourceapi.ResourceClaim) error {
-	t.mutex.Lock()
-	defer t.mutex.Unlock()
-	claim, found := t.inFlight[placeholder]
-	if !found {
-		return fmt.Errorf("claim %s: no allocation in flight under placeholder UID %s", klog.KObj(created), placeholder)
-	}
-	if _, found := t.inFlight[created.UID]; found {
-		return fmt.Errorf("claim %s: %w", klog.KObj(created), ErrInFlight)
-	}
-	claim = claim.DeepCopy()
-	claim.ObjectMeta = *created.ObjectMeta.DeepCopy()
-	delete(t.inFlight, placeholder)
-	t.inFlight[created.UID] = claim
-	// Every change of inFlight counts, even one that leaves the
-	// snapshot's devices as they are.
-	t.revision++
-	return nil
-}
-
-// Commit records a claim that PreBind has written: it becomes the newest
-// version in the assume cache, and its devices move from in-flight to
-// allocated in one step.
-func (t *Tracker) Commit(ctx context.Context, written *resourceapi.ResourceClaim) {
-	if err := t.claims.Assume(written); err != nil {
-		// Only fails if the informer already has something newer, which
-		// then is what counts.
-		klog.FromContext(ctx).V(5).Info("Claim not stored in assume cache", "claim", klog.KObj(written), "err", err)
-	}
-	devices := t.devicesOf(written)
-	t.mutex.Lock()
-	defer t.mutex.Unlock()
-	if v := version(written); v >= t.applied[written.UID] {
-		t.applied[written.UID] = v
-		if written.Status.Allocation != nil {
-			t.allocated[written.UID] = devices
-		} else {
-			delete(t.allocated, written.UID)
-		}
-	}
-	delete(t.inFlight, written.UID)
-	t.revision++
-}
-
-// ForgetInFlight drops an in-flight allocation after PreBind wrote only the
-// reservation for an already allocated claim. Unlike Unreserve it leaves
-// the assume cache alone.
-func (t *Tracker) ForgetInFlight(uid types.UID) {
-	t.mutex.Lock()
-	defer t.mutex.Unlock()
-	if _, found := t.inFlight[uid]; found {
-		delete(t.inFlight, uid)
-		t.revision++
-	}
-}
-
-// observe applies a version of a claim to the allocated layer, unless a
-// newer one was applied already.
-func (t *Tracker) observe(obj any) {
-	claim, ok := obj.(*resourceapi.ResourceClaim)
-	if !ok {
-		return
-	}
-	devices := t.devicesOf(claim)
-	v := version(claim)
-	t.mutex.Lock()
-	defer t.mutex.Unlock()
-	if applied, known := t.applied[claim.UID]; known && v < applied {
-		return
-	}
-	t.applied[claim.UID] = v
-	_, allocated := t.allocated[claim.UID]
-	switch {
-	case claim.Status.Allocation != nil:
-		t.allocated[claim.UID] = devices
-		t.revision++
-	case allocated:
-		delete(t.allocated, claim.UID)
-		t.revision++
-	}
-}
-
-// deletedVersion marks a claim deleted through Sync in applied: no later
-// version of it may be applied.
-const deletedVersion = math.MaxInt64
-
-// forget removes a deleted claim. A deletion the scheduler saw first
-// (synced) leaves a mark, so that late versions from the listener are
-// ignored; the listener's own deletion clears everything.
-func (t *Tracker) forget(obj any, synced bool) {
-	if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = tombstone.Obj
-	}
-	claim, ok := obj.(*resourceapi.ResourceClaim)
-	if !ok {
-		return
-	}
-	t.mutex.Lock()
-	defer t.mutex.Unlock()
-	_, known := t.applied[claim.UID]
-	switch {
-	case !synced:
-		delete(t.applied, claim.UID)
-	case known:
-		t.applied[claim.UID] = deletedVersion
-	}
-	if _, allocated := t.allocated[claim.UID]; allocated {
-		delete(t.allocated, claim.UID)
-		t.revision++
-	}
-}
-
-// devicesOf lists the devices an allocated claim takes. Devices with admin
-// access are shared with other claims and not counted. Shares of devices
-// that allow multiple allocations are counted as shares, with their
-// consumed capacity, when consumable capacity is on.
-func (t *Tracker) devicesOf(claim *resourceapi.ResourceClaim) claimDevices {
-	var d claimDevices
+// Reserve puts an allocation in flight.
+func (t *Tracker) Reserve(claim *resourceapi.ResourceClaim) error {
 	if claim.Status.Allocation == nil {
-		return d
+		return fmt.Errorf("claim %s has no allocation to reserve", klog.KObj(claim))
 	}
-	for _, result := range claim.Status.Allocation.Devices.Results {
-		if ptr.Deref(result.AdminAccess, false) {
-			continue
-		}
-		id := structured.MakeDeviceID(result.Driver, result.Pool, result.Device)
-		if t.consumableCapacity && result.ShareID != nil {
-			d.shares = append(d.shares, structured.MakeSharedDeviceID(id, result.ShareID))
-			if result.ConsumedCapacity != nil {
-				d.consumed = append(d.consumed, structured.NewDeviceConsumedCapacity(id, result.ConsumedCapacity))
-			}
-			continue
-		}
-		d.exclusive = append(d.exclusive, id)
-	}
-	return d
-}
-
-// AllocatedState returns the devices taken by allocated and in-flight
-// claims. The result is shared and must not be modified.
-func (t *Tracker) AllocatedState() structured.AllocatedState {
-	t.mutex.RLock()
-	if t.snapshot != nil && t.snapshotRevision == t.revision {
-		defer t.mutex.RUnlock()
-		return *t.snapshot
-	}
-	revision := t.revision
-	state := structured.AllocatedState{
-		AllocatedDevices:         sets.New[structured.DeviceID](),
-		AllocatedSharedDeviceIDs: sets.New[structured.SharedDeviceID](),
-		AggregatedCapacity:       structured.NewConsumedCapacityCollection(),
-	}
-	add := func(d claimDevices) {
-		state.AllocatedDevices.Insert(d.exclusive...)
-		state.AllocatedSharedDeviceIDs.Insert(d.shares...)
-		for _, c := range d.consumed {
-			state.AggregatedCapacity.Insert(c)
-		}
-	}
-	for _, d := range t.allocated {
-		add(d)
-	}
-	for uid, claim := range t.inFlight {
-		if _, committed := t.allocated[uid]; committed {
-			// Already counted; counting capacity twice would under-report
-			// what is free.
-			continue
-		}
-		add(t.devicesOf(claim))
-	}
-	t.mutex.RUnlock()
-
 	t.mutex.Lock()
 	defer t.mutex.Unlock()
-	if t.revision == revision {
-		t.snapshot, t.snapshotRevision = &state, revision
+	if _, found := t.entries[claim.UID]; found || t.claims.GetPendingAllocation(claim.UID) != nil {
+		return fmt.Errorf("claim %s: %w", klog.KObj(claim), ErrInFlight)
 	}
-	return state
+	if claim.Name != placeholderName {
+		// The cycle's view may be stale: someone may have allocated the
+		// claim in the meantime.
+		if current, err := t.claims.Get(claim.Namespace, claim.Name); err == nil && current.UID == claim.UID && current.Status.Allocation != nil {
+			return fmt.Errorf("claim %s: %w", klog.KObj(claim), ErrAlreadyAllocated)
+		}
+	}
+	if err := t.claims.SignalClaimPendingAllocation(claim.UID, claim); err != nil {
+		return fmt.Errorf("put allocation of claim %s in flight: %w", klog.KObj(claim), err)
+	}
+	t.entries[claim.UID] = &entry{claim: claim, phase: reserved}
+	return nil
 }
 
-// InFlight returns the UIDs of claims with allocations in flight, for
-// debugging and tests.
+// Unreserve drops an allocation that no write has touched.
+func (t *Tracker) Unreserve(key types.UID) bool {
+	t.mutex.Lock()
+	defer t.mutex.Unlock()
+	e := t.entries[key]
+	if e == nil || e.phase != reserved {
+		return false
+	}
+	t.removeLocked(key)
+	return true
+}
+
+// removeLocked drops an entry and its allocation in flight. Force: the
+// tracker never shares an allocation in flight between pods.
+func (t *Tracker) removeLocked(key types.UID) {
+	t.claims.MaybeRemoveClaimPendingAllocation(key, true)
+	delete(t.entries, key)
+}
+
+// Written stores the written claim in the claim cache, which counts its
+// devices from now on, and then takes the allocation out of flight. A
+// claim the cache does not know yet stays in flight until it does.
+func (t *Tracker) Written(ctx context.Context, key types.UID, claim *resourceapi.ResourceClaim) {
+	logger := klog.FromContext(ctx)
+	err := t.claims.AssumeClaimAfterAPICall(claim)
+	if err != nil {
+		logger.V(5).Info("Written claim not stored in the claim cache", "claim", klog.KObj(claim), "err", err)
+	}
+	if key == "" {
+		return
+	}
+	t.mutex.Lock()
+	defer t.mutex.Unlock()
+	e := t.entries[key]
+	if e == nil {
+		return
+	}
+	if _, cached := t.cached(claim, version(claim)); err == nil || cached {
+		t.removeLocked(key)
+		return
+	}
+	e.phase, e.target, e.since = written, claim, time.Now()
+	t.queue.AddRateLimited(key)
+}
+
+// WriteUnknown keeps the allocation in flight until its fate is known.
+func (t *Tracker) WriteUnknown(ctx context.Context, key types.UID, base *resourceapi.ResourceClaim) {
+	t.mutex.Lock()
+	defer t.mutex.Unlock()
+	e := t.entries[key]
+	if e == nil {
+		return
+	}
+	klog.FromContext(ctx).V(2).Info("Claim write with unknown outcome, keeping its devices in flight", "claim", klog.KObj(base), "resourceVersion", base.ResourceVersion)
+	e.phase, e.target, e.since = unknown, base, time.Now()
+	t.queue.Add(key)
+}
+
+// InFlight returns the keys of the tracker's allocations in flight.
 func (t *Tracker) InFlight() []types.UID {
-	t.mutex.RLock()
-	defer t.mutex.RUnlock()
-	return sets.List(sets.KeySet(t.inFlight))
+	t.mutex.Lock()
+	defer t.mutex.Unlock()
+	return sets.List(sets.KeySet(t.entries))
+}
+
+// cached returns the claim cache's version of this claim (same UID) if it
+// is at the given resourceVersion or newer.
+func (t *Tracker) cached(claim *resourceapi.ResourceClaim, v int64) (*resourceapi.ResourceClaim, bool) {
+	cached, err := t.claims.Get(claim.Namespace, claim.Name)
+	if err != nil || cached.UID != claim.UID || version(cached) < v {
+		return nil, false
+	}
+	return cached, true
+}
+
+// holds: claim is allocated the devices of the in-flight allocation.
+func holds(claim, inFlight *resourceapi.ResourceClaim) bool {
+	return claim.Status.Allocation != nil && inFlight.Status.Allocation != nil &&
+		apiequality.Semantic.DeepEqual(claim.Status.Allocation.Devices.Results, inFlight.Status.Allocation.Devices.Results)
+}
+
+// version parses a claim's resourceVersion; 0 if it has none.
+func version(claim *resourceapi.ResourceClaim) int64 {
+	v, err := strconv.ParseInt(claim.ResourceVersion, 10, 64)
+	if err != nil {
+		return 0
+	}
+	return v
+}
+
+func (t *Tracker) work(ctx context.Context) {
+	for t.next(ctx) {
+	}
+}
+
+func (t *Tracker) next(ctx context.Context) bool {
+	key, shutdown := t.queue.Get()
+	if shutdown {
+		return false
+	}
+	defer t.queue.Done(key)
+	done, freed := t.settle(ctx, key)
+	if done {
+		t.queue.Forget(key)
+	} else {
+		t.queue.AddRateLimited(key)
+	}
+	if freed && t.activate != nil {
+		t.activate(klog.FromContext(ctx))
+	}
+	return true
+}
+
+// settle tries to resolve one entry. It reports whether the entry is gone
+// and whether devices may have become free without a claim event saying
+// so.
+func (t *Tracker) settle(ctx context.Context, key types.UID) (done, freed bool) {
+	logger := klog.FromContext(ctx)
+	t.mutex.Lock()
+	e := t.entries[key]
+	if e == nil || e.phase == reserved {
+		t.mutex.Unlock()
+		return true, false
+	}
+	inFlight, phase, target, since := e.claim, e.phase, e.target, e.since
+	t.mutex.Unlock()
+	// An unknown outcome is settled by any version newer than the base:
+	// the write landed, or the claim changed and the write, which has the
+	// base's resourceVersion as precondition, can no longer land.
+	need := version(target)
+	if phase == unknown {
+		need++
+	}
+	// Devices leave flight without an event that announces them as free
+	// unless the claim now holds them.
+	freedBy := func(claim *resourceapi.ResourceClaim) bool { return !holds(claim, inFlight) }
+
+	// The claim cache first: it is what the scheduler's snapshots are
+	// made of, so once it holds the outcome the entry is redundant.
+	if cached, ok := t.cached(target, need); ok {
+		logger.V(5).Info("Claim write settled by the claim cache", "claim", klog.KObj(target))
+		t.drop(key)
+		return true, freedBy(cached)
+	}
+	if phase == written && time.Since(since) < time.Second {
+		// The informer delivers a written claim within milliseconds; ask
+		// the API server only if it does not, to find a deleted claim.
+		return false, false
+	}
+
+	latest, err := t.client.ResourceV1().ResourceClaims(target.Namespace).Get(ctx, target.Name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err) || err == nil && latest.UID != target.UID:
+		logger.V(5).Info("Claim of an allocation in flight is gone", "claim", klog.KObj(target))
+		t.drop(key)
+		return true, true
+	case err != nil:
+		logger.V(5).Info("Checking the outcome of a claim write", "claim", klog.KObj(target), "err", err)
+		return false, false
+	case version(latest) >= need:
+		// The outcome is known; the claim cache must hold it before the
+		// allocation leaves flight.
+		if err := t.claims.AssumeClaimAfterAPICall(latest); err == nil {
+			t.drop(key)
+			return true, freedBy(latest)
+		}
+		if cached, ok := t.cached(latest, version(latest)); ok {
+			t.drop(key)
+			return true, freedBy(cached)
+		}
+		// Not in the cache yet (a claim created in PreBind): wait for it.
+		t.mutex.Lock()
+		if e := t.entries[key]; e != nil {
+			e.phase, e.target = written, latest
+		}
+		t.mutex.Unlock()
+		return false, false
+	case phase == unknown && time.Since(since) >= t.unknownGrace:
+		logger.V(2).Info("Claim write with unknown outcome did not land, freeing its devices", "claim", klog.KObj(target), "after", time.Since(since))
+		t.drop(key)
+		return true, true
+	}
+	return false, false
+}
+
+// drop removes an entry if it is still there.
+func (t *Tracker) drop(key types.UID) {
+	t.mutex.Lock()
+	defer t.mutex.Unlock()
+	if t.entries[key] != nil {
+		t.removeLocked(key)
+	}
 }

@@ -1,120 +1,97 @@
-package tracker
+package tracker_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
-	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/dynamic-resource-allocation/structured"
+	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/ktesting"
 	"k8s.io/utils/ptr"
 
 	"github.com/drasched/drasched/internal/builder"
-	"github.com/drasched/drasched/test/integration/controlplane"
+	"github.com/drasched/drasched/pkg/tracker"
+	"github.com/drasched/drasched/pkg/tracker/trackertest"
 )
 
-// The tracker runs on informers of a real kube-apiserver (one per test
-// binary), as in the scheduler. Paths that depend on the order in which
-// events arrive (a listener lagging behind the scheduler's) are driven by
-// calling Sync and the listener's handler with real objects in a chosen
-// order.
-func TestMain(m *testing.M) { controlplane.Main(m) }
+// The tracker runs on kube-scheduler's own DRA manager, built on the
+// informers of a fake clientset that versions claims like the API server.
 
-const driver = "gpu.example.com"
+const (
+	driver    = "gpu.example.com"
+	namespace = "default"
+)
 
 type testEnv struct {
 	ctx       context.Context
-	client    kubernetes.Interface
-	namespace string
+	client    *fake.Clientset
+	tracker   *tracker.Tracker
+	activated atomic.Int32
 }
 
-// newEnv creates a namespace for the test.
-func newEnv(t *testing.T) *testEnv {
+// setup starts a tracker on a fresh fake clientset holding the claims and
+// waits until the claim cache has them.
+func setup(t *testing.T, grace time.Duration, claims ...*resourceapi.ResourceClaim) *testEnv {
 	t.Helper()
-	cp := controlplane.Shared(t)
 	_, ctx := ktesting.NewTestContext(t)
 	ctx, cancel := context.WithCancel(ctx)
-	t.Cleanup(cancel)
-	ns, err := cp.Client.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{
-		GenerateName: "tracker-",
-		// Admin access needs the namespace to allow it.
-		Labels: map[string]string{"resource.kubernetes.io/admin-access": "true"},
-	}}, metav1.CreateOptions{})
+	env := &testEnv{ctx: ctx, client: trackertest.VersionedClientset()}
+	for _, claim := range claims {
+		env.create(t, claim)
+	}
+	factory := informers.NewSharedInformerFactory(env.client, 0)
+	manager, err := trackertest.NewManager(ctx, env.client, factory)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		_ = cp.Client.CoreV1().Namespaces().Delete(context.Background(), ns.Name, metav1.DeleteOptions{})
+	env.tracker, err = tracker.New(ctx, tracker.Options{
+		Manager:      manager,
+		Client:       env.client,
+		Activate:     func(klog.Logger) { env.activated.Add(1) },
+		UnknownGrace: grace,
 	})
-	return &testEnv{ctx: ctx, client: cp.Client, namespace: ns.Name}
-}
-
-// start starts a tracker with its own informer factory and waits until it
-// has synced.
-func (env *testEnv) start(t *testing.T, opts Options) *Tracker {
-	t.Helper()
-	factory := informers.NewSharedInformerFactoryWithOptions(env.client, 0, informers.WithNamespace(env.namespace))
-	tr := env.newTracker(t, factory, opts)
-	env.startFactory(t, factory)
-	if !cache.WaitForCacheSync(env.ctx.Done(), tr.HasSynced) {
-		t.Fatal("tracker did not sync")
+	if err != nil {
+		t.Fatal(err)
 	}
-	return tr
-}
-
-// startFactory starts factory; cleanup stops its informers and waits for
-// them (Shutdown blocks until the stop channel closes, and cleanups run in
-// reverse order, so the test context's cancel would come too late).
-func (env *testEnv) startFactory(t *testing.T, factory informers.SharedInformerFactory) {
-	t.Helper()
-	ctx, cancel := context.WithCancel(env.ctx)
 	factory.Start(ctx.Done())
 	t.Cleanup(func() {
 		cancel()
 		factory.Shutdown()
 	})
+	if !cache.WaitForCacheSync(ctx.Done(), factory.Resource().V1().ResourceClaims().Informer().HasSynced) {
+		t.Fatal("informers did not sync")
+	}
+	for _, claim := range claims {
+		env.eventually(t, "claim "+claim.Name+" in the cache", func() bool {
+			_, err := env.tracker.Claim(namespace, claim.Name)
+			return err == nil
+		})
+	}
+	return env
 }
 
-func (env *testEnv) newTracker(t *testing.T, factory informers.SharedInformerFactory, opts Options) *Tracker {
-	t.Helper()
-	opts.InformerFactory = factory
-	opts.KubeClient = env.client
-	tr, err := New(env.ctx, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(tr.Stop)
-	return tr
+// claim is an unallocated claim with one request "req"; allocated
+// variants come from withAllocation.
+func claim(name string) *resourceapi.ResourceClaim {
+	c := builder.MakeClaim(name).Request("req", "gpu", 1).Obj()
+	c.Namespace, c.UID = namespace, types.UID("uid-"+name)
+	return c
 }
 
-// create creates an unallocated claim with one request "req".
-func (env *testEnv) create(t *testing.T, name string, modify ...func(*builder.ClaimWrapper)) *resourceapi.ResourceClaim {
-	t.Helper()
-	w := builder.MakeClaim(name).Request("req", "gpu", 1)
-	for _, m := range modify {
-		m(w)
-	}
-	claim := w.Obj()
-	claim.Namespace, claim.UID = env.namespace, ""
-	created, err := env.client.ResourceV1().ResourceClaims(env.namespace).Create(env.ctx, claim, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return created
-}
-
-// allocation allocates the given devices of pool node-0 to request "req".
+// allocation allocates the devices of pool node-0 to request "req".
 func allocation(devices ...string) *resourceapi.AllocationResult {
 	a := &resourceapi.AllocationResult{}
 	for _, d := range devices {
@@ -125,23 +102,48 @@ func allocation(devices ...string) *resourceapi.AllocationResult {
 	return a
 }
 
-// withAllocation returns a copy of the claim with the allocation set, as
-// Reserve gets it.
-func withAllocation(claim *resourceapi.ResourceClaim, a *resourceapi.AllocationResult) *resourceapi.ResourceClaim {
-	claim = claim.DeepCopy()
-	claim.Status.Allocation = a
-	return claim
+func withAllocation(c *resourceapi.ResourceClaim, a *resourceapi.AllocationResult) *resourceapi.ResourceClaim {
+	c = c.DeepCopy()
+	c.Status.Allocation = a
+	return c
 }
 
-// writeStatus writes the claim's status, as PreBind or the claim controller
-// do, and returns the written version.
-func (env *testEnv) writeStatus(t *testing.T, claim *resourceapi.ResourceClaim) *resourceapi.ResourceClaim {
+func (env *testEnv) create(t *testing.T, c *resourceapi.ResourceClaim) *resourceapi.ResourceClaim {
 	t.Helper()
-	written, err := env.client.ResourceV1().ResourceClaims(env.namespace).UpdateStatus(env.ctx, claim, metav1.UpdateOptions{})
+	created, err := env.client.ResourceV1().ResourceClaims(namespace).Create(context.Background(), c, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return created
+}
+
+// writeStatus writes a claim's status as PreBind does and returns what the
+// API server returned.
+func (env *testEnv) writeStatus(t *testing.T, c *resourceapi.ResourceClaim) *resourceapi.ResourceClaim {
+	t.Helper()
+	written, err := env.client.ResourceV1().ResourceClaims(namespace).UpdateStatus(context.Background(), c, metav1.UpdateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return written
+}
+
+func (env *testEnv) get(t *testing.T, name string) *resourceapi.ResourceClaim {
+	t.Helper()
+	c, err := env.client.ResourceV1().ResourceClaims(namespace).Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func (env *testEnv) allocated(t *testing.T) sets.Set[structured.DeviceID] {
+	t.Helper()
+	state, err := env.tracker.AllocatedState(env.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return state.AllocatedDevices
 }
 
 func ids(devices ...string) sets.Set[structured.DeviceID] {
@@ -152,162 +154,119 @@ func ids(devices ...string) sets.Set[structured.DeviceID] {
 	return s
 }
 
-// eventually polls until the condition holds: informer events arrive
+// eventually polls: informer events and the tracker's worker run
 // asynchronously.
-func eventually(t *testing.T, what string, condition func() bool) {
+func (env *testEnv) eventually(t *testing.T, what string, condition func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(20 * time.Second)
 	for !condition() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)
 		}
-		time.Sleep(10 * time.Millisecond)
+		time.Sleep(5 * time.Millisecond)
 	}
 }
 
-func TestAllocatedFromInformer(t *testing.T) {
-	env := newEnv(t)
-	a := env.writeStatus(t, withAllocation(env.create(t, "a"), allocation("gpu-0", "gpu-1")))
-	env.create(t, "b")
-	// The initial list is complete once HasSynced says so.
-	tr := env.start(t, Options{})
-	if got := tr.AllocatedState().AllocatedDevices; !got.Equal(ids("gpu-0", "gpu-1")) {
-		t.Fatalf("after sync: allocated %v, want gpu-0 and gpu-1", got)
+func TestAllocatedFromClaimCache(t *testing.T) {
+	env := setup(t, 0, withAllocation(claim("a"), allocation("gpu-0", "gpu-1")), claim("b"))
+	if got := env.allocated(t); !got.Equal(ids("gpu-0", "gpu-1")) {
+		t.Fatalf("allocated %v, want gpu-0 and gpu-1", got)
 	}
-
-	// Deallocation frees the devices.
+	a := env.get(t, "a")
 	a.Status.Allocation = nil
 	env.writeStatus(t, a)
-	eventually(t, "claim a freed", func() bool { return tr.AllocatedState().AllocatedDevices.Len() == 0 })
+	env.eventually(t, "claim a freed", func() bool { return env.allocated(t).Len() == 0 })
 }
 
 func TestAdminAccessNotCounted(t *testing.T) {
-	env := newEnv(t)
 	admin := allocation("gpu-0")
 	admin.Devices.Results[0].AdminAccess = ptr.To(true)
-	env.writeStatus(t, withAllocation(env.create(t, "admin", func(w *builder.ClaimWrapper) { w.AdminAccess() }), admin))
-	env.writeStatus(t, withAllocation(env.create(t, "normal"), allocation("gpu-1")))
-	tr := env.start(t, Options{})
-	if got := tr.AllocatedState().AllocatedDevices; !got.Equal(ids("gpu-1")) {
+	env := setup(t, 0, withAllocation(claim("admin"), admin), withAllocation(claim("normal"), allocation("gpu-1")))
+	if got := env.allocated(t); !got.Equal(ids("gpu-1")) {
 		t.Fatalf("allocated %v, want only gpu-1", got)
 	}
 }
 
-func TestReserveCommitUnreserve(t *testing.T) {
-	env := newEnv(t)
-	claimA, claimB := env.create(t, "a"), env.create(t, "b")
-	tr := env.start(t, Options{})
+func TestReserveWrittenUnreserve(t *testing.T) {
+	env := setup(t, 0, claim("a"), claim("b"))
+	tr := env.tracker
 
-	a := withAllocation(claimA, allocation("gpu-0"))
+	a := withAllocation(env.get(t, "a"), allocation("gpu-0"))
 	if err := tr.Reserve(a); err != nil {
 		t.Fatal(err)
 	}
 	if tr.PendingAllocation(a.UID) == nil {
 		t.Fatal("no pending allocation after Reserve")
 	}
-	if got := tr.AllocatedState().AllocatedDevices; !got.Equal(ids("gpu-0")) {
+	if got := env.allocated(t); !got.Equal(ids("gpu-0")) {
 		t.Fatalf("in-flight device not counted: %v", got)
 	}
-	// A second pod cannot reserve the same claim while it is in flight.
-	if err := tr.Reserve(a); err == nil {
-		t.Fatal("second Reserve of an in-flight claim succeeded")
+	if err := tr.Reserve(a); !errors.Is(err, tracker.ErrInFlight) {
+		t.Fatalf("second Reserve of an in-flight claim: %v, want ErrInFlight", err)
 	}
 
-	// PreBind writes the claim: it moves from in flight to allocated and
+	// PreBind writes the claim: it leaves flight, stays counted, and
 	// Claim returns the written version at once.
 	written := env.writeStatus(t, a)
-	tr.Commit(env.ctx, written)
-	if tr.PendingAllocation(a.UID) != nil {
-		t.Fatal("claim still in flight after Commit")
+	tr.Written(env.ctx, a.UID, written)
+	if tr.PendingAllocation(a.UID) != nil || len(tr.InFlight()) != 0 {
+		t.Fatalf("claim still in flight after Written: %v", tr.InFlight())
 	}
-	if got := tr.AllocatedState().AllocatedDevices; !got.Equal(ids("gpu-0")) {
-		t.Fatalf("committed device not counted: %v", got)
+	if got := env.allocated(t); !got.Equal(ids("gpu-0")) {
+		t.Fatalf("written device not counted: %v", got)
 	}
-	if c, err := tr.Claim(env.namespace, "a"); err != nil || c.ResourceVersion != written.ResourceVersion {
+	if c, err := tr.Claim(namespace, "a"); err != nil || c.ResourceVersion != written.ResourceVersion {
 		t.Fatalf("Claim does not return the written version %s: %v, %v", written.ResourceVersion, c, err)
 	}
-	// Unreserve after Commit leaves the allocation alone: it is in the API.
-	if tr.Unreserve(written) {
-		t.Fatal("Unreserve found a committed claim in flight")
+	if tr.Unreserve(a.UID) {
+		t.Fatal("Unreserve found a written claim in flight")
 	}
-	if got := tr.AllocatedState().AllocatedDevices; !got.Equal(ids("gpu-0")) {
-		t.Fatalf("Unreserve after Commit freed the device: %v", got)
+	if got := env.allocated(t); !got.Equal(ids("gpu-0")) {
+		t.Fatalf("Unreserve after Written freed the device: %v", got)
 	}
 
 	// An allocation that is never written is dropped by Unreserve.
-	b := withAllocation(claimB, allocation("gpu-1"))
+	b := withAllocation(env.get(t, "b"), allocation("gpu-1"))
 	if err := tr.Reserve(b); err != nil {
 		t.Fatal(err)
 	}
-	if !tr.Unreserve(b) {
+	if !tr.Unreserve(b.UID) {
 		t.Fatal("Unreserve did not find the in-flight claim")
 	}
-	if got := tr.AllocatedState().AllocatedDevices; !got.Equal(ids("gpu-0")) {
+	if got := env.allocated(t); !got.Equal(ids("gpu-0")) {
 		t.Fatalf("dropped allocation still counted: %v", got)
 	}
 }
 
-func TestReserveAlreadyAllocated(t *testing.T) {
-	env := newEnv(t)
-	a := env.writeStatus(t, withAllocation(env.create(t, "a"), allocation("gpu-0")))
-	tr := env.start(t, Options{})
-	a.Status.Allocation = nil
-	if err := tr.Reserve(withAllocation(a, allocation("gpu-1"))); err == nil {
-		t.Fatal("Reserve of an allocated claim succeeded")
+func TestReserveErrors(t *testing.T) {
+	env := setup(t, 0, withAllocation(claim("a"), allocation("gpu-0")), claim("b"))
+	stale := claim("a") // the cycle saw it unallocated
+	if err := env.tracker.Reserve(withAllocation(stale, allocation("gpu-1"))); !errors.Is(err, tracker.ErrAlreadyAllocated) {
+		t.Fatalf("Reserve of an allocated claim: %v, want ErrAlreadyAllocated", err)
+	}
+	if err := env.tracker.Reserve(claim("b")); err == nil {
+		t.Fatal("Reserve without an allocation succeeded")
+	}
+	if got := env.tracker.InFlight(); len(got) != 0 {
+		t.Fatalf("failed Reserves left %v in flight", got)
 	}
 }
 
-// TestConsumableCapacityNotCountedTwice: a claim both in flight and
-// already observed as allocated counts its capacity once.
-func TestConsumableCapacityNotCountedTwice(t *testing.T) {
-	env := newEnv(t)
-	claimA := env.create(t, "a")
-	tr := env.start(t, Options{ConsumableCapacity: true})
-	shared := allocation("nic")
-	shared.Devices.Results[0].ShareID = ptr.To(types.UID("6e0e2c8e-4f3a-4a6b-9a57-2d1c0d8f5a10"))
-	shared.Devices.Results[0].ConsumedCapacity = map[resourceapi.QualifiedName]resource.Quantity{"bandwidth": resource.MustParse("4G")}
-	a := withAllocation(claimA, shared)
-	if err := tr.Reserve(a); err != nil {
-		t.Fatal(err)
-	}
-	// The informer may report the write before PreBind commits it.
-	written := env.writeStatus(t, a)
-	eventually(t, "write observed", func() bool {
-		c, err := tr.Claim(env.namespace, "a")
-		return err == nil && c.Status.Allocation != nil
-	})
-	nic := structured.MakeDeviceID(driver, "node-0", "nic")
-	check := func(when string) {
-		t.Helper()
-		state := tr.AllocatedState()
-		if got := state.AggregatedCapacity[nic]["bandwidth"]; got == nil || got.Cmp(resource.MustParse("4G")) != 0 {
-			t.Fatalf("%s: consumed capacity %v, want 4G", when, got)
-		}
-		if state.AllocatedDevices.Has(nic) {
-			t.Fatalf("%s: a share counts as an exclusive allocation", when)
-		}
-	}
-	check("in flight and observed")
-	tr.Commit(env.ctx, written)
-	check("committed")
-}
-
-// TestNoGapBetweenInFlightAndAllocated: while PreBind commits claims, a
-// concurrent reader never sees a claim's devices missing from the
-// snapshot. Run with -race.
-func TestNoGapBetweenInFlightAndAllocated(t *testing.T) {
-	env := newEnv(t)
+// TestWrittenNoGap: while claims are written one after the other, a
+// concurrent reader never sees a reserved or written claim's devices
+// missing. Run with -race.
+func TestWrittenNoGap(t *testing.T) {
 	var claims []*resourceapi.ResourceClaim
 	for i := range 30 {
-		claims = append(claims, env.create(t, fmt.Sprintf("c%d", i)))
+		claims = append(claims, claim(fmt.Sprintf("c%d", i)))
 	}
-	tr := env.start(t, Options{})
+	env := setup(t, 0, claims...)
 
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	gaps := 0
-	expected := sets.New[structured.DeviceID]()
 	var expectedMutex sync.Mutex
+	expected := sets.New[structured.DeviceID]()
+	stop := make(chan struct{})
+	var gaps atomic.Int32
+	var wg sync.WaitGroup
 	wg.Go(func() {
 		for {
 			select {
@@ -318,101 +277,187 @@ func TestNoGapBetweenInFlightAndAllocated(t *testing.T) {
 			expectedMutex.Lock()
 			want := expected.Clone()
 			expectedMutex.Unlock()
-			if got := tr.AllocatedState().AllocatedDevices; !got.IsSuperset(want) {
-				gaps++
+			state, err := env.tracker.AllocatedState(env.ctx)
+			if err != nil || !state.AllocatedDevices.IsSuperset(want) {
+				gaps.Add(1)
 			}
 		}
 	})
-	for i, c := range claims {
-		a := withAllocation(c, allocation(fmt.Sprintf("gpu-%d", i)))
-		if err := tr.Reserve(a); err != nil {
+	for i := range claims {
+		a := withAllocation(env.get(t, claims[i].Name), allocation(fmt.Sprintf("gpu-%d", i)))
+		if err := env.tracker.Reserve(a); err != nil {
 			t.Fatal(err)
 		}
 		expectedMutex.Lock()
 		expected.Insert(ids(fmt.Sprintf("gpu-%d", i)).UnsortedList()...)
 		expectedMutex.Unlock()
-		tr.Commit(env.ctx, env.writeStatus(t, a))
+		env.tracker.Written(env.ctx, a.UID, env.writeStatus(t, a))
 	}
 	close(stop)
 	wg.Wait()
-	if gaps > 0 {
-		t.Fatalf("%d snapshots missed devices of reserved or committed claims", gaps)
+	if n := gaps.Load(); n > 0 {
+		t.Fatalf("%d snapshots missed devices of reserved or written claims", n)
 	}
 }
 
-// TestSyncAheadOfListener: the scheduler saw a deallocation before the
-// tracker's listener; after Sync the devices are free at once, and the
-// older version arriving late on the listener does not take them again.
-func TestSyncAheadOfListener(t *testing.T) {
-	env := newEnv(t)
-	allocated := env.writeStatus(t, withAllocation(env.create(t, "a"), allocation("gpu-0")))
-	tr := env.start(t, Options{})
-	if got := tr.AllocatedState().AllocatedDevices; !got.Equal(ids("gpu-0")) {
-		t.Fatalf("allocated %v, want gpu-0", got)
-	}
-
-	freed := allocated.DeepCopy()
-	freed.Status.Allocation = nil
-	freed = env.writeStatus(t, freed)
-	tr.Sync(allocated, freed)
-	if got := tr.AllocatedState().AllocatedDevices; got.Len() != 0 {
-		t.Fatalf("after Sync: allocated %v, want none", got)
-	}
-	tr.observe(allocated) // late, older
-	if got := tr.AllocatedState().AllocatedDevices; got.Len() != 0 {
-		t.Fatalf("an older version applied after a newer one: allocated %v", got)
-	}
-	if c, err := tr.Claim(env.namespace, "a"); err != nil || c.Status.Allocation != nil {
-		t.Fatalf("Claim after Sync: %v, %v; want the deallocated version", c, err)
-	}
-
-	// A deletion seen first by the scheduler wins over late versions too.
-	reallocated := env.writeStatus(t, withAllocation(freed, allocation("gpu-1")))
-	eventually(t, "reallocation observed", func() bool { return tr.AllocatedState().AllocatedDevices.Equal(ids("gpu-1")) })
-	tr.Sync(reallocated, nil)
-	tr.observe(reallocated)
-	if got := tr.AllocatedState().AllocatedDevices; got.Len() != 0 {
-		t.Fatalf("a version applied after the claim's deletion: allocated %v", got)
+// TestWriteUnknown: path 1 of the claim-state issue. A status write whose
+// response is lost keeps its devices taken, whether it landed or not,
+// until the API tells.
+func TestWriteUnknown(t *testing.T) {
+	for name, tc := range map[string]struct {
+		// landed: etcd committed the write whose response was lost.
+		landed bool
+		// deleted: the claim is deleted after the failed write.
+		deleted bool
+		// wantAllocated: what stays taken once the entry is settled.
+		wantAllocated sets.Set[structured.DeviceID]
+		// wantActivate: the tracker requeues waiting pods.
+		wantActivate bool
+	}{
+		"landed": {landed: true, wantAllocated: ids("gpu-0")},
+		// Kept for the grace period, then freed, and waiting pods are
+		// woken: no event announces it.
+		"not landed":    {wantAllocated: ids(), wantActivate: true},
+		"claim deleted": {deleted: true, wantAllocated: ids(), wantActivate: true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			env := setup(t, 300*time.Millisecond, claim("a"))
+			tr := env.tracker
+			base := env.get(t, "a")
+			a := withAllocation(base, allocation("gpu-0"))
+			if err := tr.Reserve(a); err != nil {
+				t.Fatal(err)
+			}
+			if tc.landed {
+				env.writeStatus(t, a)
+			}
+			tr.WriteUnknown(env.ctx, a.UID, base)
+			if tr.Unreserve(a.UID) {
+				t.Fatal("Unreserve dropped an allocation whose write may have landed")
+			}
+			if got := env.allocated(t); !got.Equal(ids("gpu-0")) && !tc.deleted {
+				t.Fatalf("right after the failed write: allocated %v, want gpu-0", got)
+			}
+			if tc.deleted {
+				if err := env.client.ResourceV1().ResourceClaims(namespace).Delete(env.ctx, "a", metav1.DeleteOptions{}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			env.eventually(t, "the write settled", func() bool { return len(tr.InFlight()) == 0 })
+			env.eventually(t, "the cache caught up", func() bool { return env.allocated(t).Equal(tc.wantAllocated) })
+			if got := env.activated.Load() > 0; got != tc.wantActivate {
+				t.Errorf("pods activated: %v, want %v", got, tc.wantActivate)
+			}
+		})
 	}
 }
 
-// lister adapts an informer's lister to ClaimGetter, as the scheduler's
-// claim cache is.
-type lister struct {
-	informers.SharedInformerFactory
+// TestWriteUnknownKeptForGrace: a write that did not land keeps its
+// devices for the grace period, in which kube-apiserver might still commit
+// it.
+func TestWriteUnknownKeptForGrace(t *testing.T) {
+	env := setup(t, time.Hour, claim("a"))
+	base := env.get(t, "a")
+	a := withAllocation(base, allocation("gpu-0"))
+	if err := env.tracker.Reserve(a); err != nil {
+		t.Fatal(err)
+	}
+	env.tracker.WriteUnknown(env.ctx, a.UID, base)
+	// Several rounds of the worker, which checks cache and API server.
+	time.Sleep(time.Second)
+	if got := env.allocated(t); !got.Equal(ids("gpu-0")) {
+		t.Fatalf("devices of a write with an unknown outcome freed within the grace period: %v", got)
+	}
+	// The write lands late: the tracker settles it as allocated.
+	env.writeStatus(t, a)
+	env.eventually(t, "the late write settled", func() bool { return len(env.tracker.InFlight()) == 0 })
+	if got := env.allocated(t); !got.Equal(ids("gpu-0")) {
+		t.Fatalf("after the late write: %v, want gpu-0", got)
+	}
 }
 
-func (l lister) Get(namespace, name string) (*resourceapi.ResourceClaim, error) {
-	return l.Resource().V1().ResourceClaims().Lister().ResourceClaims(namespace).Get(name)
+// TestCreatedClaim: the claim for a pod's extended resources is reserved
+// under a placeholder before it exists. After PreBind creates and writes
+// it, its devices stay counted through the placeholder until the claim
+// cache has the created claim, and exactly once afterwards.
+func TestCreatedClaim(t *testing.T) {
+	env := setup(t, 0)
+	tr := env.tracker
+	placeholder := withAllocation(claim("<extended-resources>"), allocation("gpu-0"))
+	placeholder.UID, placeholder.GenerateName = "placeholder", "pod-extended-resources-"
+	if err := tr.Reserve(placeholder); err != nil {
+		t.Fatal(err)
+	}
+	if got := env.allocated(t); !got.Equal(ids("gpu-0")) {
+		t.Fatalf("after Reserve: %v", got)
+	}
+	fresh := placeholder.DeepCopy()
+	fresh.Name, fresh.UID, fresh.Status = "", "", resourceapi.ResourceClaimStatus{}
+	created := env.create(t, fresh)
+	written := env.writeStatus(t, withAllocation(created, placeholder.Status.Allocation))
+	tr.Written(env.ctx, placeholder.UID, written)
+	if got := env.allocated(t); !got.Equal(ids("gpu-0")) {
+		t.Fatalf("after Written: %v", got)
+	}
+	env.eventually(t, "the placeholder left flight", func() bool { return len(tr.InFlight()) == 0 })
+	if got := env.allocated(t); !got.Equal(ids("gpu-0")) {
+		t.Fatalf("after the cache caught up: %v", got)
+	}
+	if tr.Unreserve(placeholder.UID) {
+		t.Fatal("Unreserve found the written placeholder")
+	}
 }
 
-// TestClaimFallback: a claim that the tracker's own listener has not
-// delivered yet is found through the scheduler's cache, and its devices
-// count at once.
-func TestClaimFallback(t *testing.T) {
-	env := newEnv(t)
-	env.writeStatus(t, withAllocation(env.create(t, "a"), allocation("gpu-0")))
+// TestNoResurrection: path 2 of the claim-state issue. Once the claim cache
+// has seen a claim's deletion, a late allocated version of it (from a
+// PreBind that wrote before the deletion) cannot take its devices again.
+func TestNoResurrection(t *testing.T) {
+	env := setup(t, 0, withAllocation(claim("a"), allocation("gpu-0")))
+	late := env.get(t, "a")
+	if err := env.client.ResourceV1().ResourceClaims(namespace).Delete(env.ctx, "a", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	env.eventually(t, "deletion seen", func() bool { return env.allocated(t).Len() == 0 })
+	env.tracker.Written(env.ctx, "", late)
+	if got := env.allocated(t); got.Len() != 0 {
+		t.Fatalf("a late version of a deleted claim took its devices again: %v", got)
+	}
+	if _, err := env.tracker.Claim(namespace, "a"); err == nil {
+		t.Fatal("a late version of a deleted claim is back in the claim cache")
+	}
+	if got := env.tracker.InFlight(); len(got) != 0 {
+		t.Fatalf("in flight: %v", got)
+	}
+}
 
-	// The scheduler's cache is up to date.
-	theirs := informers.NewSharedInformerFactoryWithOptions(env.client, 0, informers.WithNamespace(env.namespace))
-	theirs.Resource().V1().ResourceClaims().Informer()
-	env.startFactory(t, theirs)
-	theirs.WaitForCacheSync(env.ctx.Done())
-
-	// The tracker's factory is never started: its listener lags forever.
-	ours := informers.NewSharedInformerFactoryWithOptions(env.client, 0, informers.WithNamespace(env.namespace))
-	tr := env.newTracker(t, ours, Options{ClaimFallback: lister{theirs}})
-	if tr.HasSynced() {
-		t.Fatal("HasSynced before the initial list")
+// TestRecreatedUnderSameName: path 4 of the claim-state issue, as far as
+// the tracker goes. A write for the old claim settles by the old UID; the
+// new claim of the same name keeps nothing of it.
+func TestRecreatedUnderSameName(t *testing.T) {
+	env := setup(t, 0, claim("a"))
+	old := env.get(t, "a")
+	a := withAllocation(old, allocation("gpu-0"))
+	if err := env.tracker.Reserve(a); err != nil {
+		t.Fatal(err)
 	}
-	c, err := tr.Claim(env.namespace, "a")
-	if err != nil || c.Status.Allocation == nil {
-		t.Fatalf("Claim through the fallback: %v, %v", c, err)
+	if err := env.client.ResourceV1().ResourceClaims(namespace).Delete(env.ctx, "a", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
 	}
-	if got := tr.AllocatedState().AllocatedDevices; !got.Equal(ids("gpu-0")) {
-		t.Fatalf("allocated %v, want gpu-0 from the fallback's version", got)
+	recreated := claim("a")
+	recreated.UID = "uid-a-2"
+	env.create(t, recreated)
+	env.eventually(t, "recreated claim in the cache", func() bool {
+		c, err := env.tracker.Claim(namespace, "a")
+		return err == nil && c.UID == recreated.UID
+	})
+	// PreBind found the claim replaced: the write's outcome is settled,
+	// the old UID's allocation must not linger.
+	env.tracker.WriteUnknown(env.ctx, a.UID, old)
+	env.eventually(t, "old allocation dropped", func() bool { return len(env.tracker.InFlight()) == 0 })
+	if got := env.allocated(t); got.Len() != 0 {
+		t.Fatalf("allocated %v after the old claim's allocation was dropped", got)
 	}
-	if _, err := tr.Claim(env.namespace, "missing"); err == nil {
-		t.Fatal("Claim of a missing claim succeeded")
+	if !slices.Equal(env.tracker.InFlight(), nil) {
+		t.Fatal("in-flight entries left")
 	}
 }

@@ -524,11 +524,9 @@ func (pl *Plugin) bindExtended(ctx context.Context, s *stateData, pod *v1.Pod) e
 	resourceclaimmetrics.ResourceClaimCreate.WithLabelValues("success", "false", "", "Pod").Inc()
 	e.created = created
 	logger.V(5).Info("Created claim for extended resources", "pod", klog.KObj(pod), "claim", klog.KObj(created))
-	if err := pl.tracker.Created(e.reserved.UID, created); err != nil {
-		return fmt.Errorf("internal error: %w", err)
-	}
-
-	written, err := pl.writeClaim(ctx, created, e.reserved.Status.Allocation, pod)
+	// The allocation stays in flight under the placeholder's UID until the
+	// claim cache has the created claim.
+	written, err := pl.writeClaim(ctx, created, e.reserved.Status.Allocation, pod, e.reserved.UID)
 	if err != nil {
 		return err
 	}
@@ -585,12 +583,7 @@ func (pl *Plugin) unreserveExtended(ctx context.Context, s *stateData, pod *v1.P
 		return
 	}
 	logger := klog.FromContext(ctx)
-	inFlight := e.reserved
-	if e.created != nil {
-		// Tracked under its real UID since it was created.
-		inFlight = e.created
-	}
-	if pl.tracker.Unreserve(inFlight) {
+	if pl.tracker.Unreserve(e.reserved.UID) {
 		logger.V(5).Info("Dropped allocation for extended resources in flight", "pod", klog.KObj(pod))
 	}
 	if e.created != nil {

@@ -3,7 +3,6 @@ package dra
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -19,7 +18,6 @@ import (
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
-	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/ktesting"
@@ -33,6 +31,7 @@ import (
 	"github.com/drasched/drasched/internal/builder"
 	"github.com/drasched/drasched/pkg/allocator"
 	"github.com/drasched/drasched/pkg/tracker"
+	"github.com/drasched/drasched/pkg/tracker/trackertest"
 )
 
 const (
@@ -248,8 +247,8 @@ func TestFilterExtended(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			claim, status := pl.filterExtended(logger, s, pod, extNodeInfo(name, tc.allocatable))
 			if tc.wantReason != "" {
-				if status.Code() != fwk.Unschedulable || status.Message() != tc.wantReason {
-					t.Fatalf("status %v, want Unschedulable: %s", status, tc.wantReason)
+				if status.Code() != fwk.UnschedulableAndUnresolvable || status.Message() != tc.wantReason {
+					t.Fatalf("status %v, want UnschedulableAndUnresolvable: %s", status, tc.wantReason)
 				}
 				return
 			}
@@ -283,28 +282,13 @@ func extPlugin(t *testing.T, objects ...runtime.Object) (context.Context, *Plugi
 	t.Helper()
 	_, ctx := ktesting.NewTestContext(t)
 	ctx, cancel := context.WithCancel(ctx)
-	client := fake.NewClientset(objects...)
-	// The API server names, identifies and versions objects; the fake
-	// does not.
-	version := 100
-	client.PrependReactor("*", "resourceclaims", func(action k8stesting.Action) (bool, runtime.Object, error) {
-		write, ok := action.(interface{ GetObject() runtime.Object })
-		if !ok {
-			return false, nil, nil
-		}
-		claim := write.GetObject().(*resourceapi.ResourceClaim)
-		if action.GetVerb() == "create" {
-			if claim.Name == "" {
-				claim.Name = claim.GenerateName + "x1y2z"
-			}
-			claim.UID = types.UID("uid-" + claim.Name)
-		}
-		version++
-		claim.ResourceVersion = strconv.Itoa(version)
-		return false, nil, nil
-	})
+	client := trackertest.VersionedClientset(objects...)
 	factory := informers.NewSharedInformerFactory(client, 0)
-	tr, err := tracker.New(ctx, tracker.Options{InformerFactory: factory, KubeClient: client})
+	manager, err := trackertest.NewManager(ctx, client, factory)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := tracker.New(ctx, tracker.Options{Manager: manager, Client: client})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -325,10 +309,9 @@ func extPlugin(t *testing.T, objects ...runtime.Object) (context.Context, *Plugi
 	t.Cleanup(func() {
 		cancel()
 		factory.Shutdown()
-		tr.Stop()
 	})
 	if !cache.WaitForCacheSync(ctx.Done(), factory.Resource().V1().ResourceClaims().Informer().HasSynced,
-		factory.Resource().V1().DeviceClasses().Informer().HasSynced, tr.HasSynced) {
+		factory.Resource().V1().DeviceClasses().Informer().HasSynced) {
 		t.Fatal("caches did not sync")
 	}
 	return ctx, pl, client
@@ -365,7 +348,7 @@ func TestExtendedLifecycle(t *testing.T) {
 	if status := pl.Reserve(ctx, cs, pod, "node-a"); !status.IsSuccess() {
 		t.Fatalf("Reserve: %v", status)
 	}
-	if got := pl.tracker.AllocatedState().AllocatedDevices.Len(); got != 2 {
+	if got := allocatedCount(t, ctx, pl); got != 2 {
 		t.Errorf("%d devices taken after Reserve, want 2", got)
 	}
 	if _, status := pl.PreBindPreFlight(ctx, cs, pod, "node-a"); !status.IsSuccess() {
@@ -414,7 +397,7 @@ func TestExtendedLifecycle(t *testing.T) {
 	if inFlight := pl.tracker.InFlight(); len(inFlight) > 0 {
 		t.Errorf("in flight after PreBind: %v", inFlight)
 	}
-	if got := pl.tracker.AllocatedState().AllocatedDevices.Len(); got != 2 {
+	if got := allocatedCount(t, ctx, pl); got != 2 {
 		t.Errorf("%d devices taken after PreBind, want 2", got)
 	}
 
@@ -424,7 +407,7 @@ func TestExtendedLifecycle(t *testing.T) {
 	if err != nil || len(claims.Items) != 0 {
 		t.Fatalf("claims after Unreserve: %v, %v", claims, err)
 	}
-	extEventually(t, "devices freed", func() bool { return pl.tracker.AllocatedState().AllocatedDevices.Len() == 0 })
+	extEventually(t, "devices freed", func() bool { return allocatedCount(t, ctx, pl) == 0 })
 	// Idempotent.
 	pl.Unreserve(ctx, cs, pod, "node-a")
 }
@@ -448,7 +431,7 @@ func TestExtendedUnreserveBeforePreBind(t *testing.T) {
 	if inFlight := pl.tracker.InFlight(); len(inFlight) > 0 {
 		t.Errorf("in flight after Unreserve: %v", inFlight)
 	}
-	if got := pl.tracker.AllocatedState().AllocatedDevices.Len(); got != 0 {
+	if got := allocatedCount(t, ctx, pl); got != 0 {
 		t.Errorf("%d devices taken after Unreserve", got)
 	}
 	if actions := extWrites(client); len(actions) > 0 {
@@ -490,7 +473,7 @@ func TestExtendedDevicePlugin(t *testing.T) {
 	if actions := extWrites(client); len(actions) > 0 {
 		t.Errorf("API writes: %v", actions)
 	}
-	if got := pl.tracker.AllocatedState().AllocatedDevices.Len(); got != 0 {
+	if got := allocatedCount(t, ctx, pl); got != 0 {
 		t.Errorf("%d devices taken", got)
 	}
 }
@@ -506,8 +489,8 @@ func TestExtendedFailureMessage(t *testing.T) {
 	}
 	status := pl.Filter(ctx, cs, pod, extNodeInfo("node-a", nil))
 	want := []string{`extended resource example.com/gpu for container "con0": 1 of 1 matching devices free, need 2`}
-	if status.Code() != fwk.Unschedulable || !cmp.Equal(status.Reasons(), want) {
-		t.Errorf("Filter: %v, want Unschedulable with %q", status, want)
+	if status.Code() != fwk.UnschedulableAndUnresolvable || !cmp.Equal(status.Reasons(), want) {
+		t.Errorf("Filter: %v, want UnschedulableAndUnresolvable with %q", status, want)
 	}
 
 	// Each request alone fits on two devices, together they do not.
@@ -518,8 +501,8 @@ func TestExtendedFailureMessage(t *testing.T) {
 	}
 	status = pl.Filter(ctx, cs, pod, extNodeInfo("node-a", nil))
 	want = []string{"extended resources: requests compete for the same devices"}
-	if status.Code() != fwk.Unschedulable || !cmp.Equal(status.Reasons(), want) {
-		t.Errorf("Filter: %v, want Unschedulable with %q", status, want)
+	if status.Code() != fwk.UnschedulableAndUnresolvable || !cmp.Equal(status.Reasons(), want) {
+		t.Errorf("Filter: %v, want UnschedulableAndUnresolvable with %q", status, want)
 	}
 }
 
@@ -540,7 +523,7 @@ func TestExtendedStaleClaim(t *testing.T) {
 
 	cs := framework.NewCycleState()
 	_, status := pl.PreFilter(ctx, cs, pod, nil)
-	if status.Code() != fwk.Unschedulable || !strings.Contains(status.Message(), "default/pod-extended-resources-old") {
+	if status.Code() != fwk.UnschedulableAndUnresolvable || !strings.Contains(status.Message(), "default/pod-extended-resources-old") {
 		t.Fatalf("PreFilter: %v, want Unschedulable because of the old claim", status)
 	}
 	_, status = pl.PostFilter(ctx, cs, pod, nil)
@@ -663,4 +646,15 @@ func TestExtendedSliceHint(t *testing.T) {
 			}
 		})
 	}
+}
+
+// allocatedCount is the number of devices the plugin's tracker counts as
+// taken.
+func allocatedCount(t *testing.T, ctx context.Context, pl *Plugin) int {
+	t.Helper()
+	state, err := pl.tracker.AllocatedState(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return state.AllocatedDevices.Len()
 }

@@ -122,7 +122,8 @@ func (pl *Plugin) Filter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, no
 		// say); every node would fail the same way.
 		return statusError(logger, err, "pod", klog.KObj(pod), "node", klog.KObj(node), "claims", klog.KObjSlice(claims))
 	case len(results) != len(claims):
-		return statusUnschedulable(logger, pl.explain(ctx, s, node, claims), "pod", klog.KObj(pod), "node", klog.KObj(node))
+		// Explaining searches again: under the same timeout.
+		return statusUnschedulable(logger, pl.explain(allocCtx, s, node, claims), "pod", klog.KObj(pod), "node", klog.KObj(node))
 	}
 
 	s.mutex.Lock()
@@ -132,7 +133,8 @@ func (pl *Plugin) Filter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, no
 }
 
 // explain turns the allocator's failure reasons into the status reasons of
-// a node. The scheduler counts equal reasons over all nodes, which gives
+// a node; if they cannot be had (the timeout expired), the in-tree plugin's
+// message. The scheduler counts equal reasons over all nodes, which gives
 // messages like "0/500 nodes are available: 480 request "gpu": 2 of 8
 // matching devices free, need 4, 20 claim default/c: constraint
 // matchAttribute ... unsatisfiable."

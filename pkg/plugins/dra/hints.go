@@ -73,8 +73,6 @@ func (pl *Plugin) indexPodsByClaim(profile string) error {
 // podsForClaim narrows a claim event to the pods that reference the claim,
 // except when the event frees devices, which may help any pod.
 func (pl *Plugin) podsForClaim(_ klog.Logger, oldObj, newObj any) (fwk.PreQueueingHintResult, error) {
-	// The tracker must know what the scheduler reacts to.
-	pl.tracker.Sync(oldObj, newObj)
 	oldClaim, _ := oldObj.(*resourceapi.ResourceClaim)
 	newClaim, _ := newObj.(*resourceapi.ResourceClaim)
 	if oldClaim != nil && oldClaim.Status.Allocation != nil && (newClaim == nil || newClaim.Status.Allocation == nil) {
@@ -108,9 +106,6 @@ func (pl *Plugin) podsForClaim(_ klog.Logger, oldObj, newObj any) (fwk.PreQueuei
 // afterClaimChange: a claim was deallocated (devices became free), or one
 // of the pod's claims appeared or changed its status.
 func (pl *Plugin) afterClaimChange(logger klog.Logger, pod *v1.Pod, oldObj, newObj any) (fwk.QueueingHint, error) {
-	// Also here: events that arrive while a pod is being scheduled are
-	// replayed through this hint only.
-	pl.tracker.Sync(oldObj, newObj)
 	if newObj == nil {
 		if _, unknown := oldObj.(cache.DeletedFinalStateUnknown); unknown {
 			// We may have missed the deallocation; play safe.

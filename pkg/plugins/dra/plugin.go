@@ -24,21 +24,27 @@ import (
 
 	"sync"
 
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/dynamic-resource-allocation/cel"
 	"k8s.io/dynamic-resource-allocation/structured"
+	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/features"
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/dynamicresources"
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/feature"
+	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 
 	"github.com/drasched/drasched/apis/config"
 	"github.com/drasched/drasched/apis/config/validation"
 	"github.com/drasched/drasched/pkg/allocator"
+	"github.com/drasched/drasched/pkg/leaderfence"
 	"github.com/drasched/drasched/pkg/tracker"
 )
 
@@ -59,7 +65,10 @@ type Plugin struct {
 	upstream       bool // run structured.NewAllocator instead of ours
 	scoring        config.DeviceScoringStrategy
 
-	tracker *tracker.Tracker
+	tracker tracker.Interface
+	// fence stops claim writes once this process may have lost its leader
+	// lease; nil without leader election.
+	fence *leaderfence.Fence
 	// cache keeps compiled CEL, prepared slices and selector results
 	// across scheduling cycles.
 	cache *allocator.Cache
@@ -90,8 +99,29 @@ var (
 	_ fwk.SignPlugin        = &Plugin{}
 )
 
-// New builds the plugin from its StructuredDRAArgs.
+// ProcessOptions carry what the scheduler command knows about the process
+// and a profile's arguments cannot say.
+type ProcessOptions struct {
+	// Fence tracks the process's leader lease (cmd/scheduler with leader
+	// election on).
+	Fence *leaderfence.Fence
+}
+
+// Factory returns the plugin factory with process options, for
+// cmd/scheduler.
+func Factory(opts ProcessOptions) frameworkruntime.PluginFactory {
+	return func(ctx context.Context, obj runtime.Object, fh fwk.Handle) (fwk.Plugin, error) {
+		return newPlugin(ctx, obj, fh, opts)
+	}
+}
+
+// New builds the plugin from its StructuredDRAArgs, for a scheduler without
+// leader election.
 func New(ctx context.Context, obj runtime.Object, fh fwk.Handle) (fwk.Plugin, error) {
+	return newPlugin(ctx, obj, fh, ProcessOptions{})
+}
+
+func newPlugin(ctx context.Context, obj runtime.Object, fh fwk.Handle, opts ProcessOptions) (fwk.Plugin, error) {
 	args, ok := obj.(*config.StructuredDRAArgs)
 	if !ok {
 		return nil, fmt.Errorf("got args of type %T, want *StructuredDRAArgs", obj)
@@ -106,7 +136,10 @@ func New(ctx context.Context, obj runtime.Object, fh fwk.Handle) (fwk.Plugin, er
 	if err := unsupportedFeatures(fts); err != nil {
 		return nil, err
 	}
-	t, err := sharedTracker(ctx, fh, fts)
+	if fh.SharedDRAManager() == nil {
+		return nil, fmt.Errorf("plugin %s needs the scheduler's DRA manager, which kube-scheduler creates when DynamicResourceAllocation is enabled", Name)
+	}
+	t, err := sharedTracker(ctx, fh)
 	if err != nil {
 		return nil, err
 	}
@@ -119,6 +152,7 @@ func New(ctx context.Context, obj runtime.Object, fh fwk.Handle) (fwk.Plugin, er
 		upstream:       args.Allocator == config.AllocatorUpstream,
 		scoring:        args.Scoring.DeviceStrategy,
 		tracker:        t,
+		fence:          opts.Fence,
 		cache:          sharedCache,
 	}
 	if fts.EnableDRASchedulerFilterTimeout {
@@ -159,8 +193,8 @@ func unsupportedFeatures(fts feature.Features) error {
 }
 
 // trackers holds one tracker per informer factory: all profiles of a
-// scheduler share the factory, and they must share in-flight allocations
-// too, or two profiles could give the same device to two claims.
+// scheduler share the factory and its SharedDRAManager, and they share the
+// tracker's in-flight allocations too.
 var (
 	trackersMutex sync.Mutex
 	trackers      = map[informers.SharedInformerFactory]*tracker.Tracker{}
@@ -169,35 +203,32 @@ var (
 // TrackerFor returns the tracker that the plugin instances built on the
 // informer factory share, or nil: for tests that check its state against
 // the API at quiescence.
-func TrackerFor(factory informers.SharedInformerFactory) *tracker.Tracker {
+func TrackerFor(factory informers.SharedInformerFactory) tracker.Interface {
 	trackersMutex.Lock()
 	defer trackersMutex.Unlock()
-	return trackers[factory]
+	if t, ok := trackers[factory]; ok {
+		return t
+	}
+	return nil
 }
 
 // sharedTracker returns the tracker of the handle's informer factory,
 // creating it on first use.
-func sharedTracker(ctx context.Context, fh fwk.Handle, fts feature.Features) (*tracker.Tracker, error) {
+func sharedTracker(ctx context.Context, fh fwk.Handle) (*tracker.Tracker, error) {
 	trackersMutex.Lock()
 	defer trackersMutex.Unlock()
 	factory := fh.SharedInformerFactory()
 	if t, ok := trackers[factory]; ok {
 		return t, nil
 	}
-	opts := tracker.Options{
-		InformerFactory:    factory,
-		KubeClient:         fh.ClientSet(),
-		DeviceTaintRules:   utilfeature.DefaultFeatureGate.Enabled(features.DRADeviceTaintRules),
-		ConsumableCapacity: fts.EnableDRAConsumableCapacity,
-	}
-	if manager := fh.SharedDRAManager(); manager != nil {
-		// kube-scheduler runs a slice tracker for its DRA manager; a
-		// second one on the same informer cannot add its index.
-		opts.SliceLister = manager.ResourceSlices()
-		// Its claim cache drives the scheduler's claim events.
-		opts.ClaimFallback = manager.ResourceClaims()
-	}
-	t, err := tracker.New(ctx, opts)
+	pods := factory.Core().V1().Pods().Lister()
+	t, err := tracker.New(ctx, tracker.Options{
+		Manager: fh.SharedDRAManager(),
+		Client:  fh.ClientSet(),
+		// All profiles share one scheduling queue: any handle can
+		// activate the pods.
+		Activate: func(logger klog.Logger) { activatePendingPods(logger, fh, pods) },
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -208,7 +239,28 @@ func sharedTracker(ctx context.Context, fh fwk.Handle, fts feature.Features) (*t
 		trackersMutex.Lock()
 		defer trackersMutex.Unlock()
 		delete(trackers, factory)
-		t.Stop()
 	}()
 	return t, nil
+}
+
+// activatePendingPods moves pods that wait for devices back into the
+// active queue: the tracker freed devices without a claim event that would
+// requeue them (a write with an unknown outcome that did not land). Pods
+// that are not in the scheduler's queues are ignored by Activate.
+func activatePendingPods(logger klog.Logger, fh fwk.Handle, pods corelisters.PodLister) {
+	all, err := pods.List(labels.Everything())
+	if err != nil {
+		logger.Error(err, "List pods to requeue after devices were freed")
+		return
+	}
+	waiting := make(map[string]*v1.Pod)
+	for _, pod := range all {
+		if pod.Spec.NodeName == "" && (len(pod.Spec.ResourceClaims) > 0 || len(extendedResourceNames(pod)) > 0) {
+			waiting[pod.Namespace+"/"+pod.Name] = pod
+		}
+	}
+	if len(waiting) > 0 {
+		logger.V(4).Info("Requeueing pods after devices were freed", "pods", len(waiting))
+		fh.Activate(logger, waiting)
+	}
 }

@@ -4,12 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"slices"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/dynamic-resource-allocation/resourceclaim"
@@ -77,78 +81,184 @@ func (pl *Plugin) PreBind(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, n
 }
 
 // bindClaim records the allocation (if this cycle made one) and the
-// reservation for one claim, and commits the result to the tracker.
+// reservation for one claim.
 func (pl *Plugin) bindClaim(ctx context.Context, s *stateData, index int, pod *v1.Pod) (*resourceapi.ResourceClaim, error) {
-	return pl.writeClaim(ctx, s.claims[index], s.info[index].allocation, pod)
+	claim, allocation := s.claims[index], s.info[index].allocation
+	var key types.UID
+	if allocation != nil {
+		key = claim.UID
+	}
+	return pl.writeClaim(ctx, claim, allocation, pod, key)
 }
 
-// writeClaim is bindClaim for a claim and the allocation made for it in
-// this cycle, or nil.
-func (pl *Plugin) writeClaim(ctx context.Context, claim *resourceapi.ResourceClaim, allocation *resourceapi.AllocationResult, pod *v1.Pod) (*resourceapi.ResourceClaim, error) {
-	logger := klog.FromContext(ctx)
-	claim = claim.DeepCopy()
-	claims := pl.client.ResourceV1().ResourceClaims(claim.Namespace)
-	refresh := false
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		if refresh {
-			latest, err := claims.Get(ctx, claim.Name, metav1.GetOptions{})
-			if err != nil {
-				return fmt.Errorf("get claim %s after conflict: %w", klog.KObj(claim), err)
-			}
-			logger.V(5).Info("Retrying claim update after conflict", "claim", klog.KObj(claim))
-			claim = latest
-		}
-		// Every further attempt starts from the latest version.
-		refresh = true
+// writeBackoff paces retries of a claim write after a conflict or an
+// unknown outcome: about 5 s in all, longer than a typical API server or
+// etcd leader hiccup.
+var writeBackoff = wait.Backoff{Steps: 8, Duration: 10 * time.Millisecond, Factor: 3, Jitter: 0.1, Cap: 2 * time.Second}
 
-		if claim.DeletionTimestamp != nil {
-			return fmt.Errorf("claim %s got deleted in the meantime", klog.KObj(claim))
+// errClaimReplaced: the claim was deleted and created again under the same
+// name while the pod was being bound.
+var errClaimReplaced = errors.New("claim was replaced by another claim of the same name")
+
+// writeClaim records allocation (made for claim in this cycle and in
+// flight under key; nil if the claim was allocated before) and the pod's
+// reservation, and tells the tracker how the write went.
+//
+// Every write carries the resourceVersion it is based on as precondition.
+// A write whose outcome is unknown (a 504, a reset connection) is retried
+// unchanged: if the first one landed, the retry fails with a conflict, and
+// the claim read after it shows the allocation and the reservation. If the
+// outcome stays unknown, the allocation stays in flight in the tracker
+// until the API tells what happened.
+func (pl *Plugin) writeClaim(ctx context.Context, claim *resourceapi.ResourceClaim, allocation *resourceapi.AllocationResult, pod *v1.Pod, key types.UID) (*resourceapi.ResourceClaim, error) {
+	logger := klog.FromContext(ctx)
+	claims := pl.client.ResourceV1().ResourceClaims(claim.Namespace)
+	uid := claim.UID
+	current := claim.DeepCopy()
+	var written *resourceapi.ResourceClaim
+	// maybeLanded is the version a status write with an unknown outcome
+	// was based on, until a read shows whether it landed.
+	var maybeLanded *resourceapi.ResourceClaim
+	// refresh: the next attempt starts from a fresh read. again: the last
+	// attempt failed in a way worth repeating.
+	refresh, again := false, false
+	err := retry.OnError(writeBackoff, func(error) bool { return again }, func() error {
+		again = false
+		if refresh {
+			latest, err := claims.Get(ctx, current.Name, metav1.GetOptions{})
+			if err != nil {
+				again = retriable(err)
+				return fmt.Errorf("get claim %s: %w", klog.KObj(current), err)
+			}
+			if latest.UID != uid {
+				return fmt.Errorf("claim %s: %w", klog.KObj(current), errClaimReplaced)
+			}
+			refresh = false
+			if maybeLanded != nil {
+				// Newer than the base, so the write can no longer land
+				// (its precondition fails) if it has not already.
+				maybeLanded = nil
+				if landed(latest, allocation, pod) {
+					logger.V(5).Info("Claim write with unknown outcome had landed", "claim", klog.KObj(latest))
+					written = latest
+					return nil
+				}
+			}
+			logger.V(5).Info("Retrying claim update", "claim", klog.KObj(current))
+			current = latest
+		}
+		if current.DeletionTimestamp != nil {
+			return fmt.Errorf("claim %s got deleted in the meantime", klog.KObj(current))
 		}
 		if allocation != nil {
-			if claim.Status.Allocation != nil {
-				return fmt.Errorf("claim %s got allocated elsewhere in the meantime", klog.KObj(claim))
+			if current.Status.Allocation != nil {
+				return fmt.Errorf("claim %s got allocated elsewhere in the meantime", klog.KObj(current))
 			}
 			// The finalizer needs a normal update. An interrupted earlier
 			// attempt may have added it already.
-			if !slices.Contains(claim.Finalizers, resourceapi.Finalizer) {
-				claim.Finalizers = append(claim.Finalizers, resourceapi.Finalizer)
-				updated, err := claims.Update(ctx, claim, metav1.UpdateOptions{})
-				if err != nil {
-					return fmt.Errorf("add finalizer to claim %s: %w", klog.KObj(claim), err)
+			if !slices.Contains(current.Finalizers, resourceapi.Finalizer) {
+				if err := pl.fence.Check(); err != nil {
+					return fmt.Errorf("add finalizer to claim %s: %w", klog.KObj(current), err)
 				}
-				claim = updated
+				update := current.DeepCopy()
+				update.Finalizers = append(update.Finalizers, resourceapi.Finalizer)
+				updated, err := claims.Update(ctx, update, metav1.UpdateOptions{})
+				if err != nil {
+					// After an unknown outcome the same update again: if
+					// the first landed, this one conflicts.
+					refresh, again = apierrors.IsConflict(err), retriable(err)
+					return fmt.Errorf("add finalizer to claim %s: %w", klog.KObj(current), err)
+				}
+				current = updated
 			}
-			claim.Status.Allocation = allocation
 		}
-		if claim.Status.Allocation == nil {
-			return fmt.Errorf("claim %s got deallocated in the meantime", klog.KObj(claim))
+		update := current.DeepCopy()
+		if allocation != nil {
+			update.Status.Allocation = allocation.DeepCopy()
+		}
+		if update.Status.Allocation == nil {
+			return fmt.Errorf("claim %s got deallocated in the meantime", klog.KObj(current))
 		}
 		// Adding the pod needs no precondition: the apiserver rejects it
 		// with a non-conflict error if it is not possible.
-		claim.Status.ReservedFor = append(claim.Status.ReservedFor, resourceapi.ResourceClaimConsumerReference{
+		update.Status.ReservedFor = append(update.Status.ReservedFor, resourceapi.ResourceClaimConsumerReference{
 			Resource: "pods", Name: pod.Name, UID: pod.UID,
 		})
-		if pl.bindingConditions() && claim.Status.Allocation.AllocationTimestamp == nil {
-			claim.Status.Allocation.AllocationTimestamp = &metav1.Time{Time: time.Now()}
+		if pl.bindingConditions() && update.Status.Allocation.AllocationTimestamp == nil {
+			update.Status.Allocation.AllocationTimestamp = &metav1.Time{Time: time.Now()}
 		}
-		updated, err := claims.UpdateStatus(ctx, claim, metav1.UpdateOptions{})
+		// The last moment to find out that another scheduler may lead by
+		// now and may have given these devices away.
+		if err := pl.fence.Check(); err != nil {
+			return fmt.Errorf("claim %s: %w", klog.KObj(current), err)
+		}
+		updated, err := claims.UpdateStatus(ctx, update, metav1.UpdateOptions{})
 		if err != nil {
-			if allocation != nil {
-				return fmt.Errorf("add allocation and reservation to claim %s: %w", klog.KObj(claim), err)
+			again = retriable(err)
+			switch {
+			case apierrors.IsConflict(err):
+				refresh = true
+			case unknownOutcome(err):
+				maybeLanded = current
 			}
-			return fmt.Errorf("add reservation to claim %s: %w", klog.KObj(claim), err)
+			if allocation != nil {
+				return fmt.Errorf("add allocation and reservation to claim %s: %w", klog.KObj(current), err)
+			}
+			return fmt.Errorf("add reservation to claim %s: %w", klog.KObj(current), err)
 		}
-		claim = updated
+		written = updated
+		maybeLanded = nil
 		return nil
 	})
 	if err != nil {
+		if maybeLanded != nil && key != "" {
+			// Unreserve leaves the allocation in flight; the tracker
+			// settles it once the API tells.
+			pl.tracker.WriteUnknown(ctx, key, maybeLanded)
+		}
 		return nil, err
 	}
 	// The next cycle must see this version before the informer does, and
 	// the devices must move from in flight to allocated without a gap.
-	pl.tracker.Commit(ctx, claim)
-	logger.V(5).Info("Claim reserved for pod", "pod", klog.KObj(pod), "claim", klog.KObj(claim), "allocated", allocation != nil)
-	return claim, nil
+	pl.tracker.Written(ctx, key, written)
+	logger.V(5).Info("Claim reserved for pod", "pod", klog.KObj(pod), "claim", klog.KObj(written), "allocated", allocation != nil)
+	return written, nil
+}
+
+// landed: the claim carries the allocation (if any was to be written) and
+// the pod's reservation, so the write with the unknown outcome landed.
+func landed(claim *resourceapi.ResourceClaim, allocation *resourceapi.AllocationResult, pod *v1.Pod) bool {
+	if claim.Status.Allocation == nil || !resourceclaim.IsReservedForPod(pod, claim, false) {
+		return false
+	}
+	return allocation == nil || apiequality.Semantic.DeepEqual(claim.Status.Allocation.Devices, allocation.Devices)
+}
+
+// retriable: an API call worth repeating, with a fresh read (conflict) or
+// unchanged (the API server did not process it, or may have).
+func retriable(err error) bool {
+	return apierrors.IsConflict(err) || apierrors.IsTooManyRequests(err) || unknownOutcome(err)
+}
+
+// unknownOutcome: an API call's error leaves open whether the write was
+// applied. An answer of the API server with a client-error status means it
+// was not; a failure to connect means it was never sent; anything else (a
+// 5xx, a timeout, a connection that broke after the request went out)
+// leaves it open.
+func unknownOutcome(err error) bool {
+	if err == nil {
+		return false
+	}
+	var status apierrors.APIStatus
+	if errors.As(err, &status) {
+		code := status.Status().Code
+		return code >= 500 || code == 0 || apierrors.IsTimeout(err) || apierrors.IsServerTimeout(err)
+	}
+	var opErr *net.OpError
+	if errors.As(err, &opErr) && opErr.Op == "dial" {
+		return false
+	}
+	return true
 }
 
 // hasBindingConditions: some allocated device has binding conditions.
@@ -174,6 +284,9 @@ func (pl *Plugin) podReadyForBinding(s *stateData) (bool, error) {
 		latest, err := pl.tracker.Claim(claim.Namespace, claim.Name)
 		if err != nil {
 			return false, err
+		}
+		if latest.UID != claim.UID {
+			return false, fmt.Errorf("claim %s: %w", klog.KObj(claim), errClaimReplaced)
 		}
 		s.claims[i] = latest
 		ready, err := readyForBinding(latest)

@@ -8,7 +8,6 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/util/sets"
-	"k8s.io/client-go/tools/cache"
 	resourcehelper "k8s.io/component-helpers/resource"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 	"k8s.io/dynamic-resource-allocation/cel"
@@ -74,13 +73,9 @@ func (pl *Plugin) PreFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod,
 	logger := klog.FromContext(ctx)
 	s := &stateData{allocations: make(map[string][]resourceapi.AllocationResult)}
 	cs.Write(stateKey, s)
-	if !pl.tracker.HasSynced() {
-		// Only right after start: without the initial list of claims,
-		// allocated devices would look free.
-		if !cache.WaitForCacheSync(ctx.Done(), pl.tracker.HasSynced) {
-			return nil, statusError(logger, fmt.Errorf("claim tracker not synced: %w", context.Cause(ctx)))
-		}
-	}
+	// No wait for the claim cache: kube-scheduler starts scheduling only
+	// after the handlers of its informers, the claim cache's included,
+	// have processed the initial lists.
 
 	claims, err := pl.podClaims(pod)
 	if err != nil {
@@ -136,7 +131,7 @@ func (pl *Plugin) PreFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod,
 		s.pending[k] = s.claims[i]
 	}
 	if len(s.toAllocate) > 0 || s.extended != nil {
-		a, err := pl.newAllocator(ctx)
+		a, err := pl.newAllocator(ctx, pl.upstream)
 		if err != nil {
 			return nil, statusError(logger, err)
 		}
@@ -162,7 +157,7 @@ func (pl *Plugin) checkClasses(logger klog.Logger, claim *resourceapi.ResourceCl
 		}
 		if _, err := pl.tracker.DeviceClasses().Get(className); err != nil {
 			if apierrors.IsNotFound(err) {
-				return statusUnresolvable(logger, fmt.Sprintf("request %s: device class %s does not exist", requestName, className), "claim", klog.KObj(claim))
+				return statusUnschedulable(logger, []string{fmt.Sprintf("request %s: device class %s does not exist", requestName, className)}, "claim", klog.KObj(claim))
 			}
 			return statusError(logger, fmt.Errorf("claim %s, request %s: get device class %s: %w", klog.KObj(claim), requestName, className, err))
 		}
@@ -176,7 +171,7 @@ func (pl *Plugin) checkClasses(logger klog.Logger, claim *resourceapi.ResourceCl
 			}
 		case len(request.FirstAvailable) > 0:
 			if !pl.fts.EnableDRAPrioritizedList {
-				return statusUnresolvable(logger, fmt.Sprintf("resource claim %s, request %s: has subrequests, but the DRAPrioritizedList feature is disabled", klog.KObj(claim), request.Name))
+				return statusUnschedulable(logger, []string{fmt.Sprintf("resource claim %s, request %s: has subrequests, but the DRAPrioritizedList feature is disabled", klog.KObj(claim), request.Name)})
 			}
 			for _, sub := range request.FirstAvailable {
 				if status := check(sub.DeviceClassName, request.Name+"/"+sub.Name); status != nil {
@@ -184,23 +179,33 @@ func (pl *Plugin) checkClasses(logger klog.Logger, claim *resourceapi.ResourceCl
 				}
 			}
 		default:
-			return statusUnresolvable(logger, fmt.Sprintf("resource claim %s, request %s: unknown request type", klog.KObj(claim), request.Name))
+			return statusUnschedulable(logger, []string{fmt.Sprintf("resource claim %s, request %s: unknown request type", klog.KObj(claim), request.Name)})
 		}
 	}
 	return nil
 }
 
-// newAllocator builds the cycle's allocator from the tracker's snapshot.
-func (pl *Plugin) newAllocator(ctx context.Context) (nodeAllocator, error) {
-	state := pl.tracker.AllocatedState()
+// newAllocator builds the cycle's allocator from the tracker's snapshot:
+// with allocator: upstream, structured.NewAllocator's, else drasched's.
+func (pl *Plugin) newAllocator(ctx context.Context, upstream bool) (nodeAllocator, error) {
+	// A new leader's first allocation waits until the old leader's last
+	// writes are visible (leaderfence); a no-op without leader election
+	// and after the first seconds of leadership.
+	if err := pl.fence.WaitHandover(ctx); err != nil {
+		return nil, err
+	}
+	state, err := pl.tracker.AllocatedState(ctx)
+	if err != nil {
+		return nil, err
+	}
 	slices, err := pl.tracker.Slices()
 	if err != nil {
 		return nil, fmt.Errorf("list resource slices: %w", err)
 	}
-	if pl.upstream {
-		return structured.NewAllocator(ctx, pl.features, state, pl.tracker.DeviceClasses(), slices, pl.celCache())
+	if upstream {
+		return structured.NewAllocator(ctx, pl.features, *state, pl.tracker.DeviceClasses(), slices, pl.celCache())
 	}
-	return allocator.New(ctx, pl.features, state, pl.tracker.DeviceClasses(), slices, allocator.Options{Cache: pl.cache})
+	return allocator.New(ctx, pl.features, *state, pl.tracker.DeviceClasses(), slices, allocator.Options{Cache: pl.cache})
 }
 
 // explainer returns drasched's allocator for the cycle's inputs, for
@@ -210,12 +215,11 @@ func (s *stateData) explainer(ctx context.Context, pl *Plugin) (*allocator.Alloc
 	if a, ok := s.allocator.(*allocator.Allocator); ok {
 		return a, nil
 	}
-	state := pl.tracker.AllocatedState()
-	slices, err := pl.tracker.Slices()
+	a, err := pl.newAllocator(ctx, false)
 	if err != nil {
 		return nil, err
 	}
-	return allocator.New(ctx, pl.features, state, pl.tracker.DeviceClasses(), slices, allocator.Options{Cache: pl.cache})
+	return a.(*allocator.Allocator), nil
 }
 
 // celCache is upstream's compile cache, for allocator: upstream. The

@@ -61,7 +61,9 @@ func (pl *Plugin) Unreserve(ctx context.Context, cs fwk.CycleState, pod *v1.Pod,
 		return
 	}
 	for _, claim := range s.claims {
-		if pl.tracker.Unreserve(claim) {
+		// By the UID Reserve used: PreBind may have replaced the claim
+		// object, never with one of another UID.
+		if pl.tracker.Unreserve(claim.UID) {
 			logger.V(5).Info("Dropped allocation in flight", "pod", klog.KObj(pod), "claim", klog.KObj(claim))
 		}
 		if claim.Status.Allocation == nil || !resourceclaim.IsReservedForPod(pod, claim, false) {

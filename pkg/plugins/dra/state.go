@@ -79,26 +79,18 @@ type nodeAllocator interface {
 	Allocate(ctx context.Context, node *v1.Node, claims []*resourceapi.ResourceClaim) ([]resourceapi.AllocationResult, error)
 }
 
-// statusUnschedulable builds an Unschedulable status and logs where it came
-// from.
+// statusUnschedulable builds the status of a rejection and logs where it
+// came from. Like the in-tree plugin, the plugin rejects with
+// UnschedulableAndUnresolvable: it has no PreFilterExtensions, so
+// DefaultPreemption's dry run cannot see devices freed by evicting pods,
+// and a plain Unschedulable would only make it try every node for nothing.
 func statusUnschedulable(logger klog.Logger, reasons []string, kv ...any) *fwk.Status {
 	if loggerV := logger.V(5); loggerV.Enabled() {
 		helper, loggerV := loggerV.WithCallStackHelper()
 		helper()
 		loggerV.Info("Pod unschedulable", append(kv, "reasons", reasons)...)
 	}
-	return fwk.NewStatus(fwk.Unschedulable, reasons...)
-}
-
-// statusUnresolvable is statusUnschedulable for reasons that no other node
-// and no preemption can fix.
-func statusUnresolvable(logger klog.Logger, reason string, kv ...any) *fwk.Status {
-	if loggerV := logger.V(5); loggerV.Enabled() {
-		helper, loggerV := loggerV.WithCallStackHelper()
-		helper()
-		loggerV.Info("Pod unschedulable and unresolvable", append(kv, "reason", reason)...)
-	}
-	return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, reason)
+	return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, reasons...)
 }
 
 // statusError builds an Error status and logs where it came from.

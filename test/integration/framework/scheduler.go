@@ -126,8 +126,11 @@ func (s *Scheduler) TrackerState() (inFlight []types.UID, allocated sets.Set[str
 	if t == nil {
 		return nil, nil, errors.New("no StructuredDRA claim tracker in this scheduler")
 	}
-	state := t.AllocatedState()
-	return t.InFlight(), state.AllocatedDevices.Clone(), nil
+	state, err := t.AllocatedState(context.Background())
+	if err != nil {
+		return nil, nil, err
+	}
+	return t.InFlight(), state.AllocatedDevices, nil
 }
 
 // Stop stops the scheduler and waits until its scheduling loop and informers
