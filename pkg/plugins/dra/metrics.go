@@ -6,18 +6,12 @@ import (
 
 	"k8s.io/component-base/metrics"
 	"k8s.io/component-base/metrics/legacyregistry"
-
-	"github.com/drasched/drasched/pkg/allocator"
 )
 
 const (
 	metricsNamespace = "drasched"
 	metricsSubsystem = "plugin"
 )
-
-// sharedCache is the allocator cache of the process, shared by all
-// profiles that run the plugin: the slices and expressions are the same.
-var sharedCache = allocator.NewCache(0)
 
 var (
 	filterDuration = metrics.NewHistogramVec(&metrics.HistogramOpts{

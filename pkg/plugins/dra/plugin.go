@@ -192,6 +192,11 @@ func unsupportedFeatures(fts feature.Features) error {
 	return nil
 }
 
+// sharedCache is the allocator cache of the process, shared by all
+// profiles that run the plugin: the slices and expressions are the same.
+// Its statistics are metrics (metrics.go).
+var sharedCache = allocator.NewCache(0)
+
 // trackers holds one tracker per informer factory: all profiles of a
 // scheduler share the factory and its SharedDRAManager, and they share the
 // tracker's in-flight allocations too.
