@@ -1,0 +1,163 @@
+package leaderfence
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+)
+
+// lock is a resource lock that accepts or fails writes as told.
+type lock struct {
+	identity string
+	fail     error
+}
+
+func (l *lock) Get(context.Context) (*resourcelock.LeaderElectionRecord, []byte, error) {
+	return nil, nil, errors.New("not used")
+}
+func (l *lock) Create(context.Context, resourcelock.LeaderElectionRecord) error { return l.fail }
+func (l *lock) Update(context.Context, resourcelock.LeaderElectionRecord) error { return l.fail }
+func (l *lock) RecordEvent(string)                                              {}
+func (l *lock) Identity() string                                                { return l.identity }
+func (l *lock) Describe() string                                                { return "test/lease" }
+
+// clock is a settable time source.
+type clock struct{ now time.Time }
+
+func (c *clock) Now() time.Time          { return c.now }
+func (c *clock) advance(d time.Duration) { c.now = c.now.Add(d) }
+func record(holder string) resourcelock.LeaderElectionRecord {
+	return resourcelock.LeaderElectionRecord{HolderIdentity: holder}
+}
+
+func setup(t *testing.T) (*Fence, resourcelock.Interface, *lock, *clock) {
+	t.Helper()
+	c := &clock{now: time.Unix(1_800_000_000, 0)}
+	f := New(2 * time.Second)
+	f.now = c.Now
+	inner := &lock{identity: "me"}
+	wrapped, err := f.Wrap(inner, 15*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f, wrapped, inner, c
+}
+
+func TestCheck(t *testing.T) {
+	ctx := context.Background()
+	f, wrapped, inner, c := setup(t)
+
+	if err := f.Check(); !errors.Is(err, ErrNotLeader) {
+		t.Fatalf("before acquiring: %v, want ErrNotLeader", err)
+	}
+	if err := wrapped.Create(ctx, record("me")); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Check(); err != nil {
+		t.Fatalf("right after acquiring: %v", err)
+	}
+	// Renewals every 2 s keep the fence open.
+	for range 10 {
+		c.advance(2 * time.Second)
+		if err := wrapped.Update(ctx, record("me")); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.Check(); err != nil {
+			t.Fatalf("while renewing: %v", err)
+		}
+	}
+	// Renewals fail (API server unreachable, or the process was paused):
+	// open until 13 s after the last renewal was sent, closed after.
+	inner.fail = errors.New("unreachable")
+	c.advance(13 * time.Second)
+	if err := wrapped.Update(ctx, record("me")); err == nil {
+		t.Fatal("the failing lock succeeded")
+	}
+	if err := f.Check(); err != nil {
+		t.Fatalf("13 s after the last renewal: %v", err)
+	}
+	c.advance(time.Millisecond)
+	if err := f.Check(); !errors.Is(err, ErrNotLeader) {
+		t.Fatalf("past lease minus margin: %v, want ErrNotLeader", err)
+	}
+	// Renewed again: open.
+	inner.fail = nil
+	if err := wrapped.Update(ctx, record("me")); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Check(); err != nil {
+		t.Fatalf("after renewing again: %v", err)
+	}
+	// Released (empty holder) or handed to someone else: closed at once.
+	if err := wrapped.Update(ctx, record("")); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Check(); !errors.Is(err, ErrNotLeader) {
+		t.Fatalf("after releasing: %v, want ErrNotLeader", err)
+	}
+}
+
+// TestCheckWallClock: a frozen VM's monotonic clock may stand still while
+// the wall clock moves on; the fence closes on either.
+func TestCheckWallClock(t *testing.T) {
+	f, wrapped, _, c := setup(t)
+	c.now = time.Now() // with a monotonic reading
+	if err := wrapped.Update(context.Background(), record("me")); err != nil {
+		t.Fatal(err)
+	}
+	// The same monotonic reading, the wall clock 20 s later.
+	c.now = c.now.Add(20 * time.Second)
+	c.now = time.Unix(0, c.now.UnixNano()).Round(0)
+	if err := f.Check(); !errors.Is(err, ErrNotLeader) {
+		t.Fatalf("20 s of wall clock later: %v, want ErrNotLeader", err)
+	}
+}
+
+func TestWaitHandover(t *testing.T) {
+	ctx := context.Background()
+	f := New(50 * time.Millisecond)
+	if err := f.WaitHandover(ctx); err != nil {
+		t.Fatalf("without a lease (no leader election): %v", err)
+	}
+	wrapped, err := f.Wrap(&lock{identity: "me"}, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.WaitHandover(ctx); !errors.Is(err, ErrNotLeader) {
+		t.Fatalf("before acquiring: %v, want ErrNotLeader", err)
+	}
+	start := time.Now()
+	if err := wrapped.Create(ctx, record("me")); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.WaitHandover(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if waited := time.Since(start); waited < 50*time.Millisecond {
+		t.Fatalf("waited %v after acquiring, want at least the margin", waited)
+	}
+	cancelled, cancel := context.WithCancel(ctx)
+	cancel()
+	if err := f.WaitHandover(cancelled); err != nil {
+		t.Fatalf("after the margin, even with a cancelled context: %v", err)
+	}
+}
+
+func TestNilAndUnwrapped(t *testing.T) {
+	var none *Fence
+	if err := none.Check(); err != nil {
+		t.Errorf("nil fence: %v", err)
+	}
+	if err := New(time.Second).Check(); err != nil {
+		t.Errorf("fence without a lock (no leader election): %v", err)
+	}
+	if _, err := New(time.Second).Wrap(&lock{}, time.Second); err == nil {
+		t.Error("a margin as long as the lease was accepted")
+	}
+	if _, err := New(0).Wrap(&lock{}, time.Second); err == nil {
+		t.Error("a zero margin was accepted")
+	}
+}
