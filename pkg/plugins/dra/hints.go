@@ -48,26 +48,29 @@ func claimIndex(profile string) string { return "drasched-claims-" + profile }
 func (pl *Plugin) indexPodsByClaim(profile string) error {
 	informer := pl.fh.SharedInformerFactory().Core().V1().Pods().Informer()
 	name := claimIndex(profile)
-	if err := informer.AddIndexers(cache.Indexers{name: func(obj any) ([]string, error) {
-		pod, ok := obj.(*v1.Pod)
-		if !ok {
-			return nil, nil
-		}
-		keys := sets.New[string]()
-		for i := range pod.Spec.ResourceClaims {
-			claimName, _, err := resourceclaim.Name(pod, &pod.Spec.ResourceClaims[i])
-			if err != nil || claimName == nil {
-				continue
-			}
-			keys.Insert(pod.Namespace + "/" + *claimName)
-		}
-		return keys.UnsortedList(), nil
-	}}); err != nil {
+	if err := informer.AddIndexers(cache.Indexers{name: podClaimKeys}); err != nil {
 		return fmt.Errorf("add pod indexer %s: %w", name, err)
 	}
 	pl.podsByClaim = informer.GetIndexer()
 	pl.claimIndexName = name
 	return nil
+}
+
+// podClaimKeys indexes a pod by the "namespace/name" of its claims.
+func podClaimKeys(obj any) ([]string, error) {
+	pod, ok := obj.(*v1.Pod)
+	if !ok {
+		return nil, nil
+	}
+	keys := sets.New[string]()
+	for i := range pod.Spec.ResourceClaims {
+		claimName, _, err := resourceclaim.Name(pod, &pod.Spec.ResourceClaims[i])
+		if err != nil || claimName == nil {
+			continue
+		}
+		keys.Insert(pod.Namespace + "/" + *claimName)
+	}
+	return keys.UnsortedList(), nil
 }
 
 // podsForClaim narrows a claim event to the pods that reference the claim,
