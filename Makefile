@@ -86,6 +86,7 @@ test-integration: ## Run the integration tests: in-process kube-apiserver, etcd,
 .PHONY: test-race
 test-race: ## Run the tests of concurrent code paths with the race detector.
 	$(GO) test -race -run 'TestConcurrentNodes|TestCacheReuse|TestExplain|TestReadMostlyMap' ./pkg/allocator
+	$(GO) test -race ./pkg/tracker/... ./pkg/plugins/dra ./pkg/leaderfence
 
 .PHONY: conformance
 conformance: ## Run upstream's shared allocator test suite against pkg/allocator (UPSTREAM=1 adds upstream's variants).
