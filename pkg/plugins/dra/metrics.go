@@ -39,13 +39,38 @@ var (
 		StabilityLevel: metrics.ALPHA,
 	}, func() float64 { return float64(sharedCache.Stats().SlicesPrepared) })
 
+	claimWrites = metrics.NewCounterVec(&metrics.CounterOpts{
+		Namespace: metricsNamespace,
+		Subsystem: metricsSubsystem,
+		Name:      "claim_writes_total",
+		Help: "Claim writes of PreBind by outcome: written; unknown (the API server's answer was lost, " +
+			"the devices stay in flight until the outcome is known); fenced (refused: the leader lease may have expired); failed.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"outcome"})
+
+	claimsInFlight = metrics.NewGaugeFunc(&metrics.GaugeOpts{
+		Namespace:      metricsNamespace,
+		Subsystem:      metricsSubsystem,
+		Name:           "claims_in_flight",
+		Help:           "Allocations between Reserve and the claim cache: reserved, written but not yet in the cache, or written with an unknown outcome.",
+		StabilityLevel: metrics.ALPHA,
+	}, inFlightCount)
+
 	registerOnce sync.Once
+)
+
+// Outcomes of claimWrites.
+const (
+	writeWritten = "written"
+	writeUnknown = "unknown"
+	writeFenced  = "fenced"
+	writeFailed  = "failed"
 )
 
 func registerMetrics() {
 	registerOnce.Do(func() {
-		legacyregistry.MustRegister(filterDuration)
-		legacyregistry.RawMustRegister(celHitRatio, slicesPrepared)
+		legacyregistry.MustRegister(filterDuration, claimWrites)
+		legacyregistry.RawMustRegister(celHitRatio, slicesPrepared, claimsInFlight)
 	})
 }
 

@@ -217,6 +217,17 @@ func TrackerFor(factory informers.SharedInformerFactory) tracker.Interface {
 	return nil
 }
 
+// inFlightCount counts the allocations in flight of all trackers.
+func inFlightCount() float64 {
+	trackersMutex.Lock()
+	defer trackersMutex.Unlock()
+	n := 0
+	for _, t := range trackers {
+		n += len(t.InFlight())
+	}
+	return float64(n)
+}
+
 // sharedTracker returns the tracker of the handle's informer factory,
 // creating it on first use.
 func sharedTracker(ctx context.Context, fh fwk.Handle) (*tracker.Tracker, error) {

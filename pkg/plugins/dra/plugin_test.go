@@ -784,4 +784,3 @@ func (renewableLock) Update(context.Context, resourcelock.LeaderElectionRecord) 
 func (renewableLock) RecordEvent(string)                                              {}
 func (renewableLock) Identity() string                                                { return "me" }
 func (renewableLock) Describe() string                                                { return "test" }
-

@@ -19,6 +19,8 @@ import (
 	"k8s.io/dynamic-resource-allocation/resourceclaim"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
+
+	"github.com/drasched/drasched/pkg/leaderfence"
 )
 
 // bindingPollInterval is how often PreBind checks binding conditions.
@@ -211,13 +213,22 @@ func (pl *Plugin) writeClaim(ctx context.Context, claim *resourceapi.ResourceCla
 		return nil
 	})
 	if err != nil {
-		if maybeLanded != nil && key != "" {
-			// Unreserve leaves the allocation in flight; the tracker
-			// settles it once the API tells.
-			pl.tracker.WriteUnknown(ctx, key, maybeLanded)
+		switch {
+		case maybeLanded != nil:
+			claimWrites.WithLabelValues(writeUnknown).Inc()
+			if key != "" {
+				// Unreserve leaves the allocation in flight; the tracker
+				// settles it once the API tells.
+				pl.tracker.WriteUnknown(ctx, key, maybeLanded)
+			}
+		case errors.Is(err, leaderfence.ErrNotLeader):
+			claimWrites.WithLabelValues(writeFenced).Inc()
+		default:
+			claimWrites.WithLabelValues(writeFailed).Inc()
 		}
 		return nil, err
 	}
+	claimWrites.WithLabelValues(writeWritten).Inc()
 	// The next cycle must see this version before the informer does, and
 	// the devices must move from in flight to allocated without a gap.
 	pl.tracker.Written(ctx, key, written)
