@@ -128,13 +128,21 @@ func (f Failure) Message() string {
 // would return one.
 //
 // Explain judges each device with the same check as Allocate's search, so
-// the two cannot disagree about a device.
+// the two cannot disagree about a device. It costs up to a few searches per
+// claim, each as hard as Allocate's, so callers bound it like Allocate:
+// cancelling ctx, or its deadline passing, makes Explain return an error
+// wrapping the context's error.
 func (a *Allocator) Explain(ctx context.Context, node *v1.Node, claims []*resourceapi.ResourceClaim) ([]Failure, error) {
 	s, err := a.newSearch(ctx, node, claims)
 	if err != nil {
 		return nil, err
 	}
 	defer s.release()
+	// Without a search to run, a context that is done already would go
+	// unnoticed when every answer comes from the per-request pass.
+	if err := s.aborted(); err != nil {
+		return nil, err
+	}
 	var incomplete string
 	for _, p := range s.pools {
 		if p.incomplete {
@@ -193,6 +201,12 @@ func (s *search) explainRequest(ci, ri int) (*Failure, error) {
 		f := Failure{Request: s.claims[ci].requests[ri].name, Need: nr.numDevices}
 		all := nr.rd.allocationMode == resourceapi.DeviceAllocationModeAll
 		count := func(c int) error {
+			// Each candidate may evaluate CEL expressions for the first
+			// time; a node with many devices must not outlast the
+			// caller's deadline.
+			if err := s.aborted(); err != nil {
+				return err
+			}
 			selectable, err := s.isSelectable(nr, c)
 			if err != nil || !selectable {
 				return err

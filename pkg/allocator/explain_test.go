@@ -1,7 +1,11 @@
 package allocator_test
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
@@ -261,6 +265,84 @@ func TestExplain(t *testing.T) {
 				if msg := got[0].Message(); msg != tc.message {
 					t.Errorf("message:\n got %s\nwant %s", msg, tc.message)
 				}
+			}
+		})
+	}
+}
+
+// TestExplainContext: Explain stops when its context is done and says so,
+// like Allocate, so that the plugin can bound it by Filter's timeout.
+func TestExplainContext(t *testing.T) {
+	// Ten requests need pairwise distinct rows and columns, but six rows
+	// only have devices in five columns. Neither the bounds nor the memo
+	// see that, so the search takes far longer than any test may.
+	const k = 10
+	var devices []*DeviceWrapper
+	for row := range k {
+		for col := range k {
+			if row <= k/2 && col >= k/2 {
+				continue
+			}
+			devices = append(devices, MakeDevice(fmt.Sprintf("gpu-%d-%d", row, col)).Int("row", int64(row)).Int("col", int64(col)))
+		}
+	}
+	hard := []*resourceapi.ResourceSlice{MakeSlice("node-0").Node("node-0").Devices(devices...).Obj()}
+	latin := MakeClaim("c")
+	for i := range k {
+		latin.Request(fmt.Sprintf("gpu-%d", i), "gpu", 1)
+	}
+	latin.DistinctAttribute("gpu.example.com/row").DistinctAttribute("gpu.example.com/col")
+	cause := errors.New("scheduler shutting down")
+
+	for name, tc := range map[string]struct {
+		slices []*resourceapi.ResourceSlice
+		claims []*resourceapi.ResourceClaim
+		// context derives the context Explain runs with.
+		context func(ctx context.Context) (context.Context, context.CancelFunc)
+		want    error
+	}{
+		"cancelled before": {
+			slices: hard,
+			claims: []*resourceapi.ResourceClaim{latin.Obj()},
+			context: func(ctx context.Context) (context.Context, context.CancelFunc) {
+				ctx, cancel := context.WithCancelCause(ctx)
+				cancel(cause)
+				return ctx, func() {}
+			},
+			want: cause,
+		},
+		"deadline during the search": {
+			slices: hard,
+			claims: []*resourceapi.ResourceClaim{latin.Obj()},
+			context: func(ctx context.Context) (context.Context, context.CancelFunc) {
+				return context.WithTimeout(ctx, 5*time.Millisecond)
+			},
+			want: context.DeadlineExceeded,
+		},
+		// Here the per-request pass has the answer without searching,
+		// which must not hide that the caller gave up.
+		"cancelled before, request fails on its own": {
+			slices: []*resourceapi.ResourceSlice{MakeSlice("node-0").Node("node-0").Devices(MakeDevice("gpu-0")).Obj()},
+			claims: []*resourceapi.ResourceClaim{MakeClaim("c").Request("gpu", "gpu", 2).Obj()},
+			context: func(ctx context.Context) (context.Context, context.CancelFunc) {
+				ctx, cancel := context.WithCancelCause(ctx)
+				cancel(cause)
+				return ctx, func() {}
+			},
+			want: cause,
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, ctx := ktesting.NewTestContext(t)
+			a, err := allocator.New(ctx, structured.Features{}, structured.AllocatedState{}, ClassLister{gpuClass}, tc.slices, allocator.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := tc.context(ctx)
+			defer cancel()
+			failures, err := a.Explain(ctx, MakeNode("node-0"), tc.claims)
+			if !errors.Is(err, tc.want) {
+				t.Fatalf("Explain returned failures %v and error %v, want an error wrapping %v", failures, err, tc.want)
 			}
 		})
 	}

@@ -186,8 +186,8 @@ type searchStats struct {
 
 func (s *search) allocateOne(r pos, allocSub bool, start int) (bool, error) {
 	s.stats.steps++
-	if err := s.ctx.Err(); err != nil {
-		return false, fmt.Errorf("filter operation aborted: %w", context.Cause(s.ctx))
+	if s.ctx.Err() != nil {
+		return false, s.abortError()
 	}
 	if r.claim >= len(s.claims) {
 		return true, nil
@@ -302,6 +302,19 @@ func (s *search) allocateOne(r pos, allocSub bool, start int) (bool, error) {
 		}
 	}
 	return false, nil
+}
+
+// aborted returns abortError once the context is done, nil before.
+func (s *search) aborted() error {
+	if s.ctx.Err() == nil {
+		return nil
+	}
+	return s.abortError()
+}
+
+// abortError wraps the context's cause in upstream's wording.
+func (s *search) abortError() error {
+	return fmt.Errorf("filter operation aborted: %w", context.Cause(s.ctx))
 }
 
 // boundsThreshold is how many backtracks turn on the matching bounds.
