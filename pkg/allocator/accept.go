@@ -128,11 +128,11 @@ func (s *search) accepts(claim int, nr *nodeRequest, ci int, mode checkMode, val
 		// A further share of a shared device draws nothing more; a bound
 		// may assume that a shared device has a share by then.
 		assumedShared := mode&checkOptimisticShares != 0 && s.allowsMultiple(device)
-		if !assumedShared && s.drawsCounters(ci) {
+		if !assumedShared && !s.furtherShare(ci, device) {
 			if s.a.features.CompatibilityGroups && !s.compatFor(c.pool).admits(device) {
 				return false, ReasonDevicesIncompatible, nil
 			}
-			if !s.countersFor(c.pool).fits(s.consumptionOf(ci)) {
+			if usage, consumption := s.counterDraw(ci); !usage.fits(consumption) {
 				return false, ReasonCountersExhausted, nil
 			}
 		}

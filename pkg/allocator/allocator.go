@@ -268,6 +268,8 @@ func (s *search) release() {
 	clear(s.compat)
 	clear(s.memo)
 	s.placements.reset()
+	clear(s.draws)
+	s.drawsSized = false
 	s.hash, s.failures, s.stats, s.suffix = stateHash{}, 0, searchStats{}, nil
 	searchPool.Put(s)
 }

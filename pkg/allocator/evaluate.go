@@ -224,13 +224,20 @@ func (s *search) feasible(r pos, nr *nodeRequest, start, need int) (int, bool, e
 }
 
 // drawsCounters: allocating the candidate now would draw from its pool's
-// counters (a further share of a shared device would not).
+// counters.
 func (s *search) drawsCounters(ci int) bool {
 	device := s.cands[ci].device()
 	if len(device.ConsumesCounters) == 0 || !s.a.features.PartitionableDevices {
 		return false
 	}
-	return !s.allowsMultiple(device) || !s.capacityInUse(ci)
+	return !s.furtherShare(ci, device)
+}
+
+// furtherShare: the candidate is a shared device that has a share already,
+// from an earlier cycle or this assignment. Its counters are accounted for;
+// a further share draws none.
+func (s *search) furtherShare(ci int, device *resourceapi.Device) bool {
+	return s.allowsMultiple(device) && s.capacityInUse(ci)
 }
 
 // counterCapacity bounds how many of the candidates can be allocated

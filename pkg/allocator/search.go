@@ -140,6 +140,10 @@ type search struct {
 	placements placementStack
 	// buckets is feasible's scratch map, cleared before each use.
 	buckets map[string]int
+	// draws caches counterDraw per candidate; sized on first use in a
+	// search.
+	draws      []counterDrawRef
+	drawsSized bool
 }
 
 // placementChunk is how many placements placementStack allocates at once.
@@ -409,7 +413,8 @@ func (s *search) allocateDevice(r pos, nr *nodeRequest, ci int, must bool) (*pla
 		if s.a.features.CompatibilityGroups {
 			p.compatUndo = s.compatFor(c.pool).fold(device)
 		}
-		s.countersFor(c.pool).apply(s.consumptionOf(ci), true)
+		usage, consumption := s.counterDraw(ci)
+		usage.apply(consumption, true)
 		p.countersHeld = true
 		s.hash.toggle(candKey(ci, -1, keyCounters))
 	}
@@ -468,7 +473,8 @@ func (s *search) undo(p *placement) {
 		s.compatFor(c.pool).restore(p.compatUndo)
 	}
 	if p.countersHeld {
-		s.countersFor(c.pool).release(s.consumptionOf(p.cand))
+		usage, consumption := s.counterDraw(p.cand)
+		usage.release(consumption)
 		s.hash.toggle(candKey(p.cand, -1, keyCounters))
 	}
 	s.placements.pop(p)
@@ -604,8 +610,32 @@ func (s *search) capacityOf(nr *nodeRequest, ci int) *capacityEval {
 
 // consumptionOf returns what a candidate draws from its pool's counters.
 func (s *search) consumptionOf(ci int) *consumption {
-	c := s.cands[ci]
-	return s.countersFor(c.pool).pool.consumptionOf(c.ps, c.i)
+	_, c := s.counterDraw(ci)
+	return c
+}
+
+// counterDraw returns the counters a candidate draws from and what it
+// draws. Every check and every placement of a partitionable device needs
+// both; looking them up once per search keeps the pool's lock and two map
+// lookups out of the search's inner loop.
+func (s *search) counterDraw(ci int) (*counterUsage, *consumption) {
+	if !s.drawsSized {
+		s.draws = grow(s.draws, len(s.cands))
+		s.drawsSized = true
+	}
+	d := &s.draws[ci]
+	if d.usage == nil {
+		c := s.cands[ci]
+		d.usage = s.countersFor(c.pool)
+		d.consumption = d.usage.pool.consumptionOf(c.ps, c.i)
+	}
+	return d.usage, d.consumption
+}
+
+// counterDrawRef is counterDraw's answer for one candidate.
+type counterDrawRef struct {
+	usage       *counterUsage
+	consumption *consumption
 }
 
 func (s *search) countersFor(p *pool) *counterUsage {
