@@ -156,12 +156,13 @@ func (a *Allocator) newSearch(ctx context.Context, node *v1.Node, claims []*reso
 
 	// Size the reusable buffers: one nodeRequest per (sub)request.
 	s.claims = grow(s.claims, len(claims))
-	numRequests, numAlternatives, numConstraints := 0, 0, 0
+	numRequests, numAlternatives, numConstraints, maxConstraints := 0, 0, 0, 0
 	for ci, claim := range claims {
 		cd := a.claimData(ci, claim)
 		s.claims[ci] = cd
 		numRequests += len(cd.requests)
 		numConstraints += len(cd.constraints)
+		maxConstraints = max(maxConstraints, len(cd.constraints))
 		for ri := range cd.requests {
 			numAlternatives += len(cd.requests[ri].alternatives)
 		}
@@ -172,6 +173,7 @@ func (a *Allocator) newSearch(ctx context.Context, node *v1.Node, claims []*reso
 	s.nodeRequestBuf = grow(s.nodeRequestBuf, numAlternatives)
 	s.selectableBuf = grow(s.selectableBuf, numAlternatives*len(s.cands))
 	s.constraintBuf = grow(s.constraintBuf, numConstraints)
+	s.values = grow(s.values, maxConstraints)
 	s.reqs = grow(s.reqs, len(claims))
 	s.selectedSub = grow(s.selectedSub, len(claims))
 	s.constraints = grow(s.constraints, len(claims))
@@ -260,12 +262,15 @@ func (s *search) release() {
 	clear(s.nodeRequestBuf)
 	clear(s.alternativeBuf)
 	clear(s.constraintBuf)
+	clear(s.values)
 	s.shares = nil
 	clear(s.counters)
 	clear(s.compat)
 	clear(s.memo)
 	s.placements.reset()
-	s.hash, s.failures, s.optimisticShares, s.stats, s.suffix = stateHash{}, 0, false, searchStats{}, nil
+	clear(s.draws)
+	s.drawsSized = false
+	s.hash, s.failures, s.stats, s.suffix = stateHash{}, 0, searchStats{}, nil
 	searchPool.Put(s)
 }
 

@@ -315,3 +315,87 @@ func BenchmarkAllocate(b *testing.B) {
 		}
 	}
 }
+
+// explainCases are the 500-node shapes of benchCases changed so that the pod
+// fits on no node, and Filter would explain every node: each changes the
+// claims only.
+func explainCases() map[string]func() benchCase {
+	misfit := func(shape string, claims ...*resourceapi.ResourceClaim) func() benchCase {
+		return func() benchCase {
+			bc := benchCases()[shape]()
+			bc.claims, bc.fits = claims, false
+			return bc
+		}
+	}
+	// Six devices with one PCI root, where each root has five.
+	match := MakeClaim("claim")
+	for i := range 6 {
+		match.Request(fmt.Sprintf("req-%d", i), "test-class", 1)
+	}
+	match.MatchAttribute("resource.kubernetes.io/pciRoot")
+	return map[string]func() benchCase{
+		// One device more than a node has: the request fails on its own.
+		"empty_500nodes": misfit("empty_500nodes", MakeClaim("claim").Request("req-0", "test-class", 11).Obj()),
+		"selector_500nodes": misfit("selector_500nodes", MakeClaim("claim").Request("req-0", "test-class", 11,
+			`device.attributes["test-driver.cdi.k8s.io"].driverVersion.major() >= 1 && device.capacity["test-driver.cdi.k8s.io"].memory.isGreaterThan(quantity("1Mi"))`).Obj()),
+		// The requests fit, their constraint does not: three searches.
+		"match_500nodes": misfit("match_500nodes", match.Obj()),
+		// All eight partitions: each fits alone, not all together.
+		"partitionable_500nodes": misfit("partitionable_500nodes", MakeClaim("claim").Request("req-0", "test-class", 8).Obj()),
+		// Five distinct shareable devices of four.
+		"consumable_500nodes": misfit("consumable_500nodes", MakeClaim("claim").Request("req-0", "test-class", 5).
+			CapacityRequest("bandwidth", "2500M").DistinctAttribute("dra.example.com/index", "req-0").Obj()),
+	}
+}
+
+// BenchmarkExplain compares what Filter spends on a pod that fits nowhere:
+// op=allocate is Allocate on every node, op=explain Explain on every node,
+// each with a new Allocator per op and a warm cache, as in
+// BenchmarkAllocate.
+//
+//	go test ./pkg/allocator -run '^$' -bench BenchmarkExplain -benchmem
+func BenchmarkExplain(b *testing.B) {
+	for name, newCase := range explainCases() {
+		bc := newCase()
+		if bc.state.AllocatedDevices == nil {
+			bc.state.AllocatedDevices = sets.New[structured.DeviceID]()
+		}
+		for _, op := range []string{"allocate", "explain"} {
+			b.Run(fmt.Sprintf("case=%s/op=%s", name, op), func(b *testing.B) {
+				ctx := context.Background()
+				cache := allocator.NewCache(0)
+				run := func() error {
+					a, err := allocator.New(ctx, bc.features, bc.state, ClassLister(bc.classes), bc.slices, allocator.Options{Cache: cache})
+					if err != nil {
+						return err
+					}
+					for _, node := range bc.nodes {
+						if op == "allocate" {
+							results, err := a.Allocate(ctx, node, bc.claims)
+							if err != nil || results != nil {
+								return fmt.Errorf("node %s: Allocate returned %d results and error %w, want neither", node.Name, len(results), err)
+							}
+							continue
+						}
+						failures, err := a.Explain(ctx, node, bc.claims)
+						if err != nil || len(failures) == 0 {
+							return fmt.Errorf("node %s: Explain returned failures %v and error %w, want failures", node.Name, failures, err)
+						}
+					}
+					return nil
+				}
+				// The warm-up op checks the outcome.
+				if err := run(); err != nil {
+					b.Fatal(err)
+				}
+				b.ReportAllocs()
+				b.ResetTimer()
+				for b.Loop() {
+					if err := run(); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+	}
+}

@@ -90,7 +90,7 @@ func (s *search) infeasible(r pos, current *nodeRequest, from int) bool {
 		d := demand{claim: r.claim, need: current.numDevices - r.device, most: current.numDevices - r.device,
 			admin: current.rd.adminAccess, alternatives: []*nodeRequest{current}}
 		for c := from; c < len(s.cands); c++ {
-			if ok, _, _ := s.couldAccept(r, current, c, nil); ok {
+			if ok, _ := s.couldAccept(r.claim, current, c, 0, nil); ok {
 				d.cands = append(d.cands, c)
 			}
 		}
@@ -222,7 +222,6 @@ func (s *search) sharesSkipCounters() bool {
 func (s *search) demandFor(claim int, alternatives []*nodeRequest) (demand, bool) {
 	d := demand{claim: claim, need: -1, alternatives: alternatives}
 	seen := make(map[int]struct{})
-	at := pos{claim: claim}
 	for _, nr := range alternatives {
 		if !s.trapFree(nr) {
 			return d, true
@@ -240,7 +239,7 @@ func (s *search) demandFor(claim int, alternatives []*nodeRequest) (demand, bool
 			if _, dup := seen[c]; dup {
 				return
 			}
-			if ok, _, _ := s.couldAcceptLater(at, nr, c); ok {
+			if s.couldAcceptLater(claim, nr, c) {
 				seen[c] = struct{}{}
 				d.cands = append(d.cands, c)
 			}
@@ -589,10 +588,9 @@ func (m *matching) augment(di int) bool {
 // later. Between now and then a device that allows multiple allocations may
 // get a share, after which further shares skip the counter check; so such
 // devices are assumed to pass it.
-func (s *search) couldAcceptLater(r pos, nr *nodeRequest, ci int) (bool, string, bool) {
-	s.optimisticShares = true
-	defer func() { s.optimisticShares = false }()
-	return s.couldAccept(r, nr, ci, nil)
+func (s *search) couldAcceptLater(claim int, nr *nodeRequest, ci int) bool {
+	ok, _ := s.couldAccept(claim, nr, ci, checkOptimisticShares, nil)
+	return ok
 }
 
 // trapFree reports whether no candidate's evaluation for the (sub)request

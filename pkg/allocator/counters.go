@@ -190,18 +190,9 @@ func newCounterUsage(pc *poolCounters) *counterUsage {
 	return u
 }
 
-// reserve adds a device's consumption and reports whether the pool is
-// still within its counters; if not, the consumption is removed again.
-func (u *counterUsage) reserve(c *consumption) bool {
-	if !u.fits(c) {
-		return false
-	}
-	u.apply(c, true)
-	return true
-}
-
-// fits reports whether reserve would succeed, without changing anything:
-// only the device's slots can change from within to overdrawn.
+// fits reports whether the pool stays within its counters after adding the
+// consumption, without changing anything: only the device's slots can change
+// from within to overdrawn.
 func (u *counterUsage) fits(c *consumption) bool {
 	overdrawn := u.overdrawn
 	for k, slot := range c.slots {
@@ -278,16 +269,24 @@ type compatIntersection struct {
 	groups     sets.Set[string]
 }
 
-func (c compatIntersection) admits(groups sets.Set[string]) bool {
+// admits reports whether a device declaring groups may join the devices
+// drawing from the counter set. It takes the groups as declared, so that
+// checking allocates nothing.
+func (c compatIntersection) admits(groups []string) bool {
 	switch {
 	case !c.hasMembers:
 		return true
-	case groups.Len() == 0:
+	case len(groups) == 0:
 		return c.allEmpty
 	case c.allEmpty:
 		return false
 	}
-	return c.groups.Intersection(groups).Len() > 0
+	for _, group := range groups {
+		if c.groups.Has(group) {
+			return true
+		}
+	}
+	return false
 }
 
 // add returns the state after adding a device's groups. It never mutates the
@@ -326,33 +325,46 @@ type compatUndo struct {
 	existed bool
 }
 
-// consume checks a device against every counter set it draws from and, if
-// it fits, folds its groups in. The returned undo list restores the state.
-func (u *compatUsage) consume(device *resourceapi.Device) (bool, []compatUndo) {
-	var undo []compatUndo
-	for _, consumption := range device.ConsumesCounters {
-		cur, existed := u.running[consumption.CounterSet]
-		if !existed {
-			cur = u.baseline[consumption.CounterSet]
-		}
-		groups := groupSet(consumption.CompatibilityGroups)
-		if !cur.admits(groups) {
-			u.restore(undo)
-			return false, nil
-		}
-		undo = append(undo, compatUndo{set: consumption.CounterSet, prev: cur, existed: existed})
-		u.running[consumption.CounterSet] = cur.add(groups)
+// current is the state of one counter set: the search's if it touched the
+// set, else what the allocated devices left.
+func (u *compatUsage) current(set string) (compatIntersection, bool) {
+	if cur, ok := u.running[set]; ok {
+		return cur, true
 	}
-	return true, undo
+	return u.baseline[set], false
 }
 
-// admits is consume without the side effects.
+// admits reports whether the device may join the devices drawing from each
+// counter set it draws from. It changes nothing; fold applies the device.
 func (u *compatUsage) admits(device *resourceapi.Device) bool {
-	ok, undo := u.consume(device)
-	if ok {
-		u.restore(undo)
+	for k := range device.ConsumesCounters {
+		consumption := &device.ConsumesCounters[k]
+		cur, _ := u.current(consumption.CounterSet)
+		// Several entries of one device for the same counter set are
+		// folded in one after the other, and each is checked against
+		// the earlier ones.
+		for j := range k {
+			if earlier := &device.ConsumesCounters[j]; earlier.CounterSet == consumption.CounterSet {
+				cur = cur.add(groupSet(earlier.CompatibilityGroups))
+			}
+		}
+		if !cur.admits(consumption.CompatibilityGroups) {
+			return false
+		}
 	}
-	return ok
+	return true
+}
+
+// fold adds the groups of a device that admits accepted. The returned undo
+// list restores the state.
+func (u *compatUsage) fold(device *resourceapi.Device) []compatUndo {
+	undo := make([]compatUndo, 0, len(device.ConsumesCounters))
+	for _, consumption := range device.ConsumesCounters {
+		cur, existed := u.current(consumption.CounterSet)
+		undo = append(undo, compatUndo{set: consumption.CounterSet, prev: cur, existed: existed})
+		u.running[consumption.CounterSet] = cur.add(groupSet(consumption.CompatibilityGroups))
+	}
+	return undo
 }
 
 func (u *compatUsage) restore(undo []compatUndo) {

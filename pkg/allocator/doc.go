@@ -19,6 +19,11 @@
 //     runtime error or a missing DeviceClass);
 //   - cancelling the context returns an error wrapping the context's error.
 //
+// Explain, for a node where Allocate found nothing, says why. It judges each
+// device with the search's own check (accepts), so that the explanation
+// cannot disagree with the search, and it honours the context like
+// Allocate.
+//
 // With the default policy (zero Options) the results are exactly those of
 // structured.NewAllocator with structured.EnableAllocators("incubating",
 // "experimental"), Kubernetes 1.37's default: the same devices in the same

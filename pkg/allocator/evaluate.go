@@ -7,10 +7,8 @@ import (
 	"strings"
 
 	resourceapi "k8s.io/api/resource/v1"
-	"k8s.io/component-helpers/nodedeclaredfeatures/features/draoptionalnodeoperations"
 	"k8s.io/dynamic-resource-allocation/cel"
 	"k8s.io/klog/v2"
-	"k8s.io/utils/ptr"
 )
 
 // isSelectable checks a candidate against the class and request selectors
@@ -167,12 +165,17 @@ func (s *search) attribute(rd *requestData, c cand, name resourceapi.FullyQualif
 func (s *search) feasible(r pos, nr *nodeRequest, start, need int) (int, bool, error) {
 	bucketBy := s.emptyScalarMatch(r.claim, nr.rd)
 	var buckets map[string]int
+	// Only bucketing needs the constraint values.
+	var values []constraintValue
+	if bucketBy >= 0 {
+		values = s.values
+	}
 	count, first := 0, -1
 	// Devices that draw counters are only counted after the scan, by what
 	// their pools' remaining counters can hold together.
 	var drawing []int
 	for ci := start; ci < len(s.cands); ci++ {
-		ok, key, trap := s.couldAccept(r, nr, ci, bucketBy)
+		ok, trap := s.couldAccept(r.claim, nr, ci, 0, values)
 		if trap {
 			if first < 0 {
 				first = ci
@@ -185,12 +188,12 @@ func (s *search) feasible(r pos, nr *nodeRequest, start, need int) (int, bool, e
 		if first < 0 {
 			first = ci
 		}
-		if bucketBy == nil && s.drawsCounters(ci) {
+		if bucketBy < 0 && s.drawsCounters(ci) {
 			drawing = append(drawing, ci)
 			continue
 		}
 		n := count + 1
-		if bucketBy != nil {
+		if bucketBy >= 0 {
 			if buckets == nil {
 				if s.buckets == nil {
 					s.buckets = make(map[string]int)
@@ -198,6 +201,7 @@ func (s *search) feasible(r pos, nr *nodeRequest, start, need int) (int, bool, e
 				buckets = s.buckets
 				clear(buckets)
 			}
+			key := s.bucket(ci, bucketBy)
 			buckets[key]++
 			n = buckets[key]
 		}
@@ -220,14 +224,20 @@ func (s *search) feasible(r pos, nr *nodeRequest, start, need int) (int, bool, e
 }
 
 // drawsCounters: allocating the candidate now would draw from its pool's
-// counters (a further share of a shared device would not).
+// counters.
 func (s *search) drawsCounters(ci int) bool {
 	device := s.cands[ci].device()
 	if len(device.ConsumesCounters) == 0 || !s.a.features.PartitionableDevices {
 		return false
 	}
-	allowMultiple := s.a.features.ConsumableCapacity && ptr.Deref(device.AllowMultipleAllocations, false)
-	return !allowMultiple || !s.capacityInUse(ci)
+	return !s.furtherShare(ci, device)
+}
+
+// furtherShare: the candidate is a shared device that has a share already,
+// from an earlier cycle or this assignment. Its counters are accounted for;
+// a further share draws none.
+func (s *search) furtherShare(ci int, device *resourceapi.Device) bool {
+	return s.allowsMultiple(device) && s.capacityInUse(ci)
 }
 
 // counterCapacity bounds how many of the candidates can be allocated
@@ -276,91 +286,39 @@ func (s *search) counterCapacity(cands []int) int {
 	return total
 }
 
-// emptyScalarMatch returns a matchAttribute constraint with scalar
-// semantics that applies to rd and has no device yet; all devices of the
-// request must then share the value of whichever comes first.
-func (s *search) emptyScalarMatch(claim int, rd *requestData) *constraintState {
+// emptyScalarMatch returns the index of a matchAttribute constraint with
+// scalar semantics that applies to rd and has no device yet, or -1; all
+// devices of the request must then share the value of whichever comes
+// first.
+func (s *search) emptyScalarMatch(claim int, rd *requestData) int {
 	for i := range s.constraints[claim] {
 		cs := &s.constraints[claim][i]
 		if cs.spec.match && !cs.listSemantics && cs.numDevices == 0 && cs.spec.appliesTo(rd) {
-			return cs
+			return i
 		}
 	}
-	return nil
+	return -1
 }
 
-// couldAccept is allocateDevice's decision without its effects, preceded by
-// the checks of the candidate loop. trap reports an evaluation error.
-func (s *search) couldAccept(r pos, nr *nodeRequest, ci int, bucketBy *constraintState) (ok bool, bucket string, trap bool) {
-	c := s.cands[ci]
-	rd := nr.rd
-	device := c.device()
-	if rd.adminAccess {
-		if s.markedBy(ci, r.claim) {
-			return false, "", false
-		}
-	} else if s.inUse(ci) {
-		return false, "", false
+// couldAccept is allocateDevice's decision without its effects, for the
+// bounds: accepts in the current state, with mode saying what a bound may
+// assume. trap reports an evaluation error, which a bound must leave to the
+// search to find. values, if not nil, receives the constraint values.
+func (s *search) couldAccept(claim int, nr *nodeRequest, ci int, mode checkMode, values []constraintValue) (ok, trap bool) {
+	ok, _, err := s.accepts(claim, nr, ci, mode, values)
+	return ok, err != nil
+}
+
+// bucket is the key under which feasible counts a candidate that
+// couldAccept accepted last with s.values, by its value for the constraint
+// with index bucketBy.
+func (s *search) bucket(ci, bucketBy int) string {
+	if key, scalar := scalarKey(s.values[bucketBy].attr); scalar {
+		return key
 	}
-	selectable, err := s.isSelectable(nr, ci)
-	if err != nil {
-		return false, "", true
-	}
-	if !selectable {
-		return false, "", false
-	}
-	if s.a.features.ConsumableCapacity {
-		fits, err := s.capacityFits(nr, ci)
-		if err != nil {
-			return false, "", true
-		}
-		if !fits {
-			return false, "", false
-		}
-	}
-	if s.a.tier.honorsSkipNodeOperations && len(c.ps.slice.Spec.SkipNodeOperations) > 0 &&
-		(!s.a.features.OptionalNodeOperations || !slices.Contains(s.node.Status.DeclaredFeatures, draoptionalnodeoperations.DRAOptionalNodeOperationsFeatureGate)) {
-		return false, "", false
-	}
-	if !s.a.features.PartitionableDevices && len(device.ConsumesCounters) > 0 {
-		return false, "", false
-	}
-	allowMultiple := s.a.features.ConsumableCapacity && ptr.Deref(device.AllowMultipleAllocations, false)
-	skipCounters := allowMultiple && (s.optimisticShares || s.capacityInUse(ci))
-	if !skipCounters && len(device.ConsumesCounters) > 0 {
-		if s.a.features.CompatibilityGroups && !s.compatFor(c.pool).admits(device) {
-			return false, "", false
-		}
-		if !s.countersFor(c.pool).fits(s.consumptionOf(ci)) {
-			return false, "", false
-		}
-	}
-	if s.a.features.DeviceTaints && taintPrevents(device, rd.tolerations) {
-		return false, "", false
-	}
-	for i := range s.constraints[r.claim] {
-		cs := &s.constraints[r.claim][i]
-		if !cs.spec.appliesTo(rd) {
-			continue
-		}
-		attr, err := s.attribute(rd, c, cs.spec.attribute)
-		if err != nil {
-			return false, "", true
-		}
-		if ok, _ := cs.check(attr); !ok {
-			return false, "", false
-		}
-		if cs == bucketBy {
-			if key, scalar := scalarKey(attr); scalar {
-				bucket = key
-			} else {
-				// A non-scalar first value can never be matched by a
-				// second device: a bucket of its own.
-				bucket = fmt.Sprintf("#%d", ci)
-			}
-		}
-	}
-	return true, bucket, false
+	// A non-scalar first value can never be matched by a second device: a
+	// bucket of its own.
+	return fmt.Sprintf("#%d", ci)
 }
 
 // stateHash is a 128-bit Zobrist hash: each state element contributes a

@@ -8,7 +8,6 @@ import (
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/klog/v2"
-	"k8s.io/utils/ptr"
 )
 
 // Reason says why a request, or a claim as a whole, does not fit on a node.
@@ -33,6 +32,15 @@ const (
 	// ReasonCapacityExhausted: the consumable capacity of shareable devices
 	// does not cover the request.
 	ReasonCapacityExhausted Reason = "CapacityExhausted"
+	// ReasonDevicesIncompatible: too many matching devices draw from
+	// counter sets whose allocated devices declare compatibility groups
+	// that exclude them.
+	ReasonDevicesIncompatible Reason = "DevicesIncompatible"
+	// ReasonNodeOperationsUnsupported: too many matching devices come from
+	// slices that skip node operations (SkipNodeOperations), which the node
+	// does not support: it does not declare DRAOptionalNodeOperations, or
+	// the scheduler's feature is off.
+	ReasonNodeOperationsUnsupported Reason = "NodeOperationsUnsupported"
 	// ReasonConstraintUnsatisfiable: every request could be served on its
 	// own, but no choice satisfies one of the claim's constraints.
 	ReasonConstraintUnsatisfiable Reason = "ConstraintUnsatisfiable"
@@ -59,7 +67,7 @@ type Failure struct {
 	Free int
 	// The matching devices that are not free, by the first check that
 	// rules them out.
-	InUse, Tainted, CountersExhausted, CapacityExhausted int
+	InUse, Tainted, CountersExhausted, CapacityExhausted, Incompatible, NodeOperations int
 	// Constraint describes the unsatisfiable constraint, e.g.
 	// `matchAttribute "resource.kubernetes.io/pcieRoot"`.
 	Constraint string
@@ -80,13 +88,17 @@ func (f Failure) Message() string {
 		b.WriteString("no device matches the class and selectors")
 	case ReasonPoolIncomplete:
 		fmt.Fprintf(&b, "no matching device; resource pool %s is being updated", f.Pool)
-	case ReasonDevicesInUse, ReasonDevicesTainted, ReasonCountersExhausted, ReasonCapacityExhausted:
+	case ReasonDevicesInUse, ReasonDevicesTainted, ReasonCountersExhausted, ReasonCapacityExhausted,
+		ReasonDevicesIncompatible, ReasonNodeOperationsUnsupported:
 		fmt.Fprintf(&b, "%d of %d matching devices free, need %d", f.Free, f.Matching, f.Need)
 		var why []string
 		for _, part := range []struct {
 			n    int
 			what string
-		}{{f.InUse, "in use"}, {f.Tainted, "tainted"}, {f.CountersExhausted, "counters exhausted"}, {f.CapacityExhausted, "capacity exhausted"}} {
+		}{
+			{f.InUse, "in use"}, {f.Tainted, "tainted"}, {f.CountersExhausted, "counters exhausted"}, {f.CapacityExhausted, "capacity exhausted"},
+			{f.Incompatible, "incompatible with allocated devices"}, {f.NodeOperations, "need optional node operations"},
+		} {
 			if part.n > 0 {
 				why = append(why, fmt.Sprintf("%d %s", part.n, part.what))
 			}
@@ -114,12 +126,23 @@ func (f Failure) Message() string {
 // without its constraints; and otherwise reports contention between the
 // claims. It returns nil if the claims do fit, and an error where Allocate
 // would return one.
+//
+// Explain judges each device with the same check as Allocate's search, so
+// the two cannot disagree about a device. It costs up to a few searches per
+// claim, each as hard as Allocate's, so callers bound it like Allocate:
+// cancelling ctx, or its deadline passing, makes Explain return an error
+// wrapping the context's error.
 func (a *Allocator) Explain(ctx context.Context, node *v1.Node, claims []*resourceapi.ResourceClaim) ([]Failure, error) {
 	s, err := a.newSearch(ctx, node, claims)
 	if err != nil {
 		return nil, err
 	}
 	defer s.release()
+	// Without a search to run, a context that is done already would go
+	// unnoticed when every answer comes from the per-request pass.
+	if err := s.aborted(); err != nil {
+		return nil, err
+	}
 	var incomplete string
 	for _, p := range s.pools {
 		if p.incomplete {
@@ -176,23 +199,29 @@ func (s *search) explainRequest(ci, ri int) (*Failure, error) {
 	var best *Failure
 	for _, nr := range s.reqs[ci][ri] {
 		f := Failure{Request: s.claims[ci].requests[ri].name, Need: nr.numDevices}
-		candidates := nr.all
-		if nr.rd.allocationMode != resourceapi.DeviceAllocationModeAll {
-			candidates = make([]int, len(s.cands))
-			for i := range candidates {
-				candidates[i] = i
+		all := nr.rd.allocationMode == resourceapi.DeviceAllocationModeAll
+		count := func(c int) error {
+			// Each candidate may evaluate CEL expressions for the first
+			// time; a node with many devices must not outlast the
+			// caller's deadline.
+			if err := s.aborted(); err != nil {
+				return err
 			}
-		}
-		for _, c := range candidates {
 			selectable, err := s.isSelectable(nr, c)
-			if err != nil {
-				return nil, err
+			if err != nil || !selectable {
+				return err
 			}
-			if !selectable {
-				continue
+			reason, err := s.blockedBy(ci, nr, c)
+			if err != nil {
+				return err
+			}
+			if reason == ReasonNoMatchingDevice {
+				// Not there for this scheduler (a feature it needs is
+				// off), whatever the selectors say.
+				return nil
 			}
 			f.Matching++
-			switch s.blockedBy(nr, c) {
+			switch reason {
 			case ReasonDevicesInUse:
 				f.InUse++
 			case ReasonDevicesTainted:
@@ -201,13 +230,29 @@ func (s *search) explainRequest(ci, ri int) (*Failure, error) {
 				f.CountersExhausted++
 			case ReasonCapacityExhausted:
 				f.CapacityExhausted++
+			case ReasonDevicesIncompatible:
+				f.Incompatible++
+			case ReasonNodeOperationsUnsupported:
+				f.NodeOperations++
 			default:
 				f.Free++
 			}
+			return nil
 		}
-		if nr.rd.allocationMode == resourceapi.DeviceAllocationModeAll {
-			// "All" needs every matching device, and at least one.
-			f.Need = max(f.Matching, 1)
+		if all {
+			for _, c := range nr.all {
+				if err := count(c); err != nil {
+					return nil, err
+				}
+			}
+			// "All" needs every device of its list, and at least one.
+			f.Need = max(len(nr.all), 1)
+		} else {
+			for c := range s.cands {
+				if err := count(c); err != nil {
+					return nil, err
+				}
+			}
 		}
 		if f.Free >= f.Need && f.Need > 0 {
 			return nil, nil
@@ -221,7 +266,10 @@ func (s *search) explainRequest(ci, ri int) (*Failure, error) {
 			for _, c := range []struct {
 				n int
 				r Reason
-			}{{f.Tainted, ReasonDevicesTainted}, {f.CountersExhausted, ReasonCountersExhausted}, {f.CapacityExhausted, ReasonCapacityExhausted}} {
+			}{
+				{f.Tainted, ReasonDevicesTainted}, {f.CountersExhausted, ReasonCountersExhausted}, {f.CapacityExhausted, ReasonCapacityExhausted},
+				{f.Incompatible, ReasonDevicesIncompatible}, {f.NodeOperations, ReasonNodeOperationsUnsupported},
+			} {
 				if c.n > largest {
 					largest, f.Reason = c.n, c.r
 				}
@@ -234,30 +282,19 @@ func (s *search) explainRequest(ci, ri int) (*Failure, error) {
 	return best, nil
 }
 
-// blockedBy returns why a matching device cannot serve the request now, or
-// "" if it can. The checks mirror allocateDevice in the empty state.
-func (s *search) blockedBy(nr *nodeRequest, ci int) Reason {
-	c := s.cands[ci]
-	device := c.device()
-	rd := nr.rd
-	allowMultiple := s.a.features.ConsumableCapacity && ptr.Deref(device.AllowMultipleAllocations, false)
-	if !rd.adminAccess && s.inUse(ci) {
-		return ReasonDevicesInUse
+// blockedBy returns why a device that matches the request cannot serve it
+// on the node as it is, or "" if it can. It is the search's own check,
+// without the claim's constraints, which Explain looks at per claim.
+func (s *search) blockedBy(claim int, nr *nodeRequest, ci int) (Reason, error) {
+	mode := checkIgnoreConstraints
+	if nr.rd.allocationMode == resourceapi.DeviceAllocationModeAll {
+		mode |= checkAll
 	}
-	if s.a.features.DeviceTaints && taintPrevents(device, rd.tolerations) {
-		return ReasonDevicesTainted
+	ok, reason, err := s.accepts(claim, nr, ci, mode, nil)
+	if err != nil || ok {
+		return "", err
 	}
-	skipCounters := allowMultiple && s.capacityInUse(ci)
-	if !skipCounters && len(device.ConsumesCounters) > 0 &&
-		(!s.a.features.PartitionableDevices || !s.countersFor(c.pool).fits(s.consumptionOf(ci))) {
-		return ReasonCountersExhausted
-	}
-	if s.a.features.ConsumableCapacity {
-		if fits, err := s.capacityFits(nr, ci); err != nil || !fits {
-			return ReasonCapacityExhausted
-		}
-	}
-	return ""
+	return reason, nil
 }
 
 // explainClaim checks one claim alone: without its constraints, then with

@@ -1,12 +1,18 @@
 package allocator_test
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
+	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/component-helpers/nodedeclaredfeatures/features/draoptionalnodeoperations"
 	"k8s.io/dynamic-resource-allocation/structured"
 	"k8s.io/klog/v2/ktesting"
 	"k8s.io/utils/ptr"
@@ -35,12 +41,40 @@ func TestExplain(t *testing.T) {
 		return state
 	}
 
+	// The experimental tier: it honours SkipNodeOperations and knows
+	// compatibility groups.
+	experimental := allFeatures
+	experimental.OptionalNodeOperations, experimental.CompatibilityGroups, experimental.ListTypeAttributes = true, true, true
+	withoutNodeOperations := experimental
+	withoutNodeOperations.OptionalNodeOperations = false
+	withoutPartitions := allFeatures
+	withoutPartitions.PartitionableDevices = false
+	// Two devices from a slice that skips node operations, one from a slice
+	// that does not.
+	skipping := []*resourceapi.ResourceSlice{
+		skipNodeOperations(MakeSlice("skipping").Node("node-0").Devices(MakeDevice("gpu-0"), MakeDevice("gpu-1")).Obj()),
+		MakeSlice("plain").Node("node-0").Devices(MakeDevice("gpu-2")).Obj(),
+	}
+	// Four partitions of one GPU: two may share it with MIG, two with MPS,
+	// and a MIG partition is allocated already.
+	partitions := []*resourceapi.ResourceSlice{
+		MakeSlice("counters").Node("node-0").Pool("node-0", 1, 2).Counters(CounterSet("gpu-0", map[string]string{"memory": "80Gi"})).Obj(),
+		MakeSlice("parts").Node("node-0").Pool("node-0", 1, 2).Devices(
+			inGroups(MakeDevice("mig-0").Consumes("gpu-0", map[string]string{"memory": "20Gi"}), "mig"),
+			inGroups(MakeDevice("mps-0").Consumes("gpu-0", map[string]string{"memory": "20Gi"}), "mps"),
+			inGroups(MakeDevice("mig-1").Consumes("gpu-0", map[string]string{"memory": "20Gi"}), "mig"),
+			inGroups(MakeDevice("mps-1").Consumes("gpu-0", map[string]string{"memory": "20Gi"}), "mps")).Obj(),
+	}
+
 	for name, tc := range map[string]struct {
-		slices  []*resourceapi.ResourceSlice
-		state   structured.AllocatedState
-		claims  []*resourceapi.ResourceClaim
-		want    []allocator.Failure
-		message string
+		// features default to allFeatures, node to node-0 as it is.
+		features *structured.Features
+		node     *v1.Node
+		slices   []*resourceapi.ResourceSlice
+		state    structured.AllocatedState
+		claims   []*resourceapi.ResourceClaim
+		want     []allocator.Failure
+		message  string
 	}{
 		"fits": {
 			slices: []*resourceapi.ResourceSlice{fourGPUs},
@@ -95,6 +129,32 @@ func TestExplain(t *testing.T) {
 			want:    []allocator.Failure{{Claim: "default/c", Request: "gpu", Reason: allocator.ReasonCountersExhausted, Need: 2, Matching: 4, Free: 1, InUse: 1, CountersExhausted: 2}},
 			message: `request "gpu": 1 of 4 matching devices free, need 2 (1 in use, 2 counters exhausted)`,
 		},
+		"first check in the search's order": {
+			// The whole GPU is tainted, but the search finds its counters
+			// exhausted first.
+			slices: []*resourceapi.ResourceSlice{
+				MakeSlice("counters").Node("node-0").Pool("node-0", 1, 2).Counters(CounterSet("gpu-0", map[string]string{"memory": "40Gi"})).Obj(),
+				MakeSlice("parts").Node("node-0").Pool("node-0", 1, 2).Devices(
+					MakeDevice("whole").Consumes("gpu-0", map[string]string{"memory": "40Gi"}).Taint("ecc", resourceapi.DeviceTaintEffectNoSchedule),
+					MakeDevice("half-0").Consumes("gpu-0", map[string]string{"memory": "20Gi"}),
+					MakeDevice("half-1").Consumes("gpu-0", map[string]string{"memory": "20Gi"})).Obj(),
+			},
+			state:   allocated("half-0"),
+			claims:  []*resourceapi.ResourceClaim{MakeClaim("c").Request("gpu", "gpu", 2).Obj()},
+			want:    []allocator.Failure{{Claim: "default/c", Request: "gpu", Reason: allocator.ReasonDevicesInUse, Need: 2, Matching: 3, Free: 1, InUse: 1, CountersExhausted: 1}},
+			message: `request "gpu": 1 of 3 matching devices free, need 2 (1 in use, 1 counters exhausted)`,
+		},
+		"partitionable devices disabled": {
+			// A device that consumes counters is not there for a scheduler
+			// without partitionable devices; its counters are not the
+			// problem.
+			features: &withoutPartitions,
+			slices: []*resourceapi.ResourceSlice{MakeSlice("node-0").Node("node-0").Devices(
+				MakeDevice("part").Consumes("gpu-0", map[string]string{"memory": "20Gi"}), MakeDevice("gpu-1")).Obj()},
+			claims:  []*resourceapi.ResourceClaim{MakeClaim("c").Request("gpu", "gpu", 2).Obj()},
+			want:    []allocator.Failure{{Claim: "default/c", Request: "gpu", Reason: allocator.ReasonDevicesInUse, Need: 2, Matching: 1, Free: 1}},
+			message: `request "gpu": 1 of 1 matching devices free, need 2`,
+		},
 		"capacity exhausted": {
 			slices: []*resourceapi.ResourceSlice{MakeSlice("node-0").Node("node-0").Devices(
 				MakeDevice("nic").Capacity("bandwidth", "10G").Shareable(nil)).Obj()},
@@ -129,6 +189,41 @@ func TestExplain(t *testing.T) {
 			want:    []allocator.Failure{{Claim: "default/c", Request: "gpu", Reason: allocator.ReasonPoolIncomplete, Need: 1, Pool: "gpu.example.com/node-0"}},
 			message: `request "gpu": no matching device; resource pool gpu.example.com/node-0 is being updated`,
 		},
+		"node without optional node operations": {
+			features: &experimental,
+			slices:   skipping,
+			claims:   []*resourceapi.ResourceClaim{MakeClaim("c").Request("gpu", "gpu", 2).Obj()},
+			want:     []allocator.Failure{{Claim: "default/c", Request: "gpu", Reason: allocator.ReasonNodeOperationsUnsupported, Need: 2, Matching: 3, Free: 1, NodeOperations: 2}},
+			message:  `request "gpu": 1 of 3 matching devices free, need 2 (2 need optional node operations)`,
+		},
+		"optional node operations disabled": {
+			features: &withoutNodeOperations,
+			node:     declaringOptionalNodeOperations(MakeNode("node-0")),
+			slices:   skipping,
+			claims:   []*resourceapi.ResourceClaim{MakeClaim("c").Request("gpu", "gpu", 2).Obj()},
+			want:     []allocator.Failure{{Claim: "default/c", Request: "gpu", Reason: allocator.ReasonNodeOperationsUnsupported, Need: 2, Matching: 3, Free: 1, NodeOperations: 2}},
+			message:  `request "gpu": 1 of 3 matching devices free, need 2 (2 need optional node operations)`,
+		},
+		"node with optional node operations": {
+			features: &experimental,
+			node:     declaringOptionalNodeOperations(MakeNode("node-0")),
+			slices:   skipping,
+			claims:   []*resourceapi.ResourceClaim{MakeClaim("c").Request("gpu", "gpu", 3).Obj()},
+		},
+		"compatibility groups": {
+			features: &experimental,
+			slices:   partitions,
+			state:    allocated("mig-0"),
+			claims:   []*resourceapi.ResourceClaim{MakeClaim("c").Request("gpu", "gpu", 2).Obj()},
+			want:     []allocator.Failure{{Claim: "default/c", Request: "gpu", Reason: allocator.ReasonDevicesIncompatible, Need: 2, Matching: 4, Free: 1, InUse: 1, Incompatible: 2}},
+			message:  `request "gpu": 1 of 4 matching devices free, need 2 (1 in use, 2 incompatible with allocated devices)`,
+		},
+		"compatibility groups allow": {
+			features: &experimental,
+			slices:   partitions,
+			state:    allocated("mig-0"),
+			claims:   []*resourceapi.ResourceClaim{MakeClaim("c").Request("gpu", "gpu", 1).Obj()},
+		},
 		"closest subrequest": {
 			slices: []*resourceapi.ResourceSlice{fourGPUs},
 			state:  allocated("gpu-0", "gpu-1"),
@@ -140,8 +235,15 @@ func TestExplain(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, ctx := ktesting.NewTestContext(t)
-			node := MakeNode("node-0")
-			a, err := allocator.New(ctx, allFeatures, tc.state, ClassLister{gpuClass}, tc.slices, allocator.Options{})
+			features := allFeatures
+			if tc.features != nil {
+				features = *tc.features
+			}
+			node := tc.node
+			if node == nil {
+				node = MakeNode("node-0")
+			}
+			a, err := allocator.New(ctx, features, tc.state, ClassLister{gpuClass}, tc.slices, allocator.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -166,4 +268,103 @@ func TestExplain(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestExplainContext: Explain stops when its context is done and says so,
+// like Allocate, so that the plugin can bound it by Filter's timeout.
+func TestExplainContext(t *testing.T) {
+	// Ten requests need pairwise distinct rows and columns, but six rows
+	// only have devices in five columns. Neither the bounds nor the memo
+	// see that, so the search takes far longer than any test may.
+	const k = 10
+	var devices []*DeviceWrapper
+	for row := range k {
+		for col := range k {
+			if row <= k/2 && col >= k/2 {
+				continue
+			}
+			devices = append(devices, MakeDevice(fmt.Sprintf("gpu-%d-%d", row, col)).Int("row", int64(row)).Int("col", int64(col)))
+		}
+	}
+	hard := []*resourceapi.ResourceSlice{MakeSlice("node-0").Node("node-0").Devices(devices...).Obj()}
+	latin := MakeClaim("c")
+	for i := range k {
+		latin.Request(fmt.Sprintf("gpu-%d", i), "gpu", 1)
+	}
+	latin.DistinctAttribute("gpu.example.com/row").DistinctAttribute("gpu.example.com/col")
+	cause := errors.New("scheduler shutting down")
+
+	for name, tc := range map[string]struct {
+		slices []*resourceapi.ResourceSlice
+		claims []*resourceapi.ResourceClaim
+		// context derives the context Explain runs with.
+		context func(ctx context.Context) (context.Context, context.CancelFunc)
+		want    error
+	}{
+		"cancelled before": {
+			slices: hard,
+			claims: []*resourceapi.ResourceClaim{latin.Obj()},
+			context: func(ctx context.Context) (context.Context, context.CancelFunc) {
+				ctx, cancel := context.WithCancelCause(ctx)
+				cancel(cause)
+				return ctx, func() {}
+			},
+			want: cause,
+		},
+		"deadline during the search": {
+			slices: hard,
+			claims: []*resourceapi.ResourceClaim{latin.Obj()},
+			context: func(ctx context.Context) (context.Context, context.CancelFunc) {
+				return context.WithTimeout(ctx, 5*time.Millisecond)
+			},
+			want: context.DeadlineExceeded,
+		},
+		// Here the per-request pass has the answer without searching,
+		// which must not hide that the caller gave up.
+		"cancelled before, request fails on its own": {
+			slices: []*resourceapi.ResourceSlice{MakeSlice("node-0").Node("node-0").Devices(MakeDevice("gpu-0")).Obj()},
+			claims: []*resourceapi.ResourceClaim{MakeClaim("c").Request("gpu", "gpu", 2).Obj()},
+			context: func(ctx context.Context) (context.Context, context.CancelFunc) {
+				ctx, cancel := context.WithCancelCause(ctx)
+				cancel(cause)
+				return ctx, func() {}
+			},
+			want: cause,
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, ctx := ktesting.NewTestContext(t)
+			a, err := allocator.New(ctx, structured.Features{}, structured.AllocatedState{}, ClassLister{gpuClass}, tc.slices, allocator.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := tc.context(ctx)
+			defer cancel()
+			failures, err := a.Explain(ctx, MakeNode("node-0"), tc.claims)
+			if !errors.Is(err, tc.want) {
+				t.Fatalf("Explain returned failures %v and error %v, want an error wrapping %v", failures, err, tc.want)
+			}
+		})
+	}
+}
+
+// skipNodeOperations marks a slice as one whose devices skip all node
+// operations.
+func skipNodeOperations(slice *resourceapi.ResourceSlice) *resourceapi.ResourceSlice {
+	slice.Spec.SkipNodeOperations = []resourceapi.SkipNodeOperation{resourceapi.SkipNodeOperationAll}
+	return slice
+}
+
+// declaringOptionalNodeOperations makes the node declare support for
+// devices that skip node operations.
+func declaringOptionalNodeOperations(node *v1.Node) *v1.Node {
+	node.Status.DeclaredFeatures = append(node.Status.DeclaredFeatures, draoptionalnodeoperations.DRAOptionalNodeOperationsFeatureGate)
+	return node
+}
+
+// inGroups sets the compatibility groups of the device's last counter
+// consumption.
+func inGroups(d *DeviceWrapper, groups ...string) *DeviceWrapper {
+	d.ConsumesCounters[len(d.ConsumesCounters)-1].CompatibilityGroups = groups
+	return d
 }

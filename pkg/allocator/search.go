@@ -9,11 +9,9 @@ import (
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
-	"k8s.io/component-helpers/nodedeclaredfeatures/features/draoptionalnodeoperations"
 	"k8s.io/dynamic-resource-allocation/resourceclaim"
 	"k8s.io/dynamic-resource-allocation/structured"
 	"k8s.io/klog/v2"
-	"k8s.io/utils/ptr"
 )
 
 // The search is a depth-first, first-fit backtracking search in exactly
@@ -118,9 +116,6 @@ type search struct {
 	// search had to backtrack a few times: a search that succeeds at the
 	// first try, or after a little backtracking, never pays for them.
 	failures int
-	// optimisticShares makes couldAccept assume that devices allowing
-	// multiple allocations skip the counter check (see couldAcceptLater).
-	optimisticShares bool
 
 	// hash is a Zobrist hash of the state the future depends on, maintained
 	// incrementally; see memo.
@@ -138,10 +133,17 @@ type search struct {
 	nodeRequestBuf []nodeRequest
 	selectableBuf  []int8
 	constraintBuf  []constraintState
+	// values receives what accepts found for the constraints of the
+	// current claim; sized for the claim with the most constraints.
+	values []constraintValue
 	// placements holds the placements of the current assignment.
 	placements placementStack
 	// buckets is feasible's scratch map, cleared before each use.
 	buckets map[string]int
+	// draws caches counterDraw per candidate; sized on first use in a
+	// search.
+	draws      []counterDrawRef
+	drawsSized bool
 }
 
 // placementChunk is how many placements placementStack allocates at once.
@@ -188,8 +190,8 @@ type searchStats struct {
 
 func (s *search) allocateOne(r pos, allocSub bool, start int) (bool, error) {
 	s.stats.steps++
-	if err := s.ctx.Err(); err != nil {
-		return false, fmt.Errorf("filter operation aborted: %w", context.Cause(s.ctx))
+	if s.ctx.Err() != nil {
+		return false, s.abortError()
 	}
 	if r.claim >= len(s.claims) {
 		return true, nil
@@ -274,32 +276,9 @@ func (s *search) allocateOne(r pos, allocSub bool, start int) (bool, error) {
 	}
 	var failed []deviceClassKey
 	for ci := first; ci < len(s.cands); ci++ {
-		c := s.cands[ci]
 		if len(failed) > 0 && s.clean(ci) && slices.Contains(failed, s.classOf(ci)) {
 			s.stats.symmetrySkips++
 			continue
-		}
-		if rd.adminAccess && s.markedBy(ci, r.claim) {
-			continue
-		}
-		if !rd.adminAccess && s.inUse(ci) {
-			continue
-		}
-		selectable, err := s.isSelectable(nr, ci)
-		if err != nil {
-			return false, err
-		}
-		if !selectable {
-			continue
-		}
-		if s.a.features.ConsumableCapacity {
-			fits, err := s.capacityFits(nr, ci)
-			if err != nil {
-				return false, fmt.Errorf("claim %s, request %s: checking capacity for device %s: %w", klog.KObj(s.claims[r.claim].claim), rd.name, c.id(), err)
-			}
-			if !fits {
-				continue
-			}
 		}
 		wasClean := s.clean(ci)
 		p, err := s.allocateDevice(r, nr, ci, false)
@@ -327,6 +306,19 @@ func (s *search) allocateOne(r pos, allocSub bool, start int) (bool, error) {
 		}
 	}
 	return false, nil
+}
+
+// aborted returns abortError once the context is done, nil before.
+func (s *search) aborted() error {
+	if s.ctx.Err() == nil {
+		return nil
+	}
+	return s.abortError()
+}
+
+// abortError wraps the context's cause in upstream's wording.
+func (s *search) abortError() error {
+	return fmt.Errorf("filter operation aborted: %w", context.Cause(s.ctx))
 }
 
 // boundsThreshold is how many backtracks turn on the matching bounds.
@@ -387,107 +379,66 @@ type placement struct {
 	resultAdded bool
 }
 
-// allocateDevice checks availability and constraints for one candidate and,
-// if it fits, applies it to the state. It returns nil if the candidate does
-// not fit. With must set (an "All" request), a violated constraint is an
-// error: such a claim can never be satisfied.
+// allocateDevice asks accepts whether the candidate can take slot r and,
+// if so, applies it to the state: counters and compatibility groups drawn,
+// constraint values added, the device marked in use or a share of it taken,
+// the result recorded. It returns nil if the candidate is not accepted. With
+// must set (an "All" request), a violated constraint is an error: such a
+// claim can never be satisfied.
 func (s *search) allocateDevice(r pos, nr *nodeRequest, ci int, must bool) (*placement, error) {
+	mode := checkMode(0)
+	if must {
+		mode = checkAll
+	}
+	values := s.values[:len(s.constraints[r.claim])]
+	ok, reason, err := s.accepts(r.claim, nr, ci, mode, values)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		if must && reason == ReasonConstraintUnsatisfiable {
+			return nil, fmt.Errorf("claim %s, request %s: cannot add device %s because a claim constraint would not be satisfied", klog.KObj(s.claims[r.claim].claim), nr.rd.name, s.cands[ci].id())
+		}
+		return nil, nil
+	}
+
 	c := s.cands[ci]
 	device := c.device()
 	rd := nr.rd
-	allowMultiple := s.a.features.ConsumableCapacity && ptr.Deref(device.AllowMultipleAllocations, false)
-	if !allowMultiple && rd.adminAccess && s.markedBy(ci, r.claim) {
-		return nil, nil
-	}
-	if !rd.adminAccess && s.inUse(ci) {
-		return nil, nil
-	}
-	if s.a.tier.honorsSkipNodeOperations && len(c.ps.slice.Spec.SkipNodeOperations) > 0 {
-		if !s.a.features.OptionalNodeOperations {
-			return nil, nil
-		}
-		if !slices.Contains(s.node.Status.DeclaredFeatures, draoptionalnodeoperations.DRAOptionalNodeOperationsFeatureGate) {
-			return nil, nil
-		}
-	}
-	if !s.a.features.PartitionableDevices && len(device.ConsumesCounters) > 0 {
-		return nil, nil
-	}
-
 	p := s.placements.push()
 	p.r, p.nr, p.cand = r, nr, ci
-	// A further share of an allow-multiple device that is already in use has
-	// its counters accounted for already.
-	skipCounters := allowMultiple && s.capacityInUse(ci)
-	if !skipCounters && len(device.ConsumesCounters) > 0 {
+	// A further share of a shared device has its counters accounted for
+	// already.
+	if len(device.ConsumesCounters) > 0 && s.drawsCounters(ci) {
 		if s.a.features.CompatibilityGroups {
-			ok, undo := s.compatFor(c.pool).consume(device)
-			if !ok {
-				return nil, nil
-			}
-			p.compatUndo = undo
+			p.compatUndo = s.compatFor(c.pool).fold(device)
 		}
-		if !s.countersFor(c.pool).reserve(s.consumptionOf(ci)) {
-			s.undo(p)
-			return nil, nil
-		}
+		usage, consumption := s.counterDraw(ci)
+		usage.apply(consumption, true)
 		p.countersHeld = true
 		s.hash.toggle(candKey(ci, -1, keyCounters))
 	}
-
-	if s.a.features.DeviceTaints && taintPrevents(device, rd.tolerations) {
-		s.undo(p)
-		return nil, nil
-	}
-
 	for i := range s.constraints[r.claim] {
 		cs := &s.constraints[r.claim][i]
-		if !cs.spec.appliesTo(rd) {
-			p.constraints++
-			continue
+		if cs.spec.appliesTo(rd) {
+			cs.add(values[i].attr, values[i].narrowed)
 		}
-		attr, err := s.attribute(rd, c, cs.spec.attribute)
-		if err != nil {
-			s.undo(p)
-			return nil, err
-		}
-		ok, narrowed := cs.check(attr)
-		if !ok {
-			s.undo(p)
-			if must {
-				return nil, fmt.Errorf("claim %s, request %s: cannot add device %s because a claim constraint would not be satisfied", klog.KObj(s.claims[r.claim].claim), rd.name, c.id())
-			}
-			return nil, nil
-		}
-		cs.add(attr, narrowed)
 		p.constraints++
 	}
-
+	allowMultiple := s.allowsMultiple(device)
 	if !allowMultiple {
 		s.marks[ci] = append(s.marks[ci], r.claim)
 		p.marked = true
 		s.hash.toggle(candKey(ci, r.claim, keyMark))
 	}
-
 	result := resultDevice{cand: ci, nr: nr}
-	if s.a.features.ConsumableCapacity {
-		fits, err := s.capacityFits(nr, ci)
-		if err != nil {
-			s.undo(p)
-			return nil, fmt.Errorf("claim %s, request %s: rechecking capacity for device %s: %w", klog.KObj(s.claims[r.claim].claim), rd.name, c.id(), err)
-		}
-		if !fits {
-			s.undo(p)
-			return nil, nil
-		}
-		if allowMultiple {
-			share := s.capacityOf(nr, ci)
-			result.share = share
-			s.addShare(ci, share, true)
-			p.share = share
-			p.shareKey = candKey(ci, r.claim, keyShare+uint64(rd.requestIndex)<<8+uint64(rd.subRequestIndex))
-			s.hash.toggle(p.shareKey)
-		}
+	if allowMultiple {
+		share := s.capacityOf(nr, ci)
+		result.share = share
+		s.addShare(ci, share, true)
+		p.share = share
+		p.shareKey = candKey(ci, r.claim, keyShare+uint64(rd.requestIndex)<<8+uint64(rd.subRequestIndex))
+		s.hash.toggle(p.shareKey)
 	}
 	s.results[r.claim] = append(s.results[r.claim], result)
 	p.resultAdded = true
@@ -522,7 +473,8 @@ func (s *search) undo(p *placement) {
 		s.compatFor(c.pool).restore(p.compatUndo)
 	}
 	if p.countersHeld {
-		s.countersFor(c.pool).release(s.consumptionOf(p.cand))
+		usage, consumption := s.counterDraw(p.cand)
+		usage.release(consumption)
 		s.hash.toggle(candKey(p.cand, -1, keyCounters))
 	}
 	s.placements.pop(p)
@@ -658,8 +610,32 @@ func (s *search) capacityOf(nr *nodeRequest, ci int) *capacityEval {
 
 // consumptionOf returns what a candidate draws from its pool's counters.
 func (s *search) consumptionOf(ci int) *consumption {
-	c := s.cands[ci]
-	return s.countersFor(c.pool).pool.consumptionOf(c.ps, c.i)
+	_, c := s.counterDraw(ci)
+	return c
+}
+
+// counterDraw returns the counters a candidate draws from and what it
+// draws. Every check and every placement of a partitionable device needs
+// both; looking them up once per search keeps the pool's lock and two map
+// lookups out of the search's inner loop.
+func (s *search) counterDraw(ci int) (*counterUsage, *consumption) {
+	if !s.drawsSized {
+		s.draws = grow(s.draws, len(s.cands))
+		s.drawsSized = true
+	}
+	d := &s.draws[ci]
+	if d.usage == nil {
+		c := s.cands[ci]
+		d.usage = s.countersFor(c.pool)
+		d.consumption = d.usage.pool.consumptionOf(c.ps, c.i)
+	}
+	return d.usage, d.consumption
+}
+
+// counterDrawRef is counterDraw's answer for one candidate.
+type counterDrawRef struct {
+	usage       *counterUsage
+	consumption *consumption
 }
 
 func (s *search) countersFor(p *pool) *counterUsage {
