@@ -20,8 +20,11 @@
 #     each message is still compared as upstream compares it.
 #  3. FilterTimeout/enabled expects a 10ms filter timeout to expire while
 #     the allocator looks for 21 devices among 20; drasched's allocator sees
-#     at once that they do not fit. That test runs with allocator: upstream
-#     (upstream's allocator inside StructuredDRA), unchanged.
+#     at once that they do not fit (and the other node's devices are still
+#     allocated to FilterTimeout/disabled's claim), so the pod would be
+#     unschedulable instead of in error. That test runs with
+#     allocator: upstream (upstream's allocator inside StructuredDRA),
+#     unchanged.
 #  4. Entry point all: StructuredDRA refuses to start with the feature gates
 #     GenericWorkload, DRAWorkloadResourceClaims and
 #     DRANodeAllocatableResources, which it does not implement yet (issue
@@ -31,7 +34,8 @@
 #     OptionalNodeOperations.
 #
 # Usage: hack/conformance-integration.sh [test binary flags...]
-#   ENTRIES="default all"   the suite's entry points to run (also ga, api)
+#   ENTRIES="default all"   the suite's entry points to run (ga and api also
+#                           build; make conformance does not run them)
 #   e.g. ENTRIES=default hack/conformance-integration.sh -test.run 'TestDRA/default/FilterTimeout'
 #   -drasched.allocator=upstream runs every test with upstream's allocator.
 # Each entry point's full output (-test.v) goes to
