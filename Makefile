@@ -89,8 +89,17 @@ test-race: ## Run the tests of concurrent code paths with the race detector.
 	$(GO) test -race ./pkg/tracker/... ./pkg/plugins/dra ./pkg/leaderfence
 
 .PHONY: conformance
-conformance: ## Run upstream's shared allocator test suite against pkg/allocator (UPSTREAM=1 adds upstream's variants).
+conformance: ## Run upstream's allocator suite against pkg/allocator (UPSTREAM=1 adds upstream's variants) and upstream's DRA integration suite against StructuredDRA.
 	hack/conformance.sh
+	hack/conformance-integration.sh
+
+# `make conformance-integration ENTRIES=default RUN='TestDRA/default/FilterTimeout'`
+ENTRIES ?= default all
+RUN ?=
+
+.PHONY: conformance-integration
+conformance-integration: ## Run only upstream's DRA integration suite with StructuredDRA for DynamicResources (ENTRIES="default all", RUN=regexp).
+	ENTRIES="$(ENTRIES)" hack/conformance-integration.sh $(if $(RUN),-test.run '$(RUN)')
 
 .PHONY: bench
 bench: ## Run scheduler_perf, kwok and allocator benchmarks, drasched and upstream side by side; results in bench/results (QUICK=1: quick subset).
