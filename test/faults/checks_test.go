@@ -155,7 +155,7 @@ func settle(t *testing.T, env *framework.Env, sched *framework.Scheduler, wantBo
 	var last *endState
 	var lastErr error
 	var since time.Time
-	var print string
+	var seen string
 	deadline := time.Now().Add(timeout)
 	for {
 		// Each read has its own deadline, so that the last one before the
@@ -173,8 +173,8 @@ func settle(t *testing.T, env *framework.Env, sched *framework.Scheduler, wantBo
 			last, lastErr, done = s, nil, true
 		default:
 			last, lastErr = s, nil
-			if p := s.fingerprint(); since.IsZero() || p != print {
-				since, print = time.Now(), p
+			if p := s.fingerprint(); since.IsZero() || p != seen {
+				since, seen = time.Now(), p
 			}
 			done = time.Since(since) >= window
 		}

@@ -66,6 +66,7 @@ func TestLeaderHandover(t *testing.T) {
 	env.WaitForPodUnschedulable("a")
 	t.Logf("second bound pod b and found pod a unschedulable")
 
+	releasedAt := time.Now()
 	held.Release()
 	resumedAt := first.signal(t, syscall.SIGCONT)
 	exited := first.waitExit(30 * time.Second)
@@ -73,8 +74,9 @@ func TestLeaderHandover(t *testing.T) {
 	// The timeline, for the record.
 	t.Logf("timeline (first stopped at %s):", stoppedAt.Format("15:04:05.000"))
 	t.Logf("  %s second holds the lease", tookOver.Format("15:04:05.000"))
-	t.Logf("  %s first resumed (SIGCONT), its finalizer update released", resumedAt.Format("15:04:05.000"))
-	for _, r := range first.proxy.requests(resumedAt, writes) {
+	t.Logf("  %s first's finalizer update of claim a released", releasedAt.Format("15:04:05.000"))
+	t.Logf("  %s first resumed (SIGCONT)", resumedAt.Format("15:04:05.000"))
+	for _, r := range first.proxy.requests(releasedAt, writes) {
 		t.Logf("  %s first wrote: %s %s -> %d", r.start.Format("15:04:05.000"), r.method, r.path, r.status)
 	}
 	if exited {

@@ -3,14 +3,17 @@
 package faults
 
 import (
+	"context"
 	"fmt"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2/ktesting"
 
 	"github.com/drasched/drasched/internal/builder"
@@ -123,26 +126,42 @@ func TestSchedulerKilled(t *testing.T) {
 }
 
 // boundPods returns a channel that is closed once n pods of the test are
-// bound.
+// bound. It learns of bindings from an informer rather than by polling,
+// so that a restart comes in the middle of the scheduler's work even on a
+// fast machine, and rather than from a bare watch, which the apiserver
+// closes when its consumer falls behind, as a test on a busy machine does
+// in a burst of pod events.
 func boundPods(t *testing.T, env *framework.Env, n int) <-chan struct{} {
 	t.Helper()
-	w, err := env.Client.CoreV1().Pods(env.Namespace).Watch(env.Ctx, metav1.ListOptions{})
-	if err != nil {
+	factory := informers.NewSharedInformerFactoryWithOptions(env.Client, 0, informers.WithNamespace(env.Namespace))
+	informer := factory.Core().V1().Pods().Informer()
+	done := make(chan struct{})
+	var mutex sync.Mutex
+	bound := sets.New[string]()
+	seen := func(obj any) {
+		pod, ok := obj.(*v1.Pod)
+		if !ok || pod.Spec.NodeName == "" {
+			return
+		}
+		mutex.Lock()
+		defer mutex.Unlock()
+		bound.Insert(pod.Name)
+		if bound.Len() == n {
+			close(done)
+		}
+	}
+	if _, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    seen,
+		UpdateFunc: func(_, obj any) { seen(obj) },
+	}); err != nil {
 		t.Fatalf("watch pods: %v", err)
 	}
-	t.Cleanup(w.Stop)
-	done := make(chan struct{})
-	go func() {
-		bound := sets.New[string]()
-		for event := range w.ResultChan() {
-			if pod, ok := event.Object.(*v1.Pod); ok && pod.Spec.NodeName != "" {
-				bound.Insert(pod.Name)
-				if bound.Len() == n {
-					close(done)
-				}
-			}
-		}
-	}()
+	ctx, cancel := context.WithCancel(env.Ctx)
+	factory.Start(ctx.Done())
+	t.Cleanup(func() {
+		cancel()
+		factory.Shutdown()
+	})
 	return done
 }
 

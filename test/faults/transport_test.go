@@ -100,7 +100,8 @@ type faults struct {
 	nthFaults     map[int]fault
 	statusUpdates int
 	injected      []injection
-	// injections receives every injection as it happens.
+	// injections receives injections as they happen, for tests that act
+	// right after one.
 	injections chan injection
 
 	// counts of requests by kind, for the log of a scenario.
@@ -150,7 +151,11 @@ func (f *faults) record(i injection) {
 	f.mutex.Lock()
 	f.injected = append(f.injected, i)
 	f.mutex.Unlock()
-	f.injections <- i
+	select {
+	case f.injections <- i:
+	default:
+		// Nobody waits for this many; Injected has them all.
+	}
 }
 
 // Injected returns what was injected so far.
