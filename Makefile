@@ -73,15 +73,24 @@ commands: ## Build only the binaries under cmd/ into $(BIN_DIR).
 	done
 
 .PHONY: test
-test: ## Run all tests: unit, differential, integration, race and upstream conformance.
+test: ## Run all tests: unit, differential, integration, fault injection, race and upstream conformance.
 	$(GO) test ./...
 	cd bench/cmd/report && $(GO) test ./...
+	$(MAKE) test-faults
 	$(MAKE) test-race
 	$(MAKE) conformance
 
 .PHONY: test-integration
 test-integration: ## Run the integration tests: in-process kube-apiserver, etcd, claim controller and scheduler.
 	$(GO) test ./test/integration/...
+
+# The fault scenarios are behind the build tag "faults" so that `go test ./...`
+# does not run them beside test/integration: both start an apiserver, and the
+# scenarios' leases and delays are timed for a machine that is not busy with
+# another suite.
+.PHONY: test-faults
+test-faults: ## Run the fault-injection scenarios: lost write answers, late watches, leader handover, apiserver restart, scheduler killed.
+	$(GO) test -tags faults -timeout 20m ./test/faults/...
 
 .PHONY: test-race
 test-race: ## Run the tests of concurrent code paths with the race detector.
@@ -133,6 +142,7 @@ verify-fmt: ## Fail if any Go file is not gofmt'ed.
 vet: ## Run go vet.
 	$(GO) vet ./...
 	$(GO) vet -tags schedulerperf ./bench/schedulerperf
+	$(GO) vet -tags faults ./test/faults/...
 	cd bench/cmd/report && $(GO) vet ./...
 
 .PHONY: lint

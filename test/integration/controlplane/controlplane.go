@@ -49,17 +49,9 @@ type ControlPlane struct {
 // The feature gates are process-wide: the scheduler and the claim controller
 // started in the same process see the same gates as the apiserver.
 func StartControlPlane(ctx context.Context) (cp *ControlPlane, err error) {
-	if !*controlPlaneLog {
-		// kube-apiserver logs through klog's global logger as well as its
-		// context; the scheduler and the claim controller log contextually
-		// to their test.
-		klog.SetOutput(io.Discard)
-		klog.LogToStderr(false)
+	if err := setUpProcess(); err != nil {
+		return nil, err
 	}
-	if err := utilfeature.DefaultMutableFeatureGate.SetFromMap(Features); err != nil {
-		return nil, fmt.Errorf("set feature gates: %w", err)
-	}
-
 	etcdURL, stopEtcd, err := startEtcd()
 	if err != nil {
 		return nil, err
@@ -79,8 +71,47 @@ func StartControlPlane(ctx context.Context) (cp *ControlPlane, err error) {
 		}
 	}()
 
-	storage := storagebackend.NewDefaultConfig(path.Join(uuid.New().String(), "registry"), nil)
+	server, err := startAPIServer(tb, storageConfig(etcdURL, uuid.New().String()))
+	if err != nil {
+		return nil, err
+	}
+	tb.Cleanup(server.TearDownFn)
+
+	client, err := kubernetes.NewForConfig(server.ClientConfig)
+	if err != nil {
+		return nil, fmt.Errorf("create client: %w", err)
+	}
+	return &ControlPlane{Config: server.ClientConfig, Client: client, stop: stopAll}, nil
+}
+
+// setUpProcess prepares the process for a control plane: klog output and
+// the feature gates of Features.
+func setUpProcess() error {
+	if !*controlPlaneLog {
+		// kube-apiserver logs through klog's global logger as well as its
+		// context; the scheduler and the claim controller log contextually
+		// to their test.
+		klog.SetOutput(io.Discard)
+		klog.LogToStderr(false)
+	}
+	if err := utilfeature.DefaultMutableFeatureGate.SetFromMap(Features); err != nil {
+		return fmt.Errorf("set feature gates: %w", err)
+	}
+	return nil
+}
+
+// storageConfig is the storage configuration of an apiserver on etcd,
+// with its keys under prefix: apiservers started with the same prefix see
+// the same objects.
+func storageConfig(etcdURL, prefix string) *storagebackend.Config {
+	storage := storagebackend.NewDefaultConfig(path.Join(prefix, "registry"), nil)
 	storage.Transport.ServerList = []string{etcdURL}
+	return storage
+}
+
+// startAPIServer starts kube-apiserver on the storage and returns when it
+// is healthy. The caller tears it down.
+func startAPIServer(tb *processTB, storage *storagebackend.Config) (kubeapiservertesting.TestServer, error) {
 	flags := []string{
 		// No ServiceAccount controller runs, so pods could not get a token.
 		// TaintNodesByCondition would taint every new node as not ready,
@@ -103,15 +134,9 @@ func StartControlPlane(ctx context.Context) (cp *ControlPlane, err error) {
 		server, err = kubeapiservertesting.StartTestServer(tb, options, flags, storage)
 		return err
 	}); err != nil {
-		return nil, fmt.Errorf("start kube-apiserver: %w", err)
+		return server, fmt.Errorf("start kube-apiserver: %w", err)
 	}
-	tb.Cleanup(server.TearDownFn)
-
-	client, err := kubernetes.NewForConfig(server.ClientConfig)
-	if err != nil {
-		return nil, fmt.Errorf("create client: %w", err)
-	}
-	return &ControlPlane{Config: server.ClientConfig, Client: client, stop: stopAll}, nil
+	return server, nil
 }
 
 // Stop tears down the apiserver and etcd. It may be called more than once.

@@ -13,6 +13,8 @@ import (
 	"k8s.io/klog/v2/ktesting"
 	_ "k8s.io/klog/v2/ktesting/init" // -testing.v and -testing.vmodule for the test logs
 	"k8s.io/utils/ptr"
+
+	"github.com/drasched/drasched/test/integration/controlplane"
 )
 
 // Env is one test's share of the control plane: its own namespace, its own
@@ -44,6 +46,9 @@ type SetupOptions struct {
 	// of what the scheduler must clean up by itself: the controller also
 	// deletes the claims of pods that are gone and would hide a leak.
 	NoClaimController bool
+	// ControlPlane is the control plane to use instead of the shared one,
+	// for tests that restart or break it. The test stops it.
+	ControlPlane *controlplane.ControlPlane
 }
 
 // Setup creates a namespace on the shared control plane and starts a claim
@@ -57,7 +62,10 @@ func Setup(t *testing.T) *Env {
 // SetupWith is Setup with options.
 func SetupWith(t *testing.T, opts SetupOptions) *Env {
 	t.Helper()
-	cp := Shared(t)
+	cp := opts.ControlPlane
+	if cp == nil {
+		cp = Shared(t)
+	}
 	_, ctx := ktesting.NewTestContext(t)
 	ctx, cancel := context.WithCancel(ctx)
 	t.Cleanup(cancel)

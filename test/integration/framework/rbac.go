@@ -41,6 +41,18 @@ func schedulerConfig(admin *rest.Config) *rest.Config {
 	return cfg
 }
 
+// SchedulerClientConfig returns the configuration for a scheduler that runs
+// outside this process, such as the drasched binary, with the identity
+// StartScheduler gives the in-process one: a copy of the admin config that
+// impersonates the scheduler's ServiceAccount, once config/scheduler/rbac.yaml
+// is applied and in force.
+func SchedulerClientConfig(ctx context.Context, admin *rest.Config) (*rest.Config, error) {
+	if err := ensureSchedulerRBAC(ctx, admin); err != nil {
+		return nil, err
+	}
+	return schedulerConfig(admin), nil
+}
+
 // rbacApplied remembers, per apiserver, that config/scheduler/rbac.yaml was
 // applied: its objects are cluster-wide or in fixed namespaces, so every
 // scheduler started against the same apiserver shares them.

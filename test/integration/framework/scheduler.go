@@ -32,6 +32,11 @@ type SchedulerOptions struct {
 	// Registry adds out-of-tree plugins, such as test-only ones, to the
 	// registry from DraschedConfiguration.
 	Registry frameworkruntime.Registry
+	// WrapConfig changes the scheduler's client configuration (already
+	// impersonating its ServiceAccount) before any client is made from it:
+	// a fault-injecting transport added with rest.Config.Wrap sees every
+	// request the scheduler sends, its informers' watches included.
+	WrapConfig func(*rest.Config)
 }
 
 // Scheduler is a kube-scheduler running in this process.
@@ -74,6 +79,9 @@ func StartScheduler(ctx context.Context, restConfig *rest.Config, opts Scheduler
 		return nil, err
 	}
 	restConfig = rest.AddUserAgent(schedulerConfig(restConfig), "drasched-scheduler")
+	if opts.WrapConfig != nil {
+		opts.WrapConfig(restConfig)
+	}
 	client, err := kubernetes.NewForConfig(restConfig)
 	if err != nil {
 		return nil, fmt.Errorf("create scheduler client: %w", err)
