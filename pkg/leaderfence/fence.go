@@ -11,7 +11,8 @@
 // in flight, gives the same devices to another claim.
 //
 // A Fence wraps the leader elector's resource lock and remembers when the
-// last renewal of this process's lease was sent. No other candidate can
+// last renewal of this process's lease was sent, and wraps the transport of
+// the client that writes claims. No other candidate can
 // acquire the lease until LeaseDuration after it observed that renewal, so
 // as long as less than LeaseDuration minus a margin has passed, this
 // process is still the only leader; Check says so. A new leader waits the
@@ -29,6 +30,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"sync"
 	"time"
 
@@ -130,6 +132,28 @@ func (f *Fence) WaitHandover(ctx context.Context) error {
 	case <-ctx.Done():
 		return context.Cause(ctx)
 	}
+}
+
+// WrapTransport returns a round tripper that refuses to send a request that
+// writes (any method but GET and HEAD) while Check fails: a client built on
+// it cannot write after its process may have lost the lease, whichever
+// code path writes. The check runs right before the request goes out.
+func (f *Fence) WrapTransport(rt http.RoundTripper) http.RoundTripper {
+	return roundTripper{fence: f, next: rt}
+}
+
+type roundTripper struct {
+	fence *Fence
+	next  http.RoundTripper
+}
+
+func (r roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.Method != http.MethodGet && req.Method != http.MethodHead {
+		if err := r.fence.Check(); err != nil {
+			return nil, fmt.Errorf("%s %s refused: %w", req.Method, req.URL.Path, err)
+		}
+	}
+	return r.next.RoundTrip(req)
 }
 
 func (f *Fence) record(sent time.Time, ours bool) {

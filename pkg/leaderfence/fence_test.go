@@ -3,6 +3,10 @@ package leaderfence
 import (
 	"context"
 	"errors"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -159,5 +163,54 @@ func TestNilAndUnwrapped(t *testing.T) {
 	}
 	if _, err := New(0).Wrap(&lock{}, time.Second); err == nil {
 		t.Error("a zero margin was accepted")
+	}
+}
+
+// TestWrapTransport: a client on the wrapped transport reads at any time
+// and writes only while the fence is open.
+func TestWrapTransport(t *testing.T) {
+	var mutex sync.Mutex
+	var received []string
+	server := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mutex.Lock()
+		defer mutex.Unlock()
+		received = append(received, r.Method)
+	}))
+	defer server.Close()
+	f, wrapped, _, c := setup(t)
+	client := &http.Client{Transport: f.WrapTransport(http.DefaultTransport)}
+	send := func(method string) error {
+		req, err := http.NewRequest(method, server.URL+"/apis/resource.k8s.io/v1/namespaces/default/resourceclaims/c/status", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := client.Do(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		return err
+	}
+
+	if err := wrapped.Create(context.Background(), record("me")); err != nil {
+		t.Fatal(err)
+	}
+	for _, method := range []string{http.MethodGet, http.MethodPut, http.MethodPatch, http.MethodPost, http.MethodDelete} {
+		if err := send(method); err != nil {
+			t.Fatalf("%s while leading: %v", method, err)
+		}
+	}
+	c.advance(14 * time.Second)
+	if err := send(http.MethodGet); err != nil {
+		t.Fatalf("GET after the lease: %v", err)
+	}
+	for _, method := range []string{http.MethodPut, http.MethodPatch, http.MethodPost, http.MethodDelete} {
+		if err := send(method); !errors.Is(err, ErrNotLeader) {
+			t.Fatalf("%s after the lease: %v, want ErrNotLeader", method, err)
+		}
+	}
+	mutex.Lock()
+	defer mutex.Unlock()
+	if want := []string{"GET", "PUT", "PATCH", "POST", "DELETE", "GET"}; !slices.Equal(received, want) {
+		t.Fatalf("the server received %v, want %v", received, want)
 	}
 }

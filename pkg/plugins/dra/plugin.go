@@ -31,6 +31,7 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/dynamic-resource-allocation/cel"
 	"k8s.io/dynamic-resource-allocation/structured"
@@ -143,9 +144,13 @@ func newPlugin(ctx context.Context, obj runtime.Object, fh fwk.Handle, opts Proc
 	if err != nil {
 		return nil, err
 	}
+	client, err := fencedClient(fh, opts.Fence)
+	if err != nil {
+		return nil, err
+	}
 	pl := &Plugin{
 		fh:             fh,
-		client:         fh.ClientSet(),
+		client:         client,
 		fts:            fts,
 		features:       dynamicresources.AllocatorFeatures(fts),
 		bindingTimeout: args.BindingTimeout.Duration,
@@ -166,6 +171,24 @@ func newPlugin(ctx context.Context, obj runtime.Object, fh fwk.Handle, opts Proc
 	}
 	registerMetrics()
 	return pl, nil
+}
+
+// fencedClient returns the client the plugin writes with. Under leader
+// election it is a client of its own whose transport refuses writes once
+// the process may have lost its lease (leaderfence), so that no code path
+// of the plugin (PreBind, Unreserve, PostFilter, the claims for extended
+// resources) can write from a deposed leader.
+func fencedClient(fh fwk.Handle, fence *leaderfence.Fence) (kubernetes.Interface, error) {
+	if fence == nil || fh.KubeConfig() == nil {
+		return fh.ClientSet(), nil
+	}
+	config := rest.CopyConfig(fh.KubeConfig())
+	config.Wrap(fence.WrapTransport)
+	client, err := kubernetes.NewForConfig(rest.AddUserAgent(config, "drasched-claim-writer"))
+	if err != nil {
+		return nil, fmt.Errorf("client for claim writes: %w", err)
+	}
+	return client, nil
 }
 
 // Name returns the plugin's name.

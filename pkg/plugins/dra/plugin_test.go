@@ -24,7 +24,6 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/klog/v2/ktesting"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
@@ -728,59 +727,3 @@ func (a *allocateBeforeReserve) Reserve(claim *resourceapi.ResourceClaim) error 
 }
 
 var _ tracker.Interface = &allocateBeforeReserve{}
-
-// TestLeaseFenceInPreBind: a leader whose lease may have expired between
-// Reserve and PreBind does not write the allocation, and Unreserve drops
-// it.
-func TestLeaseFenceInPreBind(t *testing.T) {
-	fastRetries(t)
-	pod := podWithClaims("gpu")
-	env := newPluginEnv(t, pod, gpuClaim("gpu").Obj(), gpuSlice(1), builder.MakeClass(gpuClass))
-	lock := &renewableLock{}
-	fence := leaderfence.New(50 * time.Millisecond)
-	wrapped, err := fence.Wrap(lock, 200*time.Millisecond)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := wrapped.Create(env.ctx, resourcelock.LeaderElectionRecord{HolderIdentity: "me"}); err != nil {
-		t.Fatal(err)
-	}
-	env.plugin.fence = fence
-	pl, ctx := env.plugin, env.ctx
-	cs := framework.NewCycleState()
-	if _, status := pl.PreFilter(ctx, cs, pod, nil); !status.IsSuccess() {
-		t.Fatalf("PreFilter: %v", status)
-	}
-	nodeInfo := framework.NewNodeInfo()
-	nodeInfo.SetNode(nodeA)
-	if status := pl.Filter(ctx, cs, pod, nodeInfo); !status.IsSuccess() {
-		t.Fatalf("Filter: %v", status)
-	}
-	if status := pl.Reserve(ctx, cs, pod, "node-a"); !status.IsSuccess() {
-		t.Fatalf("Reserve: %v", status)
-	}
-	// Paused past the lease minus the margin.
-	time.Sleep(200 * time.Millisecond)
-	status := pl.PreBind(ctx, cs, pod, "node-a")
-	if status.Code() != fwk.Error || !strings.Contains(status.Message(), "not the leader") {
-		t.Fatalf("PreBind after the lease: %v, want an error about leadership", status)
-	}
-	pl.Unreserve(ctx, cs, pod, "node-a")
-	if writes := env.writes(); len(writes) > 0 {
-		t.Errorf("writes after the lease: %v", writes)
-	}
-	if got := env.tracker.InFlight(); len(got) > 0 {
-		t.Errorf("in flight after Unreserve: %v", got)
-	}
-}
-
-type renewableLock struct{}
-
-func (renewableLock) Get(context.Context) (*resourcelock.LeaderElectionRecord, []byte, error) {
-	return nil, nil, errors.New("not used")
-}
-func (renewableLock) Create(context.Context, resourcelock.LeaderElectionRecord) error { return nil }
-func (renewableLock) Update(context.Context, resourcelock.LeaderElectionRecord) error { return nil }
-func (renewableLock) RecordEvent(string)                                              {}
-func (renewableLock) Identity() string                                                { return "me" }
-func (renewableLock) Describe() string                                                { return "test" }

@@ -159,9 +159,6 @@ func (pl *Plugin) writeClaim(ctx context.Context, claim *resourceapi.ResourceCla
 			// The finalizer needs a normal update. An interrupted earlier
 			// attempt may have added it already.
 			if !slices.Contains(current.Finalizers, resourceapi.Finalizer) {
-				if err := pl.fence.Check(); err != nil {
-					return fmt.Errorf("add finalizer to claim %s: %w", klog.KObj(current), err)
-				}
 				update := current.DeepCopy()
 				update.Finalizers = append(update.Finalizers, resourceapi.Finalizer)
 				updated, err := claims.Update(ctx, update, metav1.UpdateOptions{})
@@ -189,11 +186,8 @@ func (pl *Plugin) writeClaim(ctx context.Context, claim *resourceapi.ResourceCla
 		if pl.bindingConditions() && update.Status.Allocation.AllocationTimestamp == nil {
 			update.Status.Allocation.AllocationTimestamp = &metav1.Time{Time: time.Now()}
 		}
-		// The last moment to find out that another scheduler may lead by
-		// now and may have given these devices away.
-		if err := pl.fence.Check(); err != nil {
-			return fmt.Errorf("claim %s: %w", klog.KObj(current), err)
-		}
+		// Under leader election the client's transport checks the lease
+		// right before the request goes out (leaderfence).
 		updated, err := claims.UpdateStatus(ctx, update, metav1.UpdateOptions{})
 		if err != nil {
 			again = retriable(err)
@@ -257,7 +251,8 @@ func retriable(err error) bool {
 // 5xx, a timeout, a connection that broke after the request went out)
 // leaves it open.
 func unknownOutcome(err error) bool {
-	if err == nil {
+	if err == nil || errors.Is(err, leaderfence.ErrNotLeader) {
+		// Refused by the lease fence before it was sent.
 		return false
 	}
 	var status apierrors.APIStatus
