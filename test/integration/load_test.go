@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -10,6 +11,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/tools/cache"
 
 	"github.com/drasched/drasched/internal/builder"
 	"github.com/drasched/drasched/test/integration/framework"
@@ -132,25 +135,39 @@ func TestSchedulerRestart(t *testing.T) {
 }
 
 // boundPods returns a channel that is closed once n pods of the test are
-// bound.
+// bound. An informer, not a bare watch: the API server may close a watch
+// that falls behind during the creation burst, and an informer watches
+// again from where it stopped.
 func boundPods(t *testing.T, env *framework.Env, n int) <-chan struct{} {
 	t.Helper()
-	w, err := env.Client.CoreV1().Pods(env.Namespace).Watch(env.Ctx, metav1.ListOptions{})
-	if err != nil {
+	factory := informers.NewSharedInformerFactoryWithOptions(env.Client, 0, informers.WithNamespace(env.Namespace))
+	done := make(chan struct{})
+	var mutex sync.Mutex
+	bound := sets.New[string]()
+	observe := func(obj any) {
+		pod, ok := obj.(*v1.Pod)
+		if !ok || pod.Spec.NodeName == "" {
+			return
+		}
+		mutex.Lock()
+		defer mutex.Unlock()
+		bound.Insert(pod.Name)
+		if bound.Len() == n {
+			close(done)
+		}
+	}
+	if _, err := factory.Core().V1().Pods().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    observe,
+		UpdateFunc: func(_, obj any) { observe(obj) },
+	}); err != nil {
 		t.Fatalf("watch pods: %v", err)
 	}
-	t.Cleanup(w.Stop)
-	done := make(chan struct{})
-	go func() {
-		bound := sets.New[string]()
-		for event := range w.ResultChan() {
-			if pod, ok := event.Object.(*v1.Pod); ok && pod.Spec.NodeName != "" {
-				bound.Insert(pod.Name)
-				if bound.Len() == n {
-					close(done)
-				}
-			}
-		}
-	}()
+	ctx, cancel := context.WithCancel(env.Ctx)
+	factory.Start(ctx.Done())
+	t.Cleanup(func() {
+		cancel()
+		factory.Shutdown()
+	})
+	factory.WaitForCacheSync(ctx.Done())
 	return done
 }
