@@ -15,7 +15,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/cache"
@@ -23,13 +22,11 @@ import (
 	"k8s.io/klog/v2/ktesting"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
-	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/dynamicresources"
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/feature"
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
 	"k8s.io/utils/ptr"
 
 	"github.com/drasched/drasched/internal/builder"
-	"github.com/drasched/drasched/pkg/allocator"
 	"github.com/drasched/drasched/pkg/tracker"
 	"github.com/drasched/drasched/pkg/tracker/trackertest"
 )
@@ -282,6 +279,7 @@ func extPlugin(t *testing.T, objects ...runtime.Object) (context.Context, *Plugi
 	t.Helper()
 	_, ctx := ktesting.NewTestContext(t)
 	ctx, cancel := context.WithCancel(ctx)
+	t.Cleanup(cancel)
 	client := trackertest.VersionedClientset(objects...)
 	factory := informers.NewSharedInformerFactory(client, 0)
 	manager, err := trackertest.NewManager(ctx, client, factory)
@@ -292,28 +290,7 @@ func extPlugin(t *testing.T, objects ...runtime.Object) (context.Context, *Plugi
 	if err != nil {
 		t.Fatal(err)
 	}
-	fts := feature.NewSchedulerFeaturesFromGates(utilfeature.DefaultFeatureGate)
-	pl := &Plugin{
-		client:         client,
-		fts:            fts,
-		features:       dynamicresources.AllocatorFeatures(fts),
-		tracker:        tr,
-		cache:          allocator.NewCache(0),
-		podsByClaim:    cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{"claims": func(any) ([]string, error) { return nil, nil }}),
-		claimIndexName: "claims",
-	}
-	if err := pl.setupExtendedResources(ctx, factory, nil, "test"); err != nil {
-		t.Fatal(err)
-	}
-	factory.Start(ctx.Done())
-	t.Cleanup(func() {
-		cancel()
-		factory.Shutdown()
-	})
-	if !cache.WaitForCacheSync(ctx.Done(), factory.Resource().V1().ResourceClaims().Informer().HasSynced,
-		factory.Resource().V1().DeviceClasses().Informer().HasSynced) {
-		t.Fatal("caches did not sync")
-	}
+	pl := testPlugin(t, ctx, client, factory, tr)
 	return ctx, pl, client
 }
 

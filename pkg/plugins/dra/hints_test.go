@@ -37,6 +37,19 @@ func checkPure(t *testing.T, env *pluginEnv) {
 	}
 }
 
+// checkHint fails unless a hint answered want without an error and
+// without changing anything.
+func checkHint(t *testing.T, env *pluginEnv, got fwk.QueueingHint, err error, want fwk.QueueingHint) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != want {
+		t.Errorf("hint %v, want %v", got, want)
+	}
+	checkPure(t, env)
+}
+
 func TestClaimHint(t *testing.T) {
 	pod := podWithClaims("gpu")
 	unallocatedGPU := gpuClaim("gpu").Obj()
@@ -91,13 +104,7 @@ func TestClaimHint(t *testing.T) {
 			env := hintEnv(t, pod, objects...)
 			logger, _ := ktesting.NewTestContext(t)
 			got, err := env.plugin.afterClaimChange(logger, pod, tc.oldObj, tc.newObj)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got != tc.want {
-				t.Errorf("hint %v, want %v", got, tc.want)
-			}
-			checkPure(t, env)
+			checkHint(t, env, got, err, tc.want)
 		})
 	}
 }
@@ -180,13 +187,7 @@ func TestPodHint(t *testing.T) {
 			env := hintEnv(t, template(), generated)
 			logger, _ := ktesting.NewTestContext(t)
 			got, err := env.plugin.afterPodUpdate(logger, template(), template(), tc.pod)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got != tc.want {
-				t.Errorf("hint %v, want %v", got, tc.want)
-			}
-			checkPure(t, env)
+			checkHint(t, env, got, err, tc.want)
 		})
 	}
 }
@@ -220,13 +221,7 @@ func TestClassHint(t *testing.T) {
 				oldObj = tc.oldObj
 			}
 			got, err := env.plugin.afterClassChange(logger, pod, oldObj, tc.newObj)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got != tc.want {
-				t.Errorf("hint %v, want %v", got, tc.want)
-			}
-			checkPure(t, env)
+			checkHint(t, env, got, err, tc.want)
 		})
 	}
 }
@@ -280,13 +275,7 @@ func TestSliceHint(t *testing.T) {
 				newObj = tc.newObj
 			}
 			got, err := env.plugin.afterSliceChange(logger, pod, oldObj, newObj)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got != tc.want {
-				t.Errorf("hint %v, want %v", got, tc.want)
-			}
-			checkPure(t, env)
+			checkHint(t, env, got, err, tc.want)
 		})
 	}
 }

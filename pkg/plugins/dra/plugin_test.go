@@ -158,13 +158,44 @@ type pluginEnv struct {
 	plugin  *Plugin
 }
 
+// testPlugin builds the plugin on the client and tracker as New does,
+// except for the framework handle, and starts the factory's informers,
+// which the test's context stops.
+func testPlugin(t *testing.T, ctx context.Context, client *fake.Clientset, factory informers.SharedInformerFactory, tr tracker.Interface) *Plugin {
+	t.Helper()
+	ctx, cancel := context.WithCancel(ctx)
+	fts := feature.NewSchedulerFeaturesFromGates(utilfeature.DefaultFeatureGate)
+	pl := &Plugin{
+		client:         client,
+		fts:            fts,
+		features:       dynamicresources.AllocatorFeatures(fts),
+		tracker:        tr,
+		cache:          allocator.NewCache(0),
+		scoring:        config.DeviceScoringMostAllocated,
+		podsByClaim:    cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{"claims": podClaimKeys}),
+		claimIndexName: "claims",
+	}
+	if err := pl.setupExtendedResources(ctx, factory, nil, "test"); err != nil {
+		t.Fatal(err)
+	}
+	factory.Start(ctx.Done())
+	t.Cleanup(func() {
+		cancel()
+		factory.Shutdown()
+	})
+	if !cache.WaitForCacheSync(ctx.Done(), factory.Resource().V1().ResourceClaims().Informer().HasSynced,
+		factory.Resource().V1().DeviceClasses().Informer().HasSynced) {
+		t.Fatal("caches did not sync")
+	}
+	return pl
+}
+
 // newPluginEnv builds the plugin on a fake clientset that holds the pod and
 // the claims, and a fake tracker that holds claims, slices and classes, as
 // New does except for the framework handle.
 func newPluginEnv(t *testing.T, pod *v1.Pod, objects ...runtime.Object) *pluginEnv {
 	t.Helper()
 	_, ctx := ktesting.NewTestContext(t)
-	ctx, cancel := context.WithCancel(ctx)
 	var apiObjects []runtime.Object
 	if pod != nil {
 		apiObjects = append(apiObjects, pod)
@@ -178,31 +209,12 @@ func newPluginEnv(t *testing.T, pod *v1.Pod, objects ...runtime.Object) *pluginE
 	}
 	client := trackertest.VersionedClientset(apiObjects...)
 	factory := informers.NewSharedInformerFactory(client, 0)
-	fts := feature.NewSchedulerFeaturesFromGates(utilfeature.DefaultFeatureGate)
-	pl := &Plugin{
-		client:         client,
-		fts:            fts,
-		features:       dynamicresources.AllocatorFeatures(fts),
-		tracker:        fakeTracker,
-		cache:          allocator.NewCache(0),
-		scoring:        config.DeviceScoringMostAllocated,
-		podsByClaim:    cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{"claims": podClaimKeys}),
-		claimIndexName: "claims",
-	}
+	pl := testPlugin(t, ctx, client, factory, fakeTracker)
 	if pod != nil {
 		if err := pl.podsByClaim.Add(pod); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := pl.setupExtendedResources(ctx, factory, nil, "test"); err != nil {
-		t.Fatal(err)
-	}
-	factory.Start(ctx.Done())
-	t.Cleanup(func() {
-		cancel()
-		factory.Shutdown()
-	})
-	factory.WaitForCacheSync(ctx.Done())
 	// Only the walk's own API calls count.
 	client.ClearActions()
 	return &pluginEnv{ctx: ctx, client: client, tracker: fakeTracker, plugin: pl}
@@ -370,6 +382,14 @@ func fastRetries(t *testing.T) {
 	saved := writeBackoff
 	writeBackoff = wait.Backoff{Steps: 4, Duration: time.Millisecond, Factor: 1}
 	t.Cleanup(func() { writeBackoff = saved })
+}
+
+// toNodeA completes a want for a pod that fits on node-a only, where the
+// one-GPU slice is, up to PreBind.
+func toNodeA(w want) want {
+	w.preEnqueue, w.preFilter, w.reserve = ok(), ok(), ok()
+	w.filter = map[string]*wantStatus{"node-a": ok(), "node-b": unresolvable("no device matches")}
+	return w
 }
 
 func TestPlugin(t *testing.T) {
@@ -556,80 +576,60 @@ func TestPlugin(t *testing.T) {
 		"binding fails after PreBind: Unreserve removes the reservation, keeps the allocation": {
 			pod:     podWithClaims("gpu"),
 			objects: []runtime.Object{gpuClaim("gpu").Obj(), gpuSlice(1), class},
-			want: want{
-				preEnqueue:   ok(),
-				preFilter:    ok(),
-				filter:       map[string]*wantStatus{"node-a": ok(), "node-b": unresolvable("no device matches")},
-				reserve:      ok(),
+			want: toNodeA(want{
 				preBind:      ok(),
 				unreserve:    true,
 				writes:       []string{"update resourceclaims", "update resourceclaims/status", "patch resourceclaims/status"},
 				trackerCalls: []string{"Reserve default/gpu", "Written default/gpu"},
 				claim:        map[string]func(*resourceapi.ResourceClaim) error{"gpu": allocatedTo("gpu-0", "")},
-			},
+			}),
 		},
 		"PreBind conflict: retried from a fresh read": {
 			pod:     podWithClaims("gpu"),
 			objects: []runtime.Object{gpuClaim("gpu").Obj(), gpuSlice(1), class},
 			prepare: conflictOnce,
-			want: want{
-				preEnqueue:   ok(),
-				preFilter:    ok(),
-				filter:       map[string]*wantStatus{"node-a": ok(), "node-b": unresolvable("no device matches")},
-				reserve:      ok(),
+			want: toNodeA(want{
 				preBind:      ok(),
 				writes:       []string{"update resourceclaims", "update resourceclaims/status", "update resourceclaims/status"},
 				trackerCalls: []string{"Reserve default/gpu", "Written default/gpu"},
 				claim:        map[string]func(*resourceapi.ResourceClaim) error{"gpu": allocatedTo("gpu-0", podUID)},
-			},
+			}),
 		},
 		"PreBind response lost, write landed: found by the retry's conflict": {
 			pod:     podWithClaims("gpu"),
 			objects: []runtime.Object{gpuClaim("gpu").Obj(), gpuSlice(1), class},
 			prepare: lostResponse(1, true),
-			want: want{
-				preEnqueue: ok(),
-				preFilter:  ok(),
-				filter:     map[string]*wantStatus{"node-a": ok(), "node-b": unresolvable("no device matches")},
-				reserve:    ok(),
-				preBind:    ok(),
+			want: toNodeA(want{
+				preBind: ok(),
 				// The lost write, its retry (conflict); then a read.
 				writes:       []string{"update resourceclaims", "update resourceclaims/status", "update resourceclaims/status"},
 				trackerCalls: []string{"Reserve default/gpu", "Written default/gpu"},
 				claim:        map[string]func(*resourceapi.ResourceClaim) error{"gpu": allocatedTo("gpu-0", podUID)},
-			},
+			}),
 		},
 		"PreBind response lost, write not applied: the retry writes": {
 			pod:     podWithClaims("gpu"),
 			objects: []runtime.Object{gpuClaim("gpu").Obj(), gpuSlice(1), class},
 			prepare: lostResponse(1, false),
-			want: want{
-				preEnqueue:   ok(),
-				preFilter:    ok(),
-				filter:       map[string]*wantStatus{"node-a": ok(), "node-b": unresolvable("no device matches")},
-				reserve:      ok(),
+			want: toNodeA(want{
 				preBind:      ok(),
 				writes:       []string{"update resourceclaims", "update resourceclaims/status", "update resourceclaims/status"},
 				trackerCalls: []string{"Reserve default/gpu", "Written default/gpu"},
 				claim:        map[string]func(*resourceapi.ResourceClaim) error{"gpu": allocatedTo("gpu-0", podUID)},
-			},
+			}),
 		},
 		"PreBind outcome stays unknown: the allocation stays in flight": {
 			pod:     podWithClaims("gpu"),
 			objects: []runtime.Object{gpuClaim("gpu").Obj(), gpuSlice(1), class},
 			prepare: lostResponse(100, false),
-			want: want{
-				preEnqueue: ok(),
-				preFilter:  ok(),
-				filter:     map[string]*wantStatus{"node-a": ok(), "node-b": unresolvable("no device matches")},
-				reserve:    ok(),
-				preBind:    failed("the server was unable to return a response"),
+			want: toNodeA(want{
+				preBind: failed("the server was unable to return a response"),
 				writes: []string{"update resourceclaims", "update resourceclaims/status", "update resourceclaims/status",
 					"update resourceclaims/status", "update resourceclaims/status"},
 				trackerCalls: []string{"Reserve default/gpu", "WriteUnknown default/gpu"},
 				inFlight:     1,
 				claim:        map[string]func(*resourceapi.ResourceClaim) error{"gpu": unallocated},
-			},
+			}),
 		},
 		"claim replaced under the same name during PreBind": {
 			pod:     podWithClaims("gpu"),
@@ -650,11 +650,7 @@ func TestPlugin(t *testing.T) {
 					return true, nil, apierrors.NewConflict(resourceapi.Resource("resourceclaims"), "gpu", errors.New("changed"))
 				})
 			},
-			want: want{
-				preEnqueue:   ok(),
-				preFilter:    ok(),
-				filter:       map[string]*wantStatus{"node-a": ok(), "node-b": unresolvable("no device matches")},
-				reserve:      ok(),
+			want: toNodeA(want{
 				preBind:      failed("claim was replaced by another claim of the same name"),
 				writes:       []string{"update resourceclaims", "update resourceclaims/status"},
 				trackerCalls: []string{"Reserve default/gpu", "Unreserve default/gpu"},
@@ -664,7 +660,7 @@ func TestPlugin(t *testing.T) {
 					}
 					return unallocated(c)
 				}},
-			},
+			}),
 		},
 		"lease lost: no write": {
 			pod:     podWithClaims("gpu"),
