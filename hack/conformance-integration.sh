@@ -161,16 +161,9 @@ replace_once "${pkg}/optional_node_operations.go" \
 tail -n +2 "${hooks}" >"${pkg}/zz_drasched.go"
 
 # The temporary module uses exactly this repository's dependency versions.
-{
-	echo "module ${mod}"
-	echo
-	sed -n '/^go /p' go.mod
-	echo
-	echo "require github.com/drasched/drasched v0.0.0"
-	echo "replace github.com/drasched/drasched => ${repo}"
-	sed '/^tool (/,/^)/d' go.mod | sed -n '/^require\|^replace\|^\t\|^)/p'
-} >"${work}/go.mod"
-cp go.sum "${work}/go.sum"
+# shellcheck source=hack/lib/tempmodule.sh
+source hack/lib/tempmodule.sh
+write_temp_module "${work}" "${mod}"
 
 cd "${work}"
 # Adds the suite's own dependencies (gomega, testify, the e2e framework) at

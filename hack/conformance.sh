@@ -109,18 +109,9 @@ func TestAllocator(t *testing.T) {
 EOF
 
 # The temporary module uses exactly this repository's dependency versions.
-{
-  echo "module ${mod}"
-  echo
-  sed -n '/^go /p' go.mod
-  echo
-  echo "require github.com/drasched/drasched v0.0.0"
-  echo "replace github.com/drasched/drasched => ${repo}"
-  # Requirements and replaces only: the tool block (control-plane
-  # commands for hack/build-control-plane.sh) is not needed here.
-  sed '/^tool (/,/^)/d' go.mod | sed -n '/^require\|^replace\|^\t\|^)/p'
-} > "${work}/go.mod"
-cp go.sum "${work}/go.sum"
+# shellcheck source=hack/lib/tempmodule.sh
+source hack/lib/tempmodule.sh
+write_temp_module "${work}" "${mod}"
 
 cd "${work}"
 # Adds the suite's own test dependencies (gomega) at the versions this
