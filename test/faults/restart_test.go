@@ -3,17 +3,11 @@
 package faults
 
 import (
-	"context"
 	"fmt"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
-	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/util/sets"
-	"k8s.io/client-go/informers"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2/ktesting"
 
 	"github.com/drasched/drasched/internal/builder"
@@ -69,7 +63,7 @@ func TestAPIServerRestart(t *testing.T) {
 	requests := newFaults(0, 0, 0)
 	sched := env.StartScheduler(framework.SchedulerOptions{WrapConfig: requests.wrap})
 
-	someBound := boundPods(t, env, restartAfter)
+	someBound := env.BoundPods(restartAfter)
 	env.CreatePods(pods)
 	waitClosed(t, someBound, fmt.Sprintf("%d pods bound", restartAfter))
 	bound, _, _, err := env.Pods(env.Ctx)
@@ -103,7 +97,7 @@ func TestSchedulerKilled(t *testing.T) {
 	first := startScheduler(t, env, "first", processOptions{leader: lease})
 	firstIdentity := lease.waitForHolder(env, "")
 
-	someBound := boundPods(t, env, restartAfter)
+	someBound := env.BoundPods(restartAfter)
 	env.CreatePods(pods)
 	waitClosed(t, someBound, fmt.Sprintf("%d pods bound", restartAfter))
 	killedAt := first.signal(t, syscall.SIGKILL)
@@ -123,46 +117,6 @@ func TestSchedulerKilled(t *testing.T) {
 	startScheduler(t, env, "second", processOptions{leader: lease})
 	lease.waitForHolder(env, firstIdentity)
 	settle(t, env, nil, loadNodes*loadDevicesPerNode, 5*time.Second, settleTimeout)
-}
-
-// boundPods returns a channel that is closed once n pods of the test are
-// bound. It learns of bindings from an informer rather than by polling,
-// so that a restart comes in the middle of the scheduler's work even on a
-// fast machine, and rather than from a bare watch, which the apiserver
-// closes when its consumer falls behind, as a test on a busy machine does
-// in a burst of pod events.
-func boundPods(t *testing.T, env *framework.Env, n int) <-chan struct{} {
-	t.Helper()
-	factory := informers.NewSharedInformerFactoryWithOptions(env.Client, 0, informers.WithNamespace(env.Namespace))
-	informer := factory.Core().V1().Pods().Informer()
-	done := make(chan struct{})
-	var mutex sync.Mutex
-	bound := sets.New[string]()
-	seen := func(obj any) {
-		pod, ok := obj.(*v1.Pod)
-		if !ok || pod.Spec.NodeName == "" {
-			return
-		}
-		mutex.Lock()
-		defer mutex.Unlock()
-		bound.Insert(pod.Name)
-		if bound.Len() == n {
-			close(done)
-		}
-	}
-	if _, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    seen,
-		UpdateFunc: func(_, obj any) { seen(obj) },
-	}); err != nil {
-		t.Fatalf("watch pods: %v", err)
-	}
-	ctx, cancel := context.WithCancel(env.Ctx)
-	factory.Start(ctx.Done())
-	t.Cleanup(func() {
-		cancel()
-		factory.Shutdown()
-	})
-	return done
 }
 
 func waitClosed(t *testing.T, ch <-chan struct{}, what string) {

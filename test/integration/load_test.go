@@ -3,16 +3,12 @@ package integration
 import (
 	"context"
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
-	"k8s.io/client-go/informers"
-	"k8s.io/client-go/tools/cache"
 
 	"github.com/drasched/drasched/internal/builder"
 	"github.com/drasched/drasched/test/integration/framework"
@@ -101,7 +97,7 @@ func TestSchedulerRestart(t *testing.T) {
 	// watch rather than by polling, so that it is stopped in the middle of
 	// its work even on a fast machine.
 	const stopAt = 5
-	someBound := boundPods(t, env, stopAt)
+	someBound := env.BoundPods(stopAt)
 	env.CreatePods(pods)
 	select {
 	case <-someBound:
@@ -132,42 +128,4 @@ func TestSchedulerRestart(t *testing.T) {
 	env.StartScheduler(framework.SchedulerOptions{})
 	waitForBound(env, devices.Len())
 	verifyDevicesUsedOnce(t, env, devices)
-}
-
-// boundPods returns a channel that is closed once n pods of the test are
-// bound. An informer, not a bare watch: the API server may close a watch
-// that falls behind during the creation burst, and an informer watches
-// again from where it stopped.
-func boundPods(t *testing.T, env *framework.Env, n int) <-chan struct{} {
-	t.Helper()
-	factory := informers.NewSharedInformerFactoryWithOptions(env.Client, 0, informers.WithNamespace(env.Namespace))
-	done := make(chan struct{})
-	var mutex sync.Mutex
-	bound := sets.New[string]()
-	observe := func(obj any) {
-		pod, ok := obj.(*v1.Pod)
-		if !ok || pod.Spec.NodeName == "" {
-			return
-		}
-		mutex.Lock()
-		defer mutex.Unlock()
-		bound.Insert(pod.Name)
-		if bound.Len() == n {
-			close(done)
-		}
-	}
-	if _, err := factory.Core().V1().Pods().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    observe,
-		UpdateFunc: func(_, obj any) { observe(obj) },
-	}); err != nil {
-		t.Fatalf("watch pods: %v", err)
-	}
-	ctx, cancel := context.WithCancel(env.Ctx)
-	factory.Start(ctx.Done())
-	t.Cleanup(func() {
-		cancel()
-		factory.Shutdown()
-	})
-	factory.WaitForCacheSync(ctx.Done())
-	return done
 }

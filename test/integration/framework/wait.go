@@ -3,12 +3,16 @@ package framework
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/dynamic-resource-allocation/resourceclaim"
 )
 
@@ -160,4 +164,44 @@ func describePod(pod *v1.Pod) string {
 		s += fmt.Sprintf(", PodScheduled=%s reason %q message %q", c.Status, c.Reason, c.Message)
 	}
 	return s
+}
+
+// BoundPods returns a channel that is closed once n pods of the test's
+// namespace are bound. It learns of bindings from an informer rather than
+// by polling, so that a test can stop or break something in the middle of
+// the scheduler's work even on a fast machine, and rather than from a bare
+// watch, which the API server closes when its consumer falls behind in a
+// burst of pod events; an informer watches again from where it stopped.
+func (env *Env) BoundPods(n int) <-chan struct{} {
+	env.t.Helper()
+	factory := informers.NewSharedInformerFactoryWithOptions(env.Client, 0, informers.WithNamespace(env.Namespace))
+	done := make(chan struct{})
+	var mutex sync.Mutex
+	bound := sets.New[string]()
+	observe := func(obj any) {
+		pod, ok := obj.(*v1.Pod)
+		if !ok || pod.Spec.NodeName == "" {
+			return
+		}
+		mutex.Lock()
+		defer mutex.Unlock()
+		bound.Insert(pod.Name)
+		if bound.Len() == n {
+			close(done)
+		}
+	}
+	if _, err := factory.Core().V1().Pods().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    observe,
+		UpdateFunc: func(_, obj any) { observe(obj) },
+	}); err != nil {
+		env.t.Fatalf("watch pods: %v", err)
+	}
+	ctx, cancel := context.WithCancel(env.Ctx)
+	factory.Start(ctx.Done())
+	env.t.Cleanup(func() {
+		cancel()
+		factory.Shutdown()
+	})
+	factory.WaitForCacheSync(ctx.Done())
+	return done
 }
