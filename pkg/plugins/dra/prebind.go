@@ -178,8 +178,8 @@ func (pl *Plugin) writeClaim(ctx context.Context, claim *resourceapi.ResourceCla
 		if update.Status.Allocation == nil {
 			return fmt.Errorf("claim %s got deallocated in the meantime", klog.KObj(current))
 		}
-		// Adding the pod needs no precondition: the apiserver rejects it
-		// with a non-conflict error if it is not possible.
+		// The API server rejects a reservation that is not possible (too
+		// many consumers) with an error that is not a conflict.
 		update.Status.ReservedFor = append(update.Status.ReservedFor, resourceapi.ResourceClaimConsumerReference{
 			Resource: "pods", Name: pod.Name, UID: pod.UID,
 		})
