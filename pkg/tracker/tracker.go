@@ -253,10 +253,11 @@ var ErrAlreadyAllocated = errors.New("claim is already allocated")
 // pod's cycle has in flight.
 var ErrInFlight = errors.New("claim allocation is in flight")
 
-// placeholderName names claims that do not exist yet (the claim for a
+// PlaceholderName names claims that do not exist yet (the claim for a
 // pod's extended resources before PreBind creates it), as kube-scheduler
-// names them: the claim cache is not asked about them.
-const placeholderName = "<extended-resources>"
+// names them. It is not a valid object name, so it cannot be mistaken for
+// a real claim; the claim cache is not asked about it.
+const PlaceholderName = "<extended-resources>"
 
 // Reserve puts an allocation in flight.
 func (t *Tracker) Reserve(claim *resourceapi.ResourceClaim) error {
@@ -268,7 +269,7 @@ func (t *Tracker) Reserve(claim *resourceapi.ResourceClaim) error {
 	if _, found := t.entries[claim.UID]; found || t.claims.GetPendingAllocation(claim.UID) != nil {
 		return fmt.Errorf("claim %s: %w", klog.KObj(claim), ErrInFlight)
 	}
-	if claim.Name != placeholderName {
+	if claim.Name != PlaceholderName {
 		// The cycle's view may be stale: someone may have allocated the
 		// claim in the meantime.
 		if current, err := t.claims.Get(claim.Namespace, claim.Name); err == nil && current.UID == claim.UID && current.Status.Allocation != nil {

@@ -57,12 +57,12 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/drasched/drasched/pkg/allocator"
+	"github.com/drasched/drasched/pkg/tracker"
 )
 
 // extendedClaimName names the pod's claim for extended resources until
-// PreBind creates it with a generated name. It is not a valid object name,
-// so it cannot be mistaken for a real claim in the tracker.
-const extendedClaimName = "<extended-resources>"
+// PreBind creates it with a generated name.
+const extendedClaimName = tracker.PlaceholderName
 
 // extendedResources is what the plugin needs across cycles: which
 // DeviceClass backs an extended resource, and the claims for extended

@@ -137,13 +137,6 @@ func (f *Fake) Add(obj runtime.Object) {
 	}
 }
 
-// Delete removes a claim.
-func (f *Fake) Delete(namespace, name string) {
-	f.mutex.Lock()
-	defer f.mutex.Unlock()
-	delete(f.claims, namespace+"/"+name)
-}
-
 // Calls returns the mutating calls so far.
 func (f *Fake) Calls() []string {
 	f.mutex.Lock()
