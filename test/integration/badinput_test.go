@@ -72,7 +72,7 @@ func TestMissingDeviceClass(t *testing.T) {
 	env.StartScheduler(framework.SchedulerOptions{})
 
 	env.CreatePod(env.MakePod("pod").ClaimFromTemplate("gpu", "gpu"))
-	assertUnschedulableMessage(t, env.WaitForPodUnschedulable("pod"), fmt.Sprintf("device class %s does not exist", class))
+	waitForUnschedulableMessage(t, env, "pod", fmt.Sprintf("device class %s does not exist", class))
 
 	env.CreateClass("later")
 	env.WaitForPodScheduled("pod")
@@ -97,7 +97,7 @@ func TestPoolGenerationBackwards(t *testing.T) {
 
 	env.PublishSlices(env.MakeSlice("stale").Node(node.Name).Pool(pool, 3, 1).Devices(builder.Devices("stale", 2, nil)...).Obj())
 	env.CreatePod(env.MakePod("second").ClaimFromTemplate("gpu", "gpu"))
-	assertUnschedulableMessage(t, env.WaitForPodUnschedulable("second"), `request "gpu": 0 of 1 matching devices free, need 1 (1 in use)`)
+	waitForUnschedulableMessage(t, env, "second", `request "gpu": 0 of 1 matching devices free, need 1 (1 in use)`)
 
 	// Without the newer slice, generation 3 is the pool's current one.
 	if err := env.Client.ResourceV1().ResourceSlices().Delete(env.Ctx, env.Name("current"), metav1.DeleteOptions{}); err != nil {

@@ -33,7 +33,7 @@ func TestAdminAccess(t *testing.T) {
 	env.CreatePod(env.MakePod("admin").Claim("gpu", admin.Name))
 	env.WaitForPodScheduled("admin")
 	env.CreatePod(env.MakePod("other").Claim("gpu", other.Name))
-	assertUnschedulableMessage(t, env.WaitForPodUnschedulable("other"), `0/1 nodes are available: 1 request "gpu": 0 of 1 matching devices free, need 1 (1 in use)`)
+	waitForUnschedulableMessage(t, env, "other", `0/1 nodes are available: 1 request "gpu": 0 of 1 matching devices free, need 1 (1 in use)`)
 
 	for name, want := range map[string]resourceapi.DeviceRequestAllocationResult{
 		user.Name:  {Request: "gpu", Driver: env.Driver, Pool: node.Name, Device: "gpu-0"},
@@ -119,11 +119,11 @@ func TestPartitionableDevices(t *testing.T) {
 	env.CreatePod(env.MakePod("big-a").ClaimFromTemplate("gpu", "big"))
 	env.WaitForPodScheduled("big-a")
 	env.CreatePod(env.MakePod("big-b").ClaimFromTemplate("gpu", "big"))
-	assertUnschedulableMessage(t, env.WaitForPodUnschedulable("big-b"), `request "gpu": 0 of 2 matching devices free, need 1`, "1 counters exhausted")
+	waitForUnschedulableMessage(t, env, "big-b", `request "gpu": 0 of 2 matching devices free, need 1`, "1 counters exhausted")
 	env.CreatePod(env.MakePod("small-a").ClaimFromTemplate("gpu", "small"))
 	env.WaitForPodScheduled("small-a")
 	env.CreatePod(env.MakePod("small-b").ClaimFromTemplate("gpu", "small"))
-	assertUnschedulableMessage(t, env.WaitForPodUnschedulable("small-b"), `request "gpu": 0 of 2 matching devices free, need 1`, "1 counters exhausted")
+	waitForUnschedulableMessage(t, env, "small-b", `request "gpu": 0 of 2 matching devices free, need 1`, "1 counters exhausted")
 	env.VerifyAllocations()
 
 	// 6Gi are free again: exactly what big-b needs, nothing for small-b.
@@ -152,7 +152,7 @@ func TestConsumableCapacity(t *testing.T) {
 	}
 	// 2Gi left: another 4Gi does not fit, 2Gi does.
 	env.CreatePod(env.MakePod("4g-c").ClaimFromTemplate("gpu", "four-gi"))
-	assertUnschedulableMessage(t, env.WaitForPodUnschedulable("4g-c"), `request "gpu": 0 of 1 matching devices free, need 1 (1 capacity exhausted)`)
+	waitForUnschedulableMessage(t, env, "4g-c", `request "gpu": 0 of 1 matching devices free, need 1 (1 capacity exhausted)`)
 	env.CreatePod(env.MakePod("2g").ClaimFromTemplate("gpu", "two-gi"))
 	env.WaitForPodScheduled("2g")
 
@@ -193,7 +193,7 @@ func TestDeviceTaintRule(t *testing.T) {
 	env.StartScheduler(framework.SchedulerOptions{})
 
 	env.CreatePod(env.MakePod("intolerant").ClaimFromTemplate("gpu", "intolerant"))
-	assertUnschedulableMessage(t, env.WaitForPodUnschedulable("intolerant"), `request "gpu": 0 of 2 matching devices free, need 1 (2 tainted)`)
+	waitForUnschedulableMessage(t, env, "intolerant", `request "gpu": 0 of 2 matching devices free, need 1 (2 tainted)`)
 	env.CreatePod(env.MakePod("tolerant").ClaimFromTemplate("gpu", "tolerant"))
 	env.WaitForPodScheduled("tolerant")
 

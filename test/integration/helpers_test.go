@@ -13,16 +13,12 @@ import (
 // may fall back to it.
 const msgCannotAllocate = "cannot allocate all claims"
 
-// assertUnschedulableMessage checks the message of an Unschedulable
-// PodScheduled condition, as WaitForPodUnschedulable returns it: it says
-// each of wants, and not only upstream's "cannot allocate all claims".
-func assertUnschedulableMessage(t *testing.T, message string, wants ...string) {
+// waitForUnschedulableMessage waits until the pod's Unschedulable
+// PodScheduled condition says each of wants, and checks that it says more
+// than upstream's "cannot allocate all claims".
+func waitForUnschedulableMessage(t *testing.T, env *framework.Env, pod string, wants ...string) {
 	t.Helper()
-	for _, want := range wants {
-		if !strings.Contains(message, want) {
-			t.Errorf("PodScheduled condition message %q does not say %q", message, want)
-		}
-	}
+	message := env.WaitForPodUnschedulable(pod, wants...)
 	if strings.Contains(message, msgCannotAllocate) {
 		t.Errorf("PodScheduled condition message %q does not say why the devices do not fit", message)
 	}

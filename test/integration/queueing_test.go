@@ -29,7 +29,7 @@ func TestNotEnoughDevices(t *testing.T) {
 		env.WaitForPodScheduled(name)
 	}
 	waiting := env.CreatePod(env.MakePod("waiting").ClaimFromTemplate("gpu", "gpu"))
-	assertUnschedulableMessage(t, env.WaitForPodUnschedulable(waiting.Name), `0/1 nodes are available: 1 request "gpu": 0 of 2 matching devices free, need 1 (2 in use)`)
+	waitForUnschedulableMessage(t, env, waiting.Name, `0/1 nodes are available: 1 request "gpu": 0 of 2 matching devices free, need 1 (2 in use)`)
 
 	freed := env.PodClaim(env.WaitForPodScheduled("first"), "gpu")
 	env.DeletePod("first")
@@ -61,7 +61,7 @@ func TestSlicePublishedLater(t *testing.T) {
 	}})
 
 	pod := env.CreatePod(env.MakePod("pod").ClaimFromTemplate("gpu", "gpu"))
-	assertUnschedulableMessage(t, env.WaitForPodUnschedulable(pod.Name), `0/2 nodes are available: 2 request "gpu": no device matches the class and selectors`)
+	waitForUnschedulableMessage(t, env, pod.Name, `0/2 nodes are available: 2 request "gpu": no device matches the class and selectors`)
 
 	env.PublishSlices(env.NodeSlice(nodes[1], builder.Devices("gpu", 1, nil)...).Obj())
 	scheduled := env.WaitForPodWithin(30*time.Second, pod.Name, "scheduled soon after its slice appeared", func(pod *v1.Pod) bool {

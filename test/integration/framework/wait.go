@@ -3,6 +3,7 @@ package framework
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -76,13 +77,32 @@ func (env *Env) WaitForPodScheduled(name string) *v1.Pod {
 }
 
 // WaitForPodUnschedulable waits until the scheduler has given up on the pod
-// for now (condition PodScheduled=False, reason Unschedulable) and returns
-// the condition's message.
-func (env *Env) WaitForPodUnschedulable(name string) string {
+// for now (condition PodScheduled=False, reason Unschedulable) with a
+// message that says each of wants, and returns the message.
+//
+// The scheduler's informers lag the API: a pod created right after its
+// node may first be found unschedulable with "no nodes available", and is
+// tried again when the node reaches the scheduler. Waiting for the wanted
+// message rather than the first one is what makes such tests
+// deterministic; a message that never comes fails the test with the last
+// one seen.
+func (env *Env) WaitForPodUnschedulable(name string, wants ...string) string {
 	env.t.Helper()
-	pod := env.WaitForPod(name, "unschedulable", func(pod *v1.Pod) bool {
+	what := "unschedulable"
+	if len(wants) > 0 {
+		what = fmt.Sprintf("unschedulable saying %q", wants)
+	}
+	pod := env.WaitForPod(name, what, func(pod *v1.Pod) bool {
 		c := PodScheduledCondition(pod)
-		return pod.Spec.NodeName == "" && c != nil && c.Status == v1.ConditionFalse && c.Reason == v1.PodReasonUnschedulable
+		if pod.Spec.NodeName != "" || c == nil || c.Status != v1.ConditionFalse || c.Reason != v1.PodReasonUnschedulable {
+			return false
+		}
+		for _, want := range wants {
+			if !strings.Contains(c.Message, want) {
+				return false
+			}
+		}
+		return true
 	})
 	return PodScheduledCondition(pod).Message
 }
