@@ -49,6 +49,12 @@ type Allocator struct {
 	claims   sync.Map
 	counters sync.Map
 
+	// edits change state for preemption's dry run (WithEdits), nil
+	// otherwise; capacity holds the consumed capacity of the devices they
+	// touch, nil for none left.
+	edits    *Edits
+	capacity map[structured.DeviceID]structured.ConsumedCapacity
+
 	steps atomic.Int64
 }
 
@@ -342,26 +348,14 @@ func (s *search) enumerateAll(nr *nodeRequest, poolStart []int) error {
 // isAllocated reports whether a device was allocated before this cycle, in
 // whole or as a share.
 func (a *Allocator) isAllocated(id structured.DeviceID) bool {
-	if a.state.AllocatedDevices.Has(id) {
+	if a.allocatedWhole(id) {
 		return true
 	}
 	if a.sharedDevices().Has(id) {
 		return true
 	}
-	_, ok := a.state.AggregatedCapacity[id]
+	_, ok := a.consumedCapacity(id)
 	return ok
-}
-
-// sharedDevices returns the devices that have shares in
-// state.AllocatedSharedDeviceIDs.
-func (a *Allocator) sharedDevices() sets.Set[structured.DeviceID] {
-	a.sharedOnce.Do(func() {
-		a.shared = sets.New[structured.DeviceID]()
-		for id := range a.state.AllocatedSharedDeviceIDs {
-			a.shared.Insert(id.GetDeviceID())
-		}
-	})
-	return a.shared
 }
 
 // DeviceUsage returns how many devices the node can use and how many of

@@ -497,7 +497,7 @@ func (s *search) isAllocatedCand(ci int) bool {
 	case 2:
 		return false
 	}
-	allocated := s.a.state.AllocatedDevices.Has(s.cands[ci].id())
+	allocated := s.a.allocatedWhole(s.cands[ci].id())
 	s.allocated[ci] = 2
 	if allocated {
 		s.allocated[ci] = 1
@@ -547,7 +547,7 @@ func (s *search) sharedNow(ci int) bool {
 // earlier cycle or the current assignment.
 func (s *search) capacityInUse(ci int) bool {
 	id := s.cands[ci].id()
-	if _, ok := s.a.state.AggregatedCapacity[id]; ok {
+	if _, ok := s.a.consumedCapacity(id); ok {
 		return true
 	}
 	if s.a.sharedDevices().Has(id) {
@@ -587,7 +587,7 @@ func (s *search) capacityFits(nr *nodeRequest, ci int) (bool, error) {
 	if s.sharedNow(ci) {
 		allocating = s.shares[ci].sums
 	}
-	allocated, inAllocated := s.a.state.AggregatedCapacity[id]
+	allocated, inAllocated := s.a.consumedCapacity(id)
 	if nr.rd.capacity == nil && allocating == nil && !inAllocated {
 		// Nothing requested and nothing consumed: the outcome depends on
 		// the device alone, and is kept with the slice.
