@@ -28,7 +28,6 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/dynamicresources"
 	"k8s.io/kubernetes/pkg/scheduler/util/assumecache"
-	"k8s.io/utils/ptr"
 
 	"github.com/drasched/drasched/pkg/tracker"
 )
@@ -191,25 +190,14 @@ func (c fakeClasses) Get(name string) (*resourceapi.DeviceClass, error) {
 	return class, nil
 }
 
-// AllocatedState counts exclusive devices of allocated and in-flight
-// claims (admin access excluded).
+// AllocatedState counts the devices of allocated and in-flight claims,
+// by tracker.AddAllocation's rule with consumable capacity enabled.
 func (f *Fake) AllocatedState(context.Context) (*structured.AllocatedState, error) {
 	f.mutex.Lock()
 	defer f.mutex.Unlock()
-	state := &structured.AllocatedState{
-		AllocatedDevices:         sets.New[structured.DeviceID](),
-		AllocatedSharedDeviceIDs: sets.New[structured.SharedDeviceID](),
-		AggregatedCapacity:       structured.NewConsumedCapacityCollection(),
-	}
+	state := tracker.NewAllocatedState()
 	add := func(claim *resourceapi.ResourceClaim) {
-		if claim.Status.Allocation == nil {
-			return
-		}
-		for _, r := range claim.Status.Allocation.Devices.Results {
-			if !ptr.Deref(r.AdminAccess, false) {
-				state.AllocatedDevices.Insert(structured.MakeDeviceID(r.Driver, r.Pool, r.Device))
-			}
-		}
+		tracker.AddAllocation(&state, claim.Status.Allocation, true)
 	}
 	for _, claim := range f.claims {
 		add(claim)
@@ -217,7 +205,7 @@ func (f *Fake) AllocatedState(context.Context) (*structured.AllocatedState, erro
 	for _, e := range f.inFlight {
 		add(e.claim)
 	}
-	return state, nil
+	return &state, nil
 }
 
 // PendingAllocation returns the allocation in flight under uid.
