@@ -46,6 +46,13 @@ func (w *PodWrapper) SchedulerName(name string) *PodWrapper {
 	return w
 }
 
+// Priority sets the pod's PriorityClass; the API server's Priority
+// admission resolves it to spec.priority.
+func (w *PodWrapper) Priority(className string) *PodWrapper {
+	w.Spec.PriorityClassName = className
+	return w
+}
+
 func (w *PodWrapper) Label(key, value string) *PodWrapper {
 	if w.Labels == nil {
 		w.Labels = map[string]string{}

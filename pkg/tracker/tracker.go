@@ -30,6 +30,8 @@ type Interface interface {
 	// informer's, or the one PreBind wrote if the informer has not
 	// delivered it yet.
 	Claim(namespace, name string) (*resourceapi.ResourceClaim, error)
+	// Claims lists the scheduler's newest versions of all claims.
+	Claims() ([]*resourceapi.ResourceClaim, error)
 	// Slices returns all ResourceSlices with DeviceTaintRules applied,
 	// as the same list while the set of slices does not change.
 	Slices() ([]*resourceapi.ResourceSlice, error)
@@ -170,6 +172,11 @@ func New(ctx context.Context, opts Options) (*Tracker, error) {
 // Claim returns the claim from the scheduler's claim cache.
 func (t *Tracker) Claim(namespace, name string) (*resourceapi.ResourceClaim, error) {
 	return t.claims.Get(namespace, name)
+}
+
+// Claims lists the scheduler's newest versions of all claims.
+func (t *Tracker) Claims() ([]*resourceapi.ResourceClaim, error) {
+	return t.claims.List()
 }
 
 // Slices returns all ResourceSlices with DeviceTaintRules applied. Objects

@@ -3,13 +3,11 @@
 package faults
 
 import (
-	"context"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
-	schedulingv1 "k8s.io/api/scheduling/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/drasched/drasched/internal/builder"
@@ -36,7 +34,7 @@ func TestLeaderHandover(t *testing.T) {
 	class := env.CreateClass("gpu")
 	env.CreateClaim(builder.MakeClaim("a").Request("gpu", class, 1))
 	env.CreateClaim(builder.MakeClaim("b").Request("gpu", class, 1))
-	high := createPriorityClass(t, env, "high", 1000)
+	high := env.CreatePriorityClass("high", 1000)
 	lease := testLeaderElection(t, env)
 
 	first := startScheduler(t, env, "first", processOptions{leader: lease})
@@ -108,18 +106,4 @@ func TestLeaderHandover(t *testing.T) {
 	if !second.running() {
 		t.Errorf("second exited (status %d) while it held the lease", second.exitCode())
 	}
-}
-
-// createPriorityClass creates a PriorityClass named env.Name(name) and
-// returns its name.
-func createPriorityClass(t *testing.T, env *framework.Env, name string, value int32) string {
-	t.Helper()
-	class := &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: env.Name(name)}, Value: value}
-	if _, err := env.Client.SchedulingV1().PriorityClasses().Create(env.Ctx, class, metav1.CreateOptions{}); err != nil {
-		t.Fatalf("create PriorityClass: %v", err)
-	}
-	t.Cleanup(func() {
-		_ = env.Client.SchedulingV1().PriorityClasses().Delete(context.WithoutCancel(env.Ctx), class.Name, metav1.DeleteOptions{})
-	})
-	return class.Name
 }

@@ -16,6 +16,8 @@ import (
 	"k8s.io/dynamic-resource-allocation/structured"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
+
+	"github.com/drasched/drasched/pkg/allocator"
 )
 
 // errBindingFailed: a device's binding failure condition is true.
@@ -69,12 +71,12 @@ func (pl *Plugin) Filter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, no
 		}
 	}
 	if len(unavailable) > 0 {
-		s.mutex.Lock()
-		defer s.mutex.Unlock()
-		if s.unavailable == nil {
-			s.unavailable = sets.New[int]()
+		s.results.mutex.Lock()
+		defer s.results.mutex.Unlock()
+		if s.results.unavailable == nil {
+			s.results.unavailable = sets.New[int]()
 		}
-		s.unavailable.Insert(unavailable...)
+		s.results.unavailable.Insert(unavailable...)
 		return statusUnschedulable(logger, []string{"resourceclaim not available on the node"}, "pod", klog.KObj(pod), "node", klog.KObj(node))
 	}
 	// The claim for extended resources that this node needs, allocated
@@ -104,8 +106,17 @@ func (pl *Plugin) Filter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, no
 		defer cancel()
 		allocCtx = c
 	}
+	a := s.allocator
+	if s.dryRun.active() {
+		// Preemption's dry run, or pods nominated to the node: the
+		// clone's edited state (preemption.go).
+		var err error
+		if a, err = pl.dryRunAllocator(allocCtx, s, false); err != nil {
+			return statusError(logger, err, "pod", klog.KObj(pod), "node", klog.KObj(node))
+		}
+	}
 	start := time.Now()
-	results, err := s.allocator.Allocate(allocCtx, node, claims)
+	results, err := a.Allocate(allocCtx, node, claims)
 	observeFilter(start, results != nil, err)
 	switch {
 	case errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil:
@@ -121,14 +132,21 @@ func (pl *Plugin) Filter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, no
 		// Something is wrong with a claim or class (a CEL runtime error,
 		// say); every node would fail the same way.
 		return statusError(logger, err, "pod", klog.KObj(pod), "node", klog.KObj(node), "claims", klog.KObjSlice(claims))
+	case len(results) != len(claims) && len(s.dryRun.removedPods()) > 0:
+		// Preemption's dry run only asks whether the pod fits.
+		return statusUnschedulable(logger, []string{"devices do not fit after evicting the pods"}, "pod", klog.KObj(pod), "node", klog.KObj(node))
 	case len(results) != len(claims):
 		// Explaining searches again: under the same timeout.
-		return statusUnschedulable(logger, pl.explain(allocCtx, s, node, claims), "pod", klog.KObj(pod), "node", klog.KObj(node))
+		reasons := pl.explain(allocCtx, s, a, node, claims)
+		if pl.preemptionMayHelp(allocCtx, s, pod, nodeInfo, claims) {
+			return statusPreemptible(logger, reasons, "pod", klog.KObj(pod), "node", klog.KObj(node))
+		}
+		return statusUnschedulable(logger, reasons, "pod", klog.KObj(pod), "node", klog.KObj(node))
+	case len(s.dryRun.removedPods()) > 0:
+		// Devices of pods that are still there: nothing for Reserve.
+		return nil
 	}
-
-	s.mutex.Lock()
-	defer s.mutex.Unlock()
-	s.allocations[node.Name] = results
+	s.results.store(node.Name, results, s.dryRun.active())
 	return nil
 }
 
@@ -138,11 +156,19 @@ func (pl *Plugin) Filter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, no
 // messages like "0/500 nodes are available: 480 request "gpu": 2 of 8
 // matching devices free, need 4, 20 claim default/c: constraint
 // matchAttribute ... unsatisfiable."
-func (pl *Plugin) explain(ctx context.Context, s *stateData, node *v1.Node, claims []*resourceapi.ResourceClaim) []string {
+func (pl *Plugin) explain(ctx context.Context, s *stateData, used nodeAllocator, node *v1.Node, claims []*resourceapi.ResourceClaim) []string {
 	const fallback = "cannot allocate all claims"
-	a, err := s.explainer(ctx, pl)
-	if err != nil {
-		return []string{fallback}
+	a, ok := used.(*allocator.Allocator)
+	if !ok {
+		// allocator: upstream; the edits of pods nominated to the node
+		// apply to drasched's too.
+		var err error
+		if a, err = s.explainer(ctx, pl); err != nil {
+			return []string{fallback}
+		}
+		if s.dryRun.active() {
+			a = a.WithEdits(pl.edits(s.dryRun))
+		}
 	}
 	failures, err := a.Explain(ctx, node, claims)
 	if err != nil || len(failures) == 0 {

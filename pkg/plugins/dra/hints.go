@@ -28,6 +28,10 @@ func (pl *Plugin) EventsToRegister(_ context.Context) ([]fwk.ClusterEventWithHin
 		// Claims carry allocations: a claim that appears, changes status or
 		// frees devices may help.
 		{Event: fwk.ClusterEvent{Resource: fwk.ResourceClaim, ActionType: fwk.Add | fwk.Update | fwk.Delete}, QueueingHintFn: pl.afterClaimChange, PreQueueingHintFn: pl.podsForClaim},
+		// A victim of the pod's preemption is gone (preemption.go): while
+		// its devices were being freed, DefaultPreemption gated the pod
+		// and only this event can move it on.
+		{Event: fwk.ClusterEvent{Resource: fwk.AssignedPod, ActionType: fwk.Delete}, QueueingHintFn: pl.afterAssignedPodDelete},
 		// The pod's generated claims get their names in the pod status.
 		{Event: fwk.ClusterEvent{Resource: fwk.TargetPod, ActionType: fwk.UpdatePodGeneratedResourceClaim}, QueueingHintFn: pl.afterPodUpdate},
 		// A class that appears or changes helps pods whose requests use it.
@@ -161,6 +165,30 @@ func (pl *Plugin) afterClaimChange(logger klog.Logger, pod *v1.Pod, oldObj, newO
 		return fwk.QueueSkip, nil
 	}
 	logger.V(5).Info("Status of pod's claim changed", "pod", klog.KObj(pod), "claim", klog.KObj(modified))
+	return fwk.Queue, nil
+}
+
+// afterAssignedPodDelete: the pod is nominated to the node of a deleted pod
+// that held claims, as the victims of its preemption do. With async
+// preemption, DefaultPreemption gates the preemptor until its last victim
+// is deleted and then listens only to pod deletions, with a hint that
+// leaves requeueing to the plugins that rejected the pod: without this one
+// a preemptor for devices would wait for the queue's periodic flush. The
+// claims are deallocated a moment later; their events requeue the pod
+// again if it comes too early. The nomination is read from the pod: hints
+// run under the queue's lock, which the nominator's lookups take too.
+func (pl *Plugin) afterAssignedPodDelete(logger klog.Logger, pod *v1.Pod, oldObj, _ any) (fwk.QueueingHint, error) {
+	deleted, _, err := schedutil.As[*v1.Pod](oldObj, nil)
+	if err != nil {
+		return fwk.Queue, fmt.Errorf("unexpected object in pod deletion hint: %w", err)
+	}
+	if deleted == nil || deleted.Spec.NodeName == "" || len(deleted.Spec.ResourceClaims) == 0 && deleted.Status.ExtendedResourceClaimStatus == nil {
+		return fwk.QueueSkip, nil
+	}
+	if pod.Status.NominatedNodeName != deleted.Spec.NodeName {
+		return fwk.QueueSkip, nil
+	}
+	logger.V(5).Info("Pod with claims deleted from the node the pod is nominated to", "pod", klog.KObj(pod), "deleted", klog.KObj(deleted), "node", deleted.Spec.NodeName)
 	return fwk.Queue, nil
 }
 

@@ -3,6 +3,7 @@ package dra
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -34,9 +35,9 @@ func (pl *Plugin) PostFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod
 	if status := pl.postFilterExtended(ctx, s, pod); status != nil {
 		return nil, status
 	}
-	s.mutex.Lock()
-	candidates := sets.List(s.unavailable)
-	s.mutex.Unlock()
+	s.results.mutex.Lock()
+	candidates := sets.List(s.results.unavailable)
+	s.results.mutex.Unlock()
 
 	// Lowest index first: deterministic, and no better heuristic exists.
 	for _, i := range candidates {
@@ -54,6 +55,17 @@ func (pl *Plugin) PostFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod
 			return nil, statusError(logger, err)
 		}
 		return nil, fwk.NewStatus(fwk.Unschedulable, "deallocation of ResourceClaim completed")
+	}
+	// The devices of the victims of an earlier preemption for this pod
+	// are still allocated: wait for their claims to be deallocated (their
+	// events requeue the pod) rather than let DefaultPreemption evict
+	// more pods for devices that are about to be free.
+	if node := pod.Status.NominatedNodeName; node != "" {
+		if n, err := pl.claimsBeingFreed(node); err != nil {
+			return nil, statusError(logger, err)
+		} else if n > 0 {
+			return nil, statusUnschedulable(logger, []string{fmt.Sprintf("waiting for %d resource claims of deleted pods on node %s to be deallocated", n, node)}, "pod", klog.KObj(pod))
+		}
 	}
 	return nil, fwk.NewStatus(fwk.Unschedulable)
 }

@@ -71,7 +71,10 @@ func (pl *Plugin) PreFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod,
 		return nil, fwk.NewStatus(fwk.Skip)
 	}
 	logger := klog.FromContext(ctx)
-	s := &stateData{allocations: make(map[string][]resourceapi.AllocationResult)}
+	s := &stateData{results: &filterResults{
+		allocations:   make(map[string][]resourceapi.AllocationResult),
+		withNominated: sets.New[string](),
+	}}
 	cs.Write(stateKey, s)
 	// No wait for the claim cache: kube-scheduler starts scheduling only
 	// after the handlers of its informers, the claim cache's included,
@@ -131,7 +134,7 @@ func (pl *Plugin) PreFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod,
 		s.pending[k] = s.claims[i]
 	}
 	if len(s.toAllocate) > 0 || s.extended != nil {
-		a, err := pl.newAllocator(ctx, pl.upstream)
+		a, err := pl.newAllocator(ctx, s, pl.upstream)
 		if err != nil {
 			return nil, statusError(logger, err)
 		}
@@ -142,10 +145,6 @@ func (pl *Plugin) PreFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod,
 	}
 	return nil, nil
 }
-
-// PreFilterExtensions returns nil: the plugin does not react to pods added
-// or removed during preemption; devices are not freed by preempting pods.
-func (pl *Plugin) PreFilterExtensions() fwk.PreFilterExtensions { return nil }
 
 // checkClasses verifies that the DeviceClasses of all requests exist. A
 // missing class makes the pod unschedulable on every node until the class
@@ -187,7 +186,9 @@ func (pl *Plugin) checkClasses(logger klog.Logger, claim *resourceapi.ResourceCl
 
 // newAllocator builds the cycle's allocator from the tracker's snapshot:
 // with allocator: upstream, structured.NewAllocator's, else drasched's.
-func (pl *Plugin) newAllocator(ctx context.Context, upstream bool) (nodeAllocator, error) {
+// For upstream's, which cannot be edited, s keeps the snapshot for
+// preemption's dry run (preemption.go).
+func (pl *Plugin) newAllocator(ctx context.Context, s *stateData, upstream bool) (nodeAllocator, error) {
 	// A new leader's first allocation waits until the old leader's last
 	// writes are visible (leaderfence); a no-op without leader election
 	// and after the first seconds of leadership.
@@ -203,6 +204,7 @@ func (pl *Plugin) newAllocator(ctx context.Context, upstream bool) (nodeAllocato
 		return nil, fmt.Errorf("list resource slices: %w", err)
 	}
 	if upstream {
+		s.base, s.slices = state, slices
 		return structured.NewAllocator(ctx, pl.features, *state, pl.tracker.DeviceClasses(), slices, pl.celCache())
 	}
 	return allocator.New(ctx, pl.features, *state, pl.tracker.DeviceClasses(), slices, allocator.Options{Cache: pl.cache})
@@ -215,7 +217,7 @@ func (s *stateData) explainer(ctx context.Context, pl *Plugin) (*allocator.Alloc
 	if a, ok := s.allocator.(*allocator.Allocator); ok {
 		return a, nil
 	}
-	a, err := pl.newAllocator(ctx, false)
+	a, err := pl.newAllocator(ctx, s, false)
 	if err != nil {
 		return nil, err
 	}

@@ -27,9 +27,7 @@ func (pl *Plugin) Reserve(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, n
 	if s.allocator == nil {
 		return nil
 	}
-	s.mutex.Lock()
-	results := s.allocations[nodeName]
-	s.mutex.Unlock()
+	results, _ := s.results.allocation(nodeName)
 	if len(results) < len(s.toAllocate) {
 		// Filter accepted the node, so this cannot happen.
 		return statusError(logger, fmt.Errorf("internal error: no allocation for node %s", nodeName))

@@ -29,9 +29,7 @@ func (pl *Plugin) Score(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, nod
 		return 0, nil
 	}
 	node := nodeInfo.Node()
-	s.mutex.Lock()
-	results, found := s.allocations[node.Name]
-	s.mutex.Unlock()
+	results, found := s.results.allocation(node.Name)
 	if !found {
 		return 0, nil
 	}

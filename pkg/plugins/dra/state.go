@@ -9,8 +9,11 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
+	"k8s.io/dynamic-resource-allocation/structured"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
+
+	"github.com/drasched/drasched/pkg/allocator"
 )
 
 const stateKey fwk.StateKey = Name
@@ -38,6 +41,22 @@ type stateData struct {
 	// DRA, nil without such resources; see extended.go.
 	extended *extendedClaim
 
+	// results are what Filter found, shared by all clones of the state.
+	results *filterResults
+	// upstream: the allocator of the cycle is structured.NewAllocator's
+	// (allocator: upstream); base is its state, which preemption's dry run
+	// copies and edits for it.
+	base   *structured.AllocatedState
+	slices []*resourceapi.ResourceSlice
+	// dryRun edits the allocated state as preemption's dry run and the
+	// pods nominated to a node ask (preemption.go). Each clone has its
+	// own; nil in the cycle's own state, which is never edited.
+	dryRun *dryRun
+}
+
+// filterResults are what Filter found, per node, for PostFilter, Score and
+// Reserve.
+type filterResults struct {
 	// mutex guards the fields below: Filter runs in parallel for many
 	// nodes.
 	mutex sync.Mutex
@@ -48,11 +67,60 @@ type stateData struct {
 	// toAllocate, followed by the allocation of the claim for extended
 	// resources if the node needs one.
 	allocations map[string][]resourceapi.AllocationResult
+	// withNominated: the allocation of the node was found with the
+	// devices of the pods nominated to it taken, and is kept over one
+	// found without them.
+	withNominated sets.Set[string]
+
+	// unoccupied is the cycle's allocator with nothing allocated, for
+	// preemptionMayHelp; built once.
+	unoccupiedOnce sync.Once
+	unoccupied     *allocator.Allocator
+	unoccupiedErr  error
 }
 
-// Clone returns the same pointer: the data is shared by all clones of the
-// CycleState, as it is in upstream's plugin.
-func (s *stateData) Clone() fwk.StateData { return s }
+// store keeps an allocation Filter found on a node.
+func (r *filterResults) store(node string, results []resourceapi.AllocationResult, withNominated bool) {
+	r.mutex.Lock()
+	defer r.mutex.Unlock()
+	if withNominated {
+		r.withNominated.Insert(node)
+	} else if r.withNominated.Has(node) {
+		// The framework filters twice when pods are nominated to the
+		// node: with them, then without. Both must fit; the devices
+		// found with them are the ones that leave theirs free.
+		return
+	}
+	r.allocations[node] = results
+}
+
+// allocation returns what Filter found on the node.
+func (r *filterResults) allocation(node string) ([]resourceapi.AllocationResult, bool) {
+	r.mutex.Lock()
+	defer r.mutex.Unlock()
+	results, found := r.allocations[node]
+	return results, found
+}
+
+// Clone returns a state that shares the cycle's data and Filter's results,
+// with its own copy of the dry run's edits: the framework clones the state
+// for each node it dry-runs preemption on, and for each node with
+// nominated pods, in parallel.
+func (s *stateData) Clone() fwk.StateData {
+	c := &stateData{
+		claims:     s.claims,
+		info:       s.info,
+		toAllocate: s.toAllocate,
+		pending:    s.pending,
+		allocator:  s.allocator,
+		extended:   s.extended,
+		results:    s.results,
+		base:       s.base,
+		slices:     s.slices,
+		dryRun:     s.dryRun.clone(),
+	}
+	return c
+}
 
 type claimInfo struct {
 	// availableOnNodes is the node selector of an allocated claim.
@@ -79,11 +147,10 @@ type nodeAllocator interface {
 	Allocate(ctx context.Context, node *v1.Node, claims []*resourceapi.ResourceClaim) ([]resourceapi.AllocationResult, error)
 }
 
-// statusUnschedulable builds the status of a rejection and logs where it
-// came from. Like the in-tree plugin, the plugin rejects with
-// UnschedulableAndUnresolvable: it has no PreFilterExtensions, so
-// DefaultPreemption's dry run cannot see devices freed by evicting pods,
-// and a plain Unschedulable would only make it try every node for nothing.
+// statusUnschedulable builds the status of a rejection that evicting pods
+// cannot resolve, and logs where it came from. DefaultPreemption does not
+// dry-run nodes with such a status; statusPreemptible is for the
+// rejections where evicting pods could free devices.
 func statusUnschedulable(logger klog.Logger, reasons []string, kv ...any) *fwk.Status {
 	if loggerV := logger.V(5); loggerV.Enabled() {
 		helper, loggerV := loggerV.WithCallStackHelper()
@@ -91,6 +158,18 @@ func statusUnschedulable(logger klog.Logger, reasons []string, kv ...any) *fwk.S
 		loggerV.Info("Pod unschedulable", append(kv, "reasons", reasons)...)
 	}
 	return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, reasons...)
+}
+
+// statusPreemptible builds the status of a rejection on a node where
+// evicting pods could free devices that the pod's claims can use, so that
+// DefaultPreemption dry-runs the node.
+func statusPreemptible(logger klog.Logger, reasons []string, kv ...any) *fwk.Status {
+	if loggerV := logger.V(5); loggerV.Enabled() {
+		helper, loggerV := loggerV.WithCallStackHelper()
+		helper()
+		loggerV.Info("Pod unschedulable, preemption may help", append(kv, "reasons", reasons)...)
+	}
+	return fwk.NewStatus(fwk.Unschedulable, reasons...)
 }
 
 // statusError builds an Error status and logs where it came from.

@@ -158,6 +158,17 @@ func (f *Fake) Claim(namespace, name string) (*resourceapi.ResourceClaim, error)
 	return claim, nil
 }
 
+// Claims lists the claims.
+func (f *Fake) Claims() ([]*resourceapi.ResourceClaim, error) {
+	f.mutex.Lock()
+	defer f.mutex.Unlock()
+	claims := make([]*resourceapi.ResourceClaim, 0, len(f.claims))
+	for _, claim := range f.claims {
+		claims = append(claims, claim)
+	}
+	return claims, nil
+}
+
 // Slices returns the slices.
 func (f *Fake) Slices() ([]*resourceapi.ResourceSlice, error) {
 	f.mutex.Lock()

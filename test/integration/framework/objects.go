@@ -7,6 +7,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -164,9 +165,32 @@ func (env *Env) CreateTemplate(template *builder.TemplateWrapper) *resourceapi.R
 	return created
 }
 
-// MakePod starts a pod for the drasched scheduler.
+// MakePod starts a pod for the drasched scheduler. Its grace period is 0:
+// no kubelet runs that would finish a graceful deletion, such as the one by
+// which preemption evicts a pod.
 func (env *Env) MakePod(name string) *builder.PodWrapper {
-	return builder.MakePod(name).SchedulerName(SchedulerName)
+	pod := builder.MakePod(name).SchedulerName(SchedulerName)
+	pod.Spec.TerminationGracePeriodSeconds = ptr.To[int64](0)
+	return pod
+}
+
+// CreatePriorityClass creates a PriorityClass named env.Name(name), removed
+// when the test ends, and returns its name. A policy, if given, is the
+// class's preemptionPolicy (the API server's Priority admission copies it
+// into pods; a pod may not set it itself).
+func (env *Env) CreatePriorityClass(name string, value int32, policy ...v1.PreemptionPolicy) string {
+	env.t.Helper()
+	class := &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: env.Name(name)}, Value: value}
+	if len(policy) > 0 {
+		class.PreemptionPolicy = &policy[0]
+	}
+	if _, err := env.Client.SchedulingV1().PriorityClasses().Create(env.Ctx, class, metav1.CreateOptions{}); err != nil {
+		env.t.Fatalf("create PriorityClass %s: %v", class.Name, err)
+	}
+	env.cleanup(func(ctx context.Context) error {
+		return env.Client.SchedulingV1().PriorityClasses().Delete(ctx, class.Name, metav1.DeleteOptions{})
+	})
+	return class.Name
 }
 
 // CreatePod creates a pod in the test's namespace.

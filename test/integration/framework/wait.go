@@ -205,6 +205,10 @@ func (env *Env) BoundPods(n int) <-chan struct{} {
 		}
 		mutex.Lock()
 		defer mutex.Unlock()
+		if bound.Has(pod.Name) {
+			// Later updates of bound pods are no news.
+			return
+		}
 		bound.Insert(pod.Name)
 		if bound.Len() == n {
 			close(done)

@@ -1,0 +1,381 @@
+package dra
+
+// DRA-aware preemption.
+//
+// DefaultPreemption finds victims with a dry run per node: it removes the
+// lower-priority pods from a clone of the cycle state (RemovePod), checks
+// that the pod fits (Filter), then adds victims back one by one (AddPod)
+// and keeps those without which the pod still fits. The framework also
+// adds the pods nominated to a node (AddPod) before it filters other pods
+// there, so that the devices freed for a preemptor are not given to a pod
+// of lower priority in the meantime.
+//
+// The plugin follows those edits with a dryRun per clone:
+//
+//   - RemovePod: the claims of the pod free their devices if every pod they
+//     are reserved for has been removed (a claim shared with a pod that
+//     stays frees nothing). Partitionable devices give back their counters
+//     and consumable capacity exactly the victim's share, because freed
+//     devices are counted by tracker.AddAllocation, the rule by which the
+//     cycle's state counted them as taken; admin access frees nothing.
+//   - AddPod of a removed pod undoes RemovePod. AddPod of any other pod is a
+//     nominated pod: its claims without an allocation are allocated on the
+//     node against the edited state, and those devices are taken.
+//   - Filter allocates with the cycle's allocator edited accordingly
+//     (allocator.WithEdits; with allocator: upstream, upstream's allocator
+//     on the edited state), so the answer is upstream's for that state.
+//
+// Filter rejects with Unschedulable only where evicting pods could help:
+// the pod may preempt, a pod of lower priority runs on the node, and the
+// claims would fit if no device there were allocated. Otherwise (no device
+// matches, taints, too few devices at all) UnschedulableAndUnresolvable
+// keeps DefaultPreemption from dry-running the node for nothing.
+
+import (
+	"context"
+	"fmt"
+	"maps"
+
+	v1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
+	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
+	"k8s.io/dynamic-resource-allocation/resourceclaim"
+	"k8s.io/dynamic-resource-allocation/structured"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+
+	"github.com/drasched/drasched/pkg/allocator"
+	"github.com/drasched/drasched/pkg/tracker"
+)
+
+// dryRun is the edits of one clone of the cycle state.
+type dryRun struct {
+	// removed are the pods the dry run took off, by UID.
+	removed map[types.UID]*v1.Pod
+	// nominated are the allocations of the claims of pods nominated to
+	// the node, by pod UID.
+	nominated map[types.UID][]resourceapi.AllocationResult
+	// alloc is the allocator for the current edits, built on first use.
+	alloc nodeAllocator
+}
+
+// clone copies the edits for a clone of the state; the clone of a state
+// without edits gets an empty dryRun, ready to be edited.
+func (d *dryRun) clone() *dryRun {
+	c := &dryRun{removed: map[types.UID]*v1.Pod{}, nominated: map[types.UID][]resourceapi.AllocationResult{}}
+	if d != nil {
+		maps.Copy(c.removed, d.removed)
+		maps.Copy(c.nominated, d.nominated)
+		c.alloc = d.alloc
+	}
+	return c
+}
+
+// removedPods returns the pods the dry run took off.
+func (d *dryRun) removedPods() map[types.UID]*v1.Pod {
+	if d == nil {
+		return nil
+	}
+	return d.removed
+}
+
+// active: the clone's allocated state differs from the cycle's.
+func (d *dryRun) active() bool {
+	return d != nil && (len(d.removed) > 0 || len(d.nominated) > 0)
+}
+
+// PreFilterExtensions returns the plugin: it follows the pods that
+// preemption's dry run removes and adds, and the pods nominated to a node.
+func (pl *Plugin) PreFilterExtensions() fwk.PreFilterExtensions { return pl }
+
+// RemovePod takes a pod off the node in a clone of the cycle state: the
+// claims that only removed pods use free their devices.
+func (pl *Plugin) RemovePod(ctx context.Context, cs fwk.CycleState, _ *v1.Pod, podInfoToRemove fwk.PodInfo, _ fwk.NodeInfo) *fwk.Status {
+	s, d, status := pl.editable(ctx, cs)
+	if s == nil {
+		return status
+	}
+	pod := podInfoToRemove.GetPod()
+	if _, ok := d.nominated[pod.UID]; ok {
+		delete(d.nominated, pod.UID)
+	} else {
+		d.removed[pod.UID] = pod
+	}
+	d.alloc = nil
+	return nil
+}
+
+// AddPod puts back a pod that RemovePod took off, or adds a pod nominated
+// to the node: the devices its claims would get there are taken.
+func (pl *Plugin) AddPod(ctx context.Context, cs fwk.CycleState, _ *v1.Pod, podInfoToAdd fwk.PodInfo, nodeInfo fwk.NodeInfo) *fwk.Status {
+	s, d, status := pl.editable(ctx, cs)
+	if s == nil {
+		return status
+	}
+	pod := podInfoToAdd.GetPod()
+	if _, ok := d.removed[pod.UID]; ok {
+		delete(d.removed, pod.UID)
+		d.alloc = nil
+		return nil
+	}
+	results, err := pl.nominatedAllocation(ctx, s, pod, nodeInfo)
+	if err != nil {
+		return statusError(klog.FromContext(ctx), err, "pod", klog.KObj(pod), "node", klog.KObj(nodeInfo.Node()))
+	}
+	if results != nil {
+		d.nominated[pod.UID] = results
+		d.alloc = nil
+	}
+	return nil
+}
+
+// editable returns the state and its edits, or the status to return: the
+// pod has nothing to allocate (what other pods use cannot matter), or the
+// state is the cycle's own, which the framework never edits.
+func (pl *Plugin) editable(ctx context.Context, cs fwk.CycleState) (*stateData, *dryRun, *fwk.Status) {
+	s, err := getState(cs)
+	if err != nil {
+		return nil, nil, statusError(klog.FromContext(ctx), err)
+	}
+	if s.allocator == nil {
+		return nil, nil, nil
+	}
+	if s.dryRun == nil {
+		return nil, nil, statusError(klog.FromContext(ctx), fmt.Errorf("internal error: pod added to or removed from the cycle's own state"))
+	}
+	return s, s.dryRun, nil
+}
+
+// nominatedAllocation allocates, on the node and against the edited state,
+// the claims of a nominated pod that have no allocation yet; nil if it has
+// none or they do not fit (then the pod cannot take anything there).
+func (pl *Plugin) nominatedAllocation(ctx context.Context, s *stateData, pod *v1.Pod, nodeInfo fwk.NodeInfo) ([]resourceapi.AllocationResult, error) {
+	logger := klog.FromContext(ctx)
+	claims, err := pl.podClaims(pod)
+	if err != nil {
+		return nil, nil
+	}
+	var pending []*resourceapi.ResourceClaim
+	for _, claim := range claims {
+		// Allocated or in flight: counted in the cycle's state already.
+		if claim.Status.Allocation != nil || pl.tracker.PendingAllocation(claim.UID) != nil {
+			continue
+		}
+		if pl.checkClasses(logger, claim) != nil {
+			return nil, nil
+		}
+		pending = append(pending, claim)
+	}
+	ns := &stateData{}
+	if pl.preFilterExtended(logger, ns, pod) == nil && ns.extended != nil {
+		if claim, status := pl.filterExtended(logger, ns, pod, nodeInfo); status == nil && claim != nil {
+			pending = append(pending, claim)
+		}
+	}
+	if len(pending) == 0 {
+		return nil, nil
+	}
+	a, err := pl.dryRunAllocator(ctx, s, true)
+	if err != nil {
+		return nil, err
+	}
+	results, err := a.Allocate(ctx, nodeInfo.Node(), pending)
+	if err != nil || len(results) != len(pending) {
+		logger.V(5).Info("Nominated pod's claims do not fit on its node", "pod", klog.KObj(pod), "node", klog.KObj(nodeInfo.Node()), "err", err)
+		return nil, nil
+	}
+	return results, nil
+}
+
+// edits turns the dry run into allocator edits.
+func (pl *Plugin) edits(d *dryRun) allocator.Edits {
+	edits := allocator.Edits{Freed: tracker.NewAllocatedState(), Added: tracker.NewAllocatedState()}
+	seen := sets.New[types.UID]()
+	for _, pod := range d.removed {
+		for _, claim := range pl.claimsOfPod(pod) {
+			if seen.Has(claim.UID) {
+				continue
+			}
+			seen.Insert(claim.UID)
+			if freedBy(claim, d.removed) {
+				tracker.AddAllocation(&edits.Freed, claim.Status.Allocation, pl.fts.EnableDRAConsumableCapacity)
+			}
+		}
+	}
+	for _, results := range d.nominated {
+		for i := range results {
+			tracker.AddAllocation(&edits.Added, &results[i], pl.fts.EnableDRAConsumableCapacity)
+		}
+	}
+	return edits
+}
+
+// claimsOfPod returns the claims a pod on a node holds: those of its spec
+// and its claim for extended resources. Claims that cannot be found hold
+// nothing the scheduler knows of.
+func (pl *Plugin) claimsOfPod(pod *v1.Pod) []*resourceapi.ResourceClaim {
+	var claims []*resourceapi.ResourceClaim
+	add := func(name string) {
+		if claim, err := pl.tracker.Claim(pod.Namespace, name); err == nil {
+			claims = append(claims, claim)
+		}
+	}
+	for i := range pod.Spec.ResourceClaims {
+		name, _, err := resourceclaim.Name(pod, &pod.Spec.ResourceClaims[i])
+		if err == nil && name != nil {
+			add(*name)
+		}
+	}
+	if status := pod.Status.ExtendedResourceClaimStatus; status != nil {
+		add(status.ResourceClaimName)
+	}
+	return claims
+}
+
+// freedBy: the claim is allocated and reserved only for removed pods, so
+// the claim controller deallocates (or deletes) it once they are gone.
+func freedBy(claim *resourceapi.ResourceClaim, removed map[types.UID]*v1.Pod) bool {
+	if claim.Status.Allocation == nil || len(claim.Status.ReservedFor) == 0 {
+		return false
+	}
+	for _, consumer := range claim.Status.ReservedFor {
+		if consumer.APIGroup != "" || consumer.Resource != "pods" {
+			return false
+		}
+		if _, ok := removed[consumer.UID]; !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// claimsBeingFreed counts the allocated claims on the node whose consumers
+// are all pods that are gone or being deleted: the claim controller is
+// about to deallocate or delete them, as after a preemption.
+func (pl *Plugin) claimsBeingFreed(node string) (int, error) {
+	claims, err := pl.tracker.Claims()
+	if err != nil {
+		return 0, fmt.Errorf("list resource claims: %w", err)
+	}
+	pods := pl.fh.SharedInformerFactory().Core().V1().Pods().Lister()
+	n := 0
+	for _, claim := range claims {
+		allocation := claim.Status.Allocation
+		if allocation == nil || len(claim.Status.ReservedFor) == 0 || allocation.NodeSelector == nil {
+			continue
+		}
+		if on, ok := singleNode(allocation.NodeSelector); !ok || on != node {
+			continue
+		}
+		gone := true
+		for _, consumer := range claim.Status.ReservedFor {
+			if consumer.APIGroup != "" || consumer.Resource != "pods" {
+				gone = false
+				break
+			}
+			pod, err := pods.Pods(claim.Namespace).Get(consumer.Name)
+			if err == nil && pod.UID == consumer.UID && pod.DeletionTimestamp == nil {
+				gone = false
+				break
+			}
+		}
+		if gone {
+			n++
+		}
+	}
+	return n, nil
+}
+
+// dryRunAllocator returns the allocator for the clone's edits. ours asks
+// for drasched's allocator even with allocator: upstream, for nominated
+// pods, where only the devices matter and drasched's are upstream's.
+func (pl *Plugin) dryRunAllocator(ctx context.Context, s *stateData, ours bool) (nodeAllocator, error) {
+	d := s.dryRun
+	if !ours && d.alloc != nil {
+		return d.alloc, nil
+	}
+	edits := pl.edits(d)
+	var a nodeAllocator
+	if base, ok := s.allocator.(*allocator.Allocator); ok {
+		a = base.WithEdits(edits)
+	} else {
+		state := editedState(s.base, edits)
+		if ours {
+			na, err := allocator.New(ctx, pl.features, state, pl.tracker.DeviceClasses(), s.slices, allocator.Options{Cache: pl.cache})
+			if err != nil {
+				return nil, err
+			}
+			return na, nil
+		}
+		ua, err := structured.NewAllocator(ctx, pl.features, state, pl.tracker.DeviceClasses(), s.slices, pl.celCache())
+		if err != nil {
+			return nil, err
+		}
+		a = ua
+	}
+	if !ours {
+		d.alloc = a
+	}
+	return a, nil
+}
+
+// editedState applies edits to a copy of state, as upstream's scheduler
+// would gather it after the claims were deallocated and allocated; for
+// allocator: upstream, which cannot take edits.
+func editedState(state *structured.AllocatedState, edits allocator.Edits) structured.AllocatedState {
+	out := structured.AllocatedState{
+		AllocatedDevices:         state.AllocatedDevices.Clone().Difference(edits.Freed.AllocatedDevices).Union(edits.Added.AllocatedDevices),
+		AllocatedSharedDeviceIDs: state.AllocatedSharedDeviceIDs.Clone().Difference(edits.Freed.AllocatedSharedDeviceIDs).Union(edits.Added.AllocatedSharedDeviceIDs),
+		AggregatedCapacity:       state.AggregatedCapacity.Clone(),
+	}
+	for id, c := range edits.Freed.AggregatedCapacity {
+		out.AggregatedCapacity.Remove(structured.DeviceConsumedCapacity{DeviceID: id, ConsumedCapacity: c})
+	}
+	for id, c := range edits.Added.AggregatedCapacity {
+		out.AggregatedCapacity.Insert(structured.DeviceConsumedCapacity{DeviceID: id, ConsumedCapacity: c})
+	}
+	return out
+}
+
+// preemptionMayHelp reports whether evicting pods from the node could let
+// the claims fit: the pod may preempt, a pod of lower priority runs there,
+// and the claims fit the node with none of its devices allocated.
+func (pl *Plugin) preemptionMayHelp(ctx context.Context, s *stateData, pod *v1.Pod, nodeInfo fwk.NodeInfo, claims []*resourceapi.ResourceClaim) bool {
+	if pod.Spec.PreemptionPolicy != nil && *pod.Spec.PreemptionPolicy == v1.PreemptNever {
+		return false
+	}
+	priority := corev1helpers.PodPriority(pod)
+	lower := false
+	for _, p := range nodeInfo.GetPods() {
+		if corev1helpers.PodPriority(p.GetPod()) < priority {
+			lower = true
+			break
+		}
+	}
+	if !lower {
+		return false
+	}
+	a, err := s.unoccupied(ctx, pl)
+	if err != nil {
+		return false
+	}
+	results, err := a.Allocate(ctx, nodeInfo.Node(), claims)
+	return err == nil && len(results) == len(claims)
+}
+
+// unoccupied returns drasched's allocator for the cycle with nothing
+// allocated, built once per cycle.
+func (s *stateData) unoccupied(ctx context.Context, pl *Plugin) (*allocator.Allocator, error) {
+	r := s.results
+	r.unoccupiedOnce.Do(func() {
+		a, err := s.explainer(ctx, pl)
+		if err != nil {
+			r.unoccupiedErr = err
+			return
+		}
+		r.unoccupied = a.WithoutAllocations()
+	})
+	return r.unoccupied, r.unoccupiedErr
+}
