@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/utils/ptr"
 
+	draschedconfig "github.com/drasched/drasched/apis/config"
 	"github.com/drasched/drasched/internal/builder"
 	"github.com/drasched/drasched/test/integration/framework"
 )
@@ -114,36 +115,42 @@ func (p *preemption) stays(preemptor string, names []string) {
 }
 
 // A high-priority pod asking for four GPUs of a node full of one-GPU pods
-// of low priority evicts exactly four of them and gets their GPUs.
+// of low priority evicts exactly four of them and gets their GPUs, with
+// drasched's allocator and with allocator: upstream (whose dry run works
+// on a copy of the edited state).
 func TestPreemptionFreesDevices(t *testing.T) {
-	p := setupPreemption(t)
-	node := p.CreateNode("node")
-	p.PublishSlices(p.NodeSlice(node, builder.Devices("gpu", 8, nil)...).Obj())
-	class := p.CreateClass("gpu")
-	p.CreateTemplate(builder.MakeTemplate("one", builder.MakeClaim("").Request("gpu", class, 1)))
-	p.CreateTemplate(builder.MakeTemplate("four", builder.MakeClaim("").Request("gpu", class, 4)))
-	p.StartScheduler(framework.SchedulerOptions{})
+	for _, allocator := range []draschedconfig.AllocatorName{draschedconfig.AllocatorBuiltin, draschedconfig.AllocatorUpstream} {
+		t.Run(string(allocator), func(t *testing.T) {
+			p := setupPreemption(t)
+			node := p.CreateNode("node")
+			p.PublishSlices(p.NodeSlice(node, builder.Devices("gpu", 8, nil)...).Obj())
+			class := p.CreateClass("gpu")
+			p.CreateTemplate(builder.MakeTemplate("one", builder.MakeClaim("").Request("gpu", class, 1)))
+			p.CreateTemplate(builder.MakeTemplate("four", builder.MakeClaim("").Request("gpu", class, 4)))
+			p.StartScheduler(framework.SchedulerOptions{Configure: framework.UseAllocator(allocator)})
 
-	lows := p.fill("low", p.low, "one", 8)
-	before := p.devicesOf(lows)
-	p.CreatePod(p.MakePod("high").Priority(p.high).ClaimFromTemplate("gpu", "four"))
-	high := p.WaitForPodScheduled("high")
+			lows := p.fill("low", p.low, "one", 8)
+			before := p.devicesOf(lows)
+			p.CreatePod(p.MakePod("high").Priority(p.high).ClaimFromTemplate("gpu", "four"))
+			high := p.WaitForPodScheduled("high")
 
-	victims := p.gone(lows)
-	if len(victims) != 4 {
-		t.Fatalf("evicted %v, want exactly four pods", victims)
+			victims := p.gone(lows)
+			if len(victims) != 4 {
+				t.Fatalf("evicted %v, want exactly four pods", victims)
+			}
+			var freed []string
+			for _, v := range victims {
+				freed = append(freed, before[v]...)
+			}
+			got := p.devices(high)
+			slices.Sort(freed)
+			slices.Sort(got)
+			if !slices.Equal(freed, got) {
+				t.Errorf("high-priority pod got %v, the victims held %v", got, freed)
+			}
+			p.VerifyAllocations()
+		})
 	}
-	var freed []string
-	for _, v := range victims {
-		freed = append(freed, before[v]...)
-	}
-	got := p.devices(high)
-	slices.Sort(freed)
-	slices.Sort(got)
-	if !slices.Equal(freed, got) {
-		t.Errorf("high-priority pod got %v, the victims held %v", got, freed)
-	}
-	p.VerifyAllocations()
 }
 
 // With matchAttribute on the PCIe root, the victims are the pods of one
