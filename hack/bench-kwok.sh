@@ -10,6 +10,11 @@
 #          deleted a few seconds after it was bound
 #   match  pods of four L40S GPUs on one PCIe root (matchAttribute)
 #   mig    pods of one MIG device each on A100 nodes
+#   preempt  the H100 GPUs 100% full of low-priority 2- and 1-GPU pods, then
+#          high-priority 8- and 4-GPU pods (25% of the GPUs) at once, waited
+#          for at most 60 s: they fit only if low-priority pods are evicted,
+#          which upstream's DynamicResources cannot do; also counts the
+#          high-priority pods bound and the pods preempted
 #
 # It measures pods/s and the p50/p90/p99 of creation → bound latency,
 # checks every allocation after each case, and writes
