@@ -25,7 +25,7 @@
 #   NODES=N          nodes per cluster (default 1000; 100 with QUICK=1): a
 #                    tenth each L40S and A100 MIG nodes, the rest H100, 8
 #                    GPUs each
-#   QUICK=1          100 nodes and 20 s of churn: both schedulers in ~4 min
+#   QUICK=1          100 nodes and 20 s of churn: both schedulers in ~5 min
 #   RUNS=N           runs per scheduler, each on a fresh cluster (default 1;
 #                    the order of the schedulers alternates)
 #   CHURN_RATE=P     pods/s of the churn workload (default 10)

@@ -618,7 +618,7 @@ func (r *runner) report(c caseResult) {
 		seconds(percentile(c.Latencies, 0.99)), c.AllocationErrors)
 	if c.Name == casePreempt {
 		_, _ = fmt.Fprintf(r.out, "    %-6s %d of %d high-priority pods bound, %d low-priority pods preempted\n",
-			"", c.HighPriorityBound, c.Pods, c.Preempted)
+			c.Name, c.HighPriorityBound, c.Pods, c.Preempted)
 	}
 	for _, e := range c.Errors {
 		_, _ = fmt.Fprintf(r.out, "      error: %s\n", e)
