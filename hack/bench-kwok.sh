@@ -10,6 +10,11 @@
 #          deleted a few seconds after it was bound
 #   match  pods of four L40S GPUs on one PCIe root (matchAttribute)
 #   mig    pods of one MIG device each on A100 nodes
+#   preempt  the H100 GPUs 100% full of low-priority 2- and 1-GPU pods, then
+#          high-priority 8- and 4-GPU pods (25% of the GPUs) at once, waited
+#          for at most 60 s: they fit only if low-priority pods are evicted,
+#          which upstream's DynamicResources cannot do; also counts the
+#          high-priority pods bound and the pods preempted
 #
 # It measures pods/s and the p50/p90/p99 of creation → bound latency,
 # checks every allocation after each case, and writes
@@ -20,7 +25,7 @@
 #   NODES=N          nodes per cluster (default 1000; 100 with QUICK=1): a
 #                    tenth each L40S and A100 MIG nodes, the rest H100, 8
 #                    GPUs each
-#   QUICK=1          100 nodes and 20 s of churn: both schedulers in ~4 min
+#   QUICK=1          100 nodes and 20 s of churn: both schedulers in ~5 min
 #   RUNS=N           runs per scheduler, each on a fresh cluster (default 1;
 #                    the order of the schedulers alternates)
 #   CHURN_RATE=P     pods/s of the churn workload (default 10)

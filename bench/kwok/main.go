@@ -8,9 +8,9 @@
 //	kwok scheduler-config  writes the configuration of upstream's
 //	                       kube-scheduler or of drasched for the cluster,
 //	                       both with the same schedulerName and client QPS
-//	kwok run               runs the workloads (fill, churn, match, mig)
-//	                       against the scheduler, measures pods/s and
-//	                       creation → bound latencies, checks every
+//	kwok run               runs the workloads (fill, churn, match, mig,
+//	                       preempt) against the scheduler, measures pods/s
+//	                       and creation → bound latencies, checks every
 //	                       allocation after each, and writes the run's file
 //	kwok report            turns the runs of both schedulers into the
 //	                       suite file of bench/internal/results
@@ -240,6 +240,8 @@ func newRunCommand(client func() (kubernetes.Interface, error)) *cobra.Command {
 		ChurnRate:     10,
 		ChurnDuration: time.Minute,
 		ChurnLifetime: 5 * time.Second,
+		PreemptShare:  0.25,
+		PreemptWait:   time.Minute,
 		Workers:       16,
 		Timeout:       time.Minute,
 		PerPod:        200 * time.Millisecond,
@@ -267,6 +269,7 @@ func newRunCommand(client func() (kubernetes.Interface, error)) *cobra.Command {
 			result := runResult{
 				Scheduler: scheduler, Run: run, NodeMix: mix,
 				Fraction: cfg.Fraction, ChurnBase: cfg.ChurnBase, ChurnRate: cfg.ChurnRate, ChurnLifetimeSeconds: cfg.ChurnLifetime.Seconds(),
+				PreemptShare: cfg.PreemptShare, PreemptWaitSeconds: cfg.PreemptWait.Seconds(),
 				Cases: cases,
 			}
 			for _, n := range mix {
@@ -290,6 +293,8 @@ func newRunCommand(client func() (kubernetes.Interface, error)) *cobra.Command {
 	cmd.Flags().Float64Var(&cfg.ChurnRate, "churn-rate", cfg.ChurnRate, "Pods per second that churn creates.")
 	cmd.Flags().DurationVar(&cfg.ChurnDuration, "churn-duration", cfg.ChurnDuration, "How long churn creates pods.")
 	cmd.Flags().DurationVar(&cfg.ChurnLifetime, "churn-lifetime", cfg.ChurnLifetime, "How long after binding churn deletes a pod.")
+	cmd.Flags().Float64Var(&cfg.PreemptShare, "preempt-share", cfg.PreemptShare, "Share of the H100 GPUs that preempt's high-priority pods ask for.")
+	cmd.Flags().DurationVar(&cfg.PreemptWait, "preempt-wait", cfg.PreemptWait, "The longest preempt waits for its high-priority pods to be bound.")
 	cmd.Flags().IntVar(&cfg.Workers, "workers", cfg.Workers, "Pods created in parallel.")
 	return cmd
 }

@@ -47,22 +47,37 @@ type metric struct {
 	name   string
 	better results.Better
 	value  func(caseResult) float64
+	// only is the case the metric is of; every case if empty.
+	only string
 }
+
+// of says whether the case has the metric.
+func (m metric) of(name string) bool { return m.only == "" || m.only == name }
+
+// Metrics of the preempt case only.
+const (
+	metricHighPriorityBound = "high_priority_bound"
+	metricPreemptedPods     = "preempted_pods"
+)
 
 var metrics = []metric{
 	{"pods_per_second", results.Higher, func(c caseResult) float64 {
 		return sample{latencies: c.Latencies, seconds: c.Seconds}.podsPerSecond()
-	}},
-	{"p50_seconds", results.Lower, func(c caseResult) float64 { return percentile(c.Latencies, 0.5) }},
-	{"p90_seconds", results.Lower, func(c caseResult) float64 { return percentile(c.Latencies, 0.9) }},
-	{"p99_seconds", results.Lower, func(c caseResult) float64 { return percentile(c.Latencies, 0.99) }},
-	{metricAllocationErrors, results.Lower, func(c caseResult) float64 { return float64(c.AllocationErrors) }},
+	}, ""},
+	{"p50_seconds", results.Lower, func(c caseResult) float64 { return percentile(c.Latencies, 0.5) }, ""},
+	{"p90_seconds", results.Lower, func(c caseResult) float64 { return percentile(c.Latencies, 0.9) }, ""},
+	{"p99_seconds", results.Lower, func(c caseResult) float64 { return percentile(c.Latencies, 0.99) }, ""},
+	{metricAllocationErrors, results.Lower, func(c caseResult) float64 { return float64(c.AllocationErrors) }, ""},
+	// The high-priority pods bound, and at what cost: fewer evictions for
+	// the same pods bound is better.
+	{metricHighPriorityBound, results.Higher, func(c caseResult) float64 { return float64(c.HighPriorityBound) }, casePreempt},
+	{metricPreemptedPods, results.Lower, func(c caseResult) float64 { return float64(c.Preempted) }, casePreempt},
 }
 
 // suiteFile turns the runs of both schedulers into the suite's file of the
 // results format: per case and metric the median of each scheduler's runs,
-// the targets of the issue (fill: p99 latency no worse than upstream's; no
-// allocation errors), notes on what each workload is and on pods that were
+// the targets of the issue (fill: p99 latency no worse than upstream's;
+// preempt: every high-priority pod bound; no allocation errors), notes on what each workload is and on pods that were
 // not bound, and the series for plots (throughput over time, latency CDF).
 func suiteFile(runs []runResult, command string, seconds float64) (results.File, error) {
 	byScheduler := map[string][]runResult{}
@@ -96,7 +111,11 @@ func suiteFile(runs []runResult, command string, seconds float64) (results.File,
 		if len(cases[upstream]) == 0 || len(cases[drasched]) == 0 {
 			continue
 		}
-		for i, m := range metrics {
+		first := true
+		for _, m := range metrics {
+			if !m.of(name) {
+				continue
+			}
 			var up, dr []float64
 			for _, c := range cases[upstream] {
 				up = append(up, m.value(c))
@@ -109,12 +128,21 @@ func suiteFile(runs []runResult, command string, seconds float64) (results.File,
 			case m.name == "p99_seconds" && name == caseFill:
 				c.Target = "p99 ≤ upstream's"
 				c.TargetMet = ptr.To(c.Drasched > 0 && c.Upstream > 0 && c.Drasched <= c.Upstream)
+			case m.name == metricHighPriorityBound:
+				// All of them fit once low-priority pods are evicted.
+				c.Target = "drasched binds every high-priority pod that fits after eviction"
+				met := true
+				for _, d := range cases[drasched] {
+					met = met && d.Pods > 0 && d.HighPriorityBound == d.Pods
+				}
+				c.TargetMet = ptr.To(met)
 			case m.name == metricAllocationErrors:
 				c.Target = "no allocation errors"
 				c.TargetMet = ptr.To(slices.Max(dr) == 0)
 			}
-			if i == 0 {
+			if first {
 				c.Note = caseNote(name, byScheduler[upstream][0], cases)
+				first = false
 			}
 			f.Cases = append(f.Cases, c)
 		}
@@ -163,12 +191,20 @@ func caseNote(name string, r runResult, cases map[string][]caseResult) string {
 	case caseMIG:
 		what = fmt.Sprintf("%d pods of one MIG device each (1g.5gb, 2g.10gb, 3g.20gb, 7g.40gb), created at once: %.0f%% of the MIG devices of %d A100 nodes.",
 			pods, r.Fraction*100, r.NodeMix[kindA100])
+	case casePreempt:
+		what = fmt.Sprintf("The %d H100 nodes 100%% full of low-priority pods of 2 and 1 GPUs, then %d high-priority pods of 8 and 4 GPUs (%.0f%% of the GPUs) created at once, "+
+			"waited for at most %s; latencies and pods/s are of the high-priority pods bound, preempted pods are the low-priority pods evicted.",
+			r.NodeMix[kindH100], pods, r.PreemptShare*100, time.Duration(r.PreemptWaitSeconds*float64(time.Second)))
 	}
 	var problems []string
 	for _, s := range []string{upstream, drasched} {
 		for i, c := range cases[s] {
 			if c.Unbound > 0 {
-				problems = append(problems, fmt.Sprintf("%s run %d: %d of %d pods not bound", s, i+1, c.Unbound, c.Pods))
+				what := "pods"
+				if name == casePreempt {
+					what = "high-priority pods"
+				}
+				problems = append(problems, fmt.Sprintf("%s run %d: %d of %d %s not bound", s, i+1, c.Unbound, c.Pods, what))
 			}
 			if n := len(c.Errors); n > 0 && c.Unbound == 0 && c.AllocationErrors == 0 {
 				problems = append(problems, fmt.Sprintf("%s run %d: %s", s, i+1, c.Errors[0]))

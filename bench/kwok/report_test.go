@@ -14,6 +14,7 @@ func testRun(scheduler string, run int, latency float64, unbound, allocationErro
 		Scheduler: scheduler, Run: run, Nodes: 100,
 		NodeMix:  map[string]int{kindH100: 80, kindL40S: 10, kindA100: 10},
 		Fraction: 0.9, ChurnBase: 0.3, ChurnRate: 10, ChurnLifetimeSeconds: 5,
+		PreemptShare: 0.25, PreemptWaitSeconds: 60,
 	}
 	for _, name := range caseNames {
 		c := caseResult{Name: name, Pods: 4 + unbound, Unbound: unbound, AllocationErrors: allocationErrors, Seconds: 2}
@@ -23,6 +24,9 @@ func testRun(scheduler string, run int, latency float64, unbound, allocationErro
 		}
 		if allocationErrors > 0 {
 			c.Errors = []string{"device twice"}
+		}
+		if name == casePreempt {
+			c.HighPriorityBound, c.Preempted = 4, 12
 		}
 		r.Cases = append(r.Cases, c)
 	}
@@ -40,8 +44,10 @@ func TestSuiteFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := len(f.Cases); got != len(caseNames)*len(metrics) {
-		t.Fatalf("%d cases, want %d", got, len(caseNames)*len(metrics))
+	// Every metric of every case, but high_priority_bound and
+	// preempted_pods only of preempt.
+	if got, want := len(f.Cases), len(caseNames)*(len(metrics)-2)+2; got != want {
+		t.Fatalf("%d cases, want %d", got, want)
 	}
 	get := func(name, metric string) results.Case {
 		t.Helper()
@@ -102,5 +108,73 @@ func TestSuiteFile(t *testing.T) {
 func TestSuiteFileNeedsBoth(t *testing.T) {
 	if _, err := suiteFile([]runResult{testRun(upstream, 1, 1, 0, 0)}, "", 0); err == nil || !strings.Contains(err.Error(), "no run of drasched") {
 		t.Errorf("got error %v", err)
+	}
+}
+
+// Upstream cannot preempt for devices: none of its high-priority pods is
+// bound and it evicts nothing. The report says so as it is: upstream's
+// count 0 without a ratio, no upstream latency, the target met by drasched
+// binding them all.
+func TestSuiteFilePreemptUpstreamNone(t *testing.T) {
+	up := testRun(upstream, 1, 1, 0, 0)
+	dr := testRun(drasched, 1, 0.5, 0, 0)
+	for i := range up.Cases {
+		if c := &up.Cases[i]; c.Name == casePreempt {
+			*c = caseResult{Name: casePreempt, Pods: 27, Unbound: 27}
+		}
+	}
+	for i := range dr.Cases {
+		if c := &dr.Cases[i]; c.Name == casePreempt {
+			c.Pods, c.HighPriorityBound, c.Preempted = 4, 4, 12
+		}
+	}
+	f, err := suiteFile([]runResult{up, dr}, "", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	byMetric := map[string]results.Case{}
+	for _, c := range f.Cases {
+		if c.Name == casePreempt {
+			byMetric[c.Metric] = c
+		}
+	}
+	bound := byMetric[metricHighPriorityBound]
+	if bound.Upstream != 0 || bound.Drasched != 4 || bound.Ratio != 0 || bound.Better != results.Higher {
+		t.Errorf("high_priority_bound: %+v, want upstream 0, drasched 4, no ratio", bound)
+	}
+	if bound.TargetMet == nil || !*bound.TargetMet || !strings.Contains(bound.Target, "every high-priority pod") {
+		t.Errorf("high_priority_bound target %q met %v, want met", bound.Target, bound.TargetMet)
+	}
+	preempted := byMetric[metricPreemptedPods]
+	if preempted.Upstream != 0 || preempted.Drasched != 12 || preempted.Ratio != 0 || preempted.Better != results.Lower {
+		t.Errorf("preempted_pods: %+v", preempted)
+	}
+	p99 := byMetric["p99_seconds"]
+	if p99.Upstream != 0 || p99.Drasched != 2 || p99.Ratio != 0 || p99.TargetMet != nil {
+		t.Errorf("p99_seconds: %+v, want no upstream value and no ratio", p99)
+	}
+	note := byMetric["pods_per_second"].Note
+	for _, want := range []string{"80 H100 nodes 100% full", "27 high-priority pods of 8 and 4 GPUs (25% of the GPUs)", "1m0s", "upstream run 1: 27 of 27 high-priority pods not bound"} {
+		if !strings.Contains(note, want) {
+			t.Errorf("preempt note %q does not say %q", note, want)
+		}
+	}
+	var md strings.Builder
+	if err := results.Markdown(&md, f); err != nil {
+		t.Fatal(err)
+	}
+	if want := "| preempt | – → 2.00 (–) | – → 1.00 s (–) | – → 2.00 s (–) | – → 2.00 s (–) | 0 → 0 (–) | 0 → 4 (–) | 0 → 12 (–) |"; !strings.Contains(md.String(), want) {
+		t.Errorf("Markdown lacks %q:\n%s", want, md.String())
+	}
+	// A drasched run that leaves one unbound misses the target.
+	dr.Cases[len(dr.Cases)-1].HighPriorityBound = 3
+	f, err = suiteFile([]runResult{up, dr}, "", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range f.Cases {
+		if c.Name == casePreempt && c.Metric == metricHighPriorityBound && (c.TargetMet == nil || *c.TargetMet) {
+			t.Errorf("target met with 3 of 4 bound: %+v", c)
+		}
 	}
 }

@@ -27,13 +27,14 @@ import (
 
 // Case names, in the order in which a run measures them.
 const (
-	caseFill  = "fill"
-	caseChurn = "churn"
-	caseMatch = "match"
-	caseMIG   = "mig"
+	caseFill    = "fill"
+	caseChurn   = "churn"
+	caseMatch   = "match"
+	caseMIG     = "mig"
+	casePreempt = "preempt"
 )
 
-var caseNames = []string{caseFill, caseChurn, caseMatch, caseMIG}
+var caseNames = []string{caseFill, caseChurn, caseMatch, caseMIG, casePreempt}
 
 // runConfig says what a run measures and how.
 type runConfig struct {
@@ -50,6 +51,13 @@ type runConfig struct {
 	ChurnRate     float64
 	ChurnDuration time.Duration
 	ChurnLifetime time.Duration
+	// PreemptShare is the share of the H100 GPUs that the preempt
+	// workload's high-priority pods ask for once low-priority pods hold
+	// all of them; PreemptWait is the longest the case waits for them to
+	// be bound (at most Timeout plus PerPod for each): upstream never binds
+	// them.
+	PreemptShare float64
+	PreemptWait  time.Duration
 	// Workers create pods in parallel.
 	Workers int
 	// Timeout is how long the pods of a case may take to be bound, plus
@@ -65,12 +73,14 @@ type runResult struct {
 	Nodes     int    `json:"nodes"`
 	// NodeMix is the number of nodes by kind.
 	NodeMix map[string]int `json:"node_mix"`
-	// Fraction, ChurnBase, ChurnRate and ChurnLifetimeSeconds are those of
-	// the runConfig.
+	// Fraction, ChurnBase, ChurnRate, ChurnLifetimeSeconds, PreemptShare
+	// and PreemptWaitSeconds are those of the runConfig.
 	Fraction             float64      `json:"fraction"`
 	ChurnBase            float64      `json:"churn_base"`
 	ChurnRate            float64      `json:"churn_rate"`
 	ChurnLifetimeSeconds float64      `json:"churn_lifetime_seconds"`
+	PreemptShare         float64      `json:"preempt_share,omitempty"`
+	PreemptWaitSeconds   float64      `json:"preempt_wait_seconds,omitempty"`
 	Cases                []caseResult `json:"cases"`
 }
 
@@ -87,6 +97,12 @@ type caseResult struct {
 	Seconds float64 `json:"seconds"`
 	// Unbound pods were not bound in time.
 	Unbound int `json:"unbound,omitempty"`
+	// HighPriorityBound and Preempted are of the preempt case: how many of
+	// its high-priority pods (Pods) were bound, and how many of the
+	// low-priority pods that filled the GPUs were evicted (gone or being
+	// deleted at the end).
+	HighPriorityBound int `json:"high_priority_bound,omitempty"`
+	Preempted         int `json:"preempted_pods,omitempty"`
 	// AllocationErrors counts what kwokcluster.Verify found.
 	AllocationErrors int `json:"allocation_errors"`
 	// Errors are the first errors of the case, for the report.
@@ -161,6 +177,8 @@ func (r *runner) run(ctx context.Context) ([]caseResult, error) {
 			r.measureBatch(ctx, &c, matchPods(capa.matchSlots, r.cfg.Fraction))
 		case caseMIG:
 			r.measureBatch(ctx, &c, migPods(capa.mig, r.cfg.Fraction))
+		case casePreempt:
+			r.measurePreempt(ctx, &c, capa)
 		}
 		if ctx.Err() != nil {
 			return results, ctx.Err()
@@ -185,7 +203,7 @@ func (r *runner) run(ctx context.Context) ([]caseResult, error) {
 
 // setup creates the namespace, waits for its default ServiceAccount (the
 // ServiceAccount admission plugin refuses pods until the controller manager
-// has made it) and creates the DeviceClasses.
+// has made it) and creates the DeviceClasses and the PriorityClasses.
 func (r *runner) setup(ctx context.Context) error {
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: r.cfg.Namespace}}
 	if _, err := r.client.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
@@ -205,6 +223,11 @@ func (r *runner) setup(ctx context.Context) error {
 	for _, class := range classes {
 		if _, err := r.client.ResourceV1().DeviceClasses().Create(ctx, class, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 			return fmt.Errorf("create DeviceClass %s: %w", class.Name, err)
+		}
+	}
+	for _, class := range priorityClasses() {
+		if _, err := r.client.SchedulingV1().PriorityClasses().Create(ctx, class, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("create PriorityClass %s: %w", class.Name, err)
 		}
 	}
 	return nil
@@ -443,6 +466,74 @@ func (r *runner) measureChurn(ctx context.Context, c *caseResult, capa capacity)
 	r.fill(c, names, start)
 }
 
+// measurePreempt fills all H100 GPUs with low-priority pods of 2 and 1
+// GPUs (not measured), then creates high-priority pods of 8 and 4 GPUs at
+// once, PreemptShare of the H100 GPUs, which fit only if low-priority pods
+// are evicted, and measures creation → bound of those. It waits at most
+// PreemptWait for them: high-priority pods left unbound are the result
+// (upstream's DynamicResources cannot preempt for devices), not an error.
+// It then counts the low-priority pods that are gone or being deleted.
+func (r *runner) measurePreempt(ctx context.Context, c *caseResult, capa capacity) {
+	twos, ones := preemptLowPods(capa.h100)
+	low := podNames(append(slices.Clone(twos), ones...))
+	for _, batch := range [][]podSpec{twos, ones} {
+		if err := r.createPods(ctx, preemptLowCaseName, batch); err != nil {
+			c.addErrors(err)
+			return
+		}
+		if err := r.waitBound(ctx, preemptLowCaseName, podNames(batch), time.Now(), r.timeout(len(batch))); err != nil {
+			c.addErrors(err)
+			return
+		}
+	}
+
+	pods := preemptHighPods(capa.h100, r.cfg.PreemptShare)
+	names := podNames(pods)
+	c.Pods = len(pods)
+	start := time.Now()
+	if err := r.createPods(ctx, c.Name, pods); err != nil {
+		c.addErrors(err)
+	}
+	limit := min(r.cfg.PreemptWait, r.timeout(len(pods)))
+	if err := r.waitBound(ctx, c.Name, names, start, limit); err != nil && ctx.Err() != nil {
+		c.addErrors(err)
+	}
+	r.fill(c, names, start)
+	c.HighPriorityBound = len(c.Latencies)
+
+	// Victims are deleted with no grace period; let the deletions finish
+	// before counting them and before the allocations are verified.
+	var terminating int
+	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		list, err := r.client.CoreV1().Pods(r.cfg.Namespace).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		terminating = 0
+		for _, pod := range list.Items {
+			if pod.DeletionTimestamp != nil {
+				terminating++
+			}
+		}
+		return terminating == 0, nil
+	})
+	if err != nil && ctx.Err() == nil {
+		_, _ = fmt.Fprintf(r.out, "    %s: %d pods still terminating: %v\n", c.Name, terminating, err)
+	}
+	list, err := r.client.CoreV1().Pods(r.cfg.Namespace).List(ctx, metav1.ListOptions{LabelSelector: caseLabel + "=" + preemptLowCaseName})
+	if err != nil {
+		c.addErrors(fmt.Errorf("list low-priority pods: %w", err))
+		return
+	}
+	left := 0
+	for _, pod := range list.Items {
+		if pod.DeletionTimestamp == nil && slices.Contains(low, pod.Name) {
+			left++
+		}
+	}
+	c.Preempted = len(low) - left
+}
+
 func podNames(pods []podSpec) []string {
 	names := make([]string, len(pods))
 	for i, p := range pods {
@@ -525,6 +616,10 @@ func (r *runner) report(c caseResult) {
 	_, _ = fmt.Fprintf(r.out, "    %-6s %d pods, %.1f pods/s, latency p50 %s p90 %s p99 %s, %d allocation errors\n",
 		c.Name, c.Pods, s.podsPerSecond(), seconds(percentile(c.Latencies, 0.5)), seconds(percentile(c.Latencies, 0.9)),
 		seconds(percentile(c.Latencies, 0.99)), c.AllocationErrors)
+	if c.Name == casePreempt {
+		_, _ = fmt.Fprintf(r.out, "    %-6s %d of %d high-priority pods bound, %d low-priority pods preempted\n",
+			c.Name, c.HighPriorityBound, c.Pods, c.Preempted)
+	}
 	for _, e := range c.Errors {
 		_, _ = fmt.Fprintf(r.out, "      error: %s\n", e)
 	}

@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
@@ -103,11 +104,12 @@ func capacityOf(all []resourceapi.ResourceSlice) capacity {
 	return c
 }
 
-// podSpec is one pod of a workload: its name and the ResourceClaimTemplate
-// of its claim.
+// podSpec is one pod of a workload: its name, the ResourceClaimTemplate
+// of its claim and, if any, its PriorityClass.
 type podSpec struct {
-	name     string
-	template string
+	name          string
+	template      string
+	priorityClass string
 }
 
 // Templates of the workloads.
@@ -156,6 +158,78 @@ var churnSizes = []int{1, 2, 1, 4}
 // churnPod is the i-th pod of the churn workload's stream.
 func churnPod(i int) podSpec {
 	return podSpec{name: fmt.Sprintf("churn-%05d", i), template: h100Template(churnSizes[i%len(churnSizes)])}
+}
+
+// PriorityClasses of the preempt workload: low-priority pods fill the
+// H100 GPUs, high-priority pods then need some of them.
+const (
+	lowPriorityClass   = "drasched-bench-low"
+	lowPriority        = 100
+	highPriorityClass  = "drasched-bench-high"
+	highPriority       = 1000000
+	preemptLowCaseName = "preempt-low"
+)
+
+// priorityClasses are the PriorityClasses of the preempt workload.
+func priorityClasses() []*schedulingv1.PriorityClass {
+	class := func(name string, value int32, description string) *schedulingv1.PriorityClass {
+		return &schedulingv1.PriorityClass{
+			ObjectMeta:  metav1.ObjectMeta{Name: name},
+			Value:       value,
+			Description: description,
+		}
+	}
+	return []*schedulingv1.PriorityClass{
+		class(lowPriorityClass, lowPriority, "Low-priority pods of the kwok benchmark's preempt workload, the victims."),
+		class(highPriorityClass, highPriority, "High-priority pods of the kwok benchmark's preempt workload, the preemptors."),
+	}
+}
+
+// preemptLowPods returns low-priority pods of 2 and 1 H100 GPUs that
+// together take exactly all gpus: half of them as 2-GPU pods, the rest as
+// 1-GPU pods. Created in that order, each batch bound before the next,
+// every node ends exactly full whether a scheduler packs or spreads: the
+// 2-GPU pods leave every node an even number of free GPUs.
+func preemptLowPods(gpus int) (twos, ones []podSpec) {
+	pod := func(i, size int) podSpec {
+		return podSpec{name: fmt.Sprintf("%s-%05d", preemptLowCaseName, i), template: h100Template(size), priorityClass: lowPriorityClass}
+	}
+	for range gpus / 4 {
+		twos = append(twos, pod(len(twos), 2))
+	}
+	for range gpus - 2*len(twos) {
+		ones = append(ones, pod(len(twos)+len(ones), 1))
+	}
+	return twos, ones
+}
+
+// preemptHighSizes is the cycle of sizes, in H100 GPUs, of the preempt
+// workload's high-priority pods.
+var preemptHighSizes = []int{8, 4}
+
+// preemptHighPods returns high-priority pods of 8 and 4 H100 GPUs,
+// alternating, that take share of gpus (rounded down to 4 GPUs): at least
+// one of each size from two nodes' worth of GPUs on, and at least one
+// 4-GPU pod from four GPUs on.
+func preemptHighPods(gpus int, share float64) []podSpec {
+	budget := int(float64(gpus) * share)
+	switch {
+	case gpus >= 16:
+		budget = max(budget, 12)
+	case gpus >= 4:
+		budget = max(budget, 4)
+	}
+	budget = min(budget, gpus)
+	var pods []podSpec
+	for left := budget; left >= 4; {
+		size := preemptHighSizes[len(pods)%len(preemptHighSizes)]
+		if size > left {
+			size = 4
+		}
+		pods = append(pods, podSpec{name: fmt.Sprintf("preempt-%05d", len(pods)), template: h100Template(size), priorityClass: highPriorityClass})
+		left -= size
+	}
+	return pods
 }
 
 // matchPods returns fraction of the slots of four L40S GPUs on one PCIe
@@ -240,7 +314,8 @@ const (
 )
 
 // podObject is the pod of a podSpec: one claim from its template, one
-// container using it, for the scheduler schedulerName.
+// container using it, for the scheduler schedulerName, with the podSpec's
+// PriorityClass if it has one.
 func podObject(namespace, schedulerName, caseName string, p podSpec) *corev1.Pod {
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
@@ -250,6 +325,7 @@ func podObject(namespace, schedulerName, caseName string, p podSpec) *corev1.Pod
 		},
 		Spec: corev1.PodSpec{
 			SchedulerName:                 schedulerName,
+			PriorityClassName:             p.priorityClass,
 			RestartPolicy:                 corev1.RestartPolicyNever,
 			TerminationGracePeriodSeconds: ptr.To[int64](0),
 			ResourceClaims:                []corev1.PodResourceClaim{{Name: "gpus", ResourceClaimTemplateName: ptr.To(p.template)}},

@@ -28,6 +28,21 @@ var MetricTitles = map[string]string{
 	"p90_seconds":         "p90 latency",
 	"p99_seconds":         "p99 latency",
 	"allocation_errors":   "allocation errors",
+	"high_priority_bound": "high-priority pods bound",
+	"preempted_pods":      "pods preempted",
+}
+
+// CountMetrics are metrics that count something besides errors
+// ("*_errors" are counts too): their 0 is a result, not a missing value.
+var CountMetrics = map[string]bool{
+	"high_priority_bound": true,
+	"preempted_pods":      true,
+}
+
+// IsCount says whether a metric counts something, so that its 0 is shown
+// as 0: errors ("*_errors") and CountMetrics.
+func IsCount(metric string) bool {
+	return strings.HasSuffix(metric, "_errors") || CountMetrics[metric]
 }
 
 // Markdown renders a file as one table per suite: a row per case, a column
@@ -147,11 +162,12 @@ func FormatRatio(r float64) string {
 }
 
 // FormatValue prints a value in the unit its metric's name implies.
-// Counts of errors ("*_errors") are whole numbers, 0 included: no errors is
-// a result, not a missing value.
+// Counts (IsCount) are whole numbers, 0 included: no errors, or no pods
+// bound, is a result, not a missing value. A count that upstream leaves at
+// 0 has no ratio, and its cell reads "0 → N (–)".
 func FormatValue(metric string, v float64) string {
 	switch {
-	case strings.HasSuffix(metric, "_errors"):
+	case IsCount(metric):
 		return fmt.Sprintf("%.0f", v)
 	case v == 0:
 		return "–"

@@ -156,6 +156,33 @@ func TestMarkdown(t *testing.T) {
 	}
 }
 
+// A count that upstream leaves at 0 reads "0 → N" without a ratio; a
+// latency with no value (no pod bound) reads "–".
+func TestMarkdownCounts(t *testing.T) {
+	c := NewCase(SuiteKwok, "preempt", "high_priority_bound", Higher, []float64{0}, []float64{27})
+	if c.Upstream != 0 || c.Drasched != 27 || c.Ratio != 0 {
+		t.Errorf("case %+v, want upstream 0, drasched 27, no ratio", c)
+	}
+	f := File{Cases: []Case{
+		NewCase(SuiteKwok, "preempt", "p99_seconds", Lower, []float64{0}, []float64{1.5}),
+		c,
+		NewCase(SuiteKwok, "preempt", "preempted_pods", Lower, []float64{0}, []float64{80}),
+	}}
+	var buf bytes.Buffer
+	if err := Markdown(&buf, f); err != nil {
+		t.Fatal(err)
+	}
+	want := "| preempt | – → 1.50 s (–) | 0 → 27 (–) | 0 → 80 (–) |"
+	if !strings.Contains(buf.String(), want) {
+		t.Errorf("Markdown lacks %q:\n%s", want, buf.String())
+	}
+	for metric, want := range map[string]bool{"allocation_errors": true, "high_priority_bound": true, "preempted_pods": true, "p99_seconds": false, "pods_per_second": false} {
+		if got := IsCount(metric); got != want {
+			t.Errorf("IsCount(%q) = %v, want %v", metric, got, want)
+		}
+	}
+}
+
 func TestMemTotal(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "meminfo")
 	if err := os.WriteFile(path, []byte("MemTotal:       24522284 kB\nMemFree:  1 kB\n"), 0o644); err != nil {
