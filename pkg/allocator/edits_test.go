@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/dynamic-resource-allocation/structured"
@@ -59,7 +58,7 @@ func compareEdited(inst *randinst.Instance, before structured.AllocatedState, ed
 	}
 	got, gotErr := base.WithEdits(edits).Allocate(ctx, inst.Node, inst.Claims)
 	if fmt.Sprint(wantErr) != fmt.Sprint(gotErr) {
-		return fmt.Errorf("error mismatch:\nfresh:  %v\nedited: %v", wantErr, gotErr)
+		return fmt.Errorf("error mismatch:\nfresh:  %s\nedited: %s", fmt.Sprint(wantErr), fmt.Sprint(gotErr))
 	}
 	normalizeShareIDs(want)
 	normalizeShareIDs(got)
@@ -142,7 +141,7 @@ func splitState(seed uint64, inst *randinst.Instance) (structured.AllocatedState
 				consumed := structured.ConsumedCapacity{}
 				for name, c := range device.Capacity { // all of it
 					q := c.Value.DeepCopy()
-					consumed[resourceapi.QualifiedName(name)] = &q
+					consumed[name] = &q
 				}
 				before.AggregatedCapacity[id] = consumed
 				edits.Freed.AggregatedCapacity[id] = consumed.Clone()
