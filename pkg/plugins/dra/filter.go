@@ -142,8 +142,10 @@ func (pl *Plugin) Filter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, no
 			return statusPreemptible(logger, reasons, "pod", klog.KObj(pod), "node", klog.KObj(node))
 		}
 		return statusUnschedulable(logger, reasons, "pod", klog.KObj(pod), "node", klog.KObj(node))
-	case len(s.dryRun.removedPods()) > 0:
-		// Devices of pods that are still there: nothing for Reserve.
+	case len(s.dryRun.removedPods()) > 0 && !s.dryRun.simulation:
+		// DefaultPreemption's dry run: devices of pods that are still
+		// there, nothing for Reserve, and the results are shared with the
+		// cycle's state.
 		return nil
 	}
 	s.results.store(node.Name, results, s.dryRun.active())

@@ -59,6 +59,10 @@ type dryRun struct {
 	nominated map[types.UID][]resourceapi.AllocationResult
 	// alloc is the allocator for the current edits, built on first use.
 	alloc nodeAllocator
+	// simulation: the state is not a clone but one that the preemption of
+	// pod groups made for its simulation, which Reserve runs on; Filter
+	// keeps its allocations there.
+	simulation bool
 }
 
 // clone copies the edits for a clone of the state; the clone of a state
@@ -69,6 +73,7 @@ func (d *dryRun) clone() *dryRun {
 		maps.Copy(c.removed, d.removed)
 		maps.Copy(c.nominated, d.nominated)
 		c.alloc = d.alloc
+		c.simulation = d.simulation
 	}
 	return c
 }
@@ -131,9 +136,11 @@ func (pl *Plugin) AddPod(ctx context.Context, cs fwk.CycleState, _ *v1.Pod, podI
 	return nil
 }
 
-// editable returns the state and its edits, or the status to return: the
-// pod has nothing to allocate (what other pods use cannot matter), or the
-// state is the cycle's own, which the framework never edits.
+// editable returns the state and its edits, or the status to return when
+// the pod has nothing to allocate (what other pods use cannot matter).
+// DefaultPreemption and the nominated-pod pass edit clones; the preemption
+// of pod groups edits states that it made for its simulation by running
+// PreFilter, which get their dryRun here.
 func (pl *Plugin) editable(ctx context.Context, cs fwk.CycleState) (*stateData, *dryRun, *fwk.Status) {
 	s, err := getState(cs)
 	if err != nil {
@@ -143,7 +150,8 @@ func (pl *Plugin) editable(ctx context.Context, cs fwk.CycleState) (*stateData, 
 		return nil, nil, nil
 	}
 	if s.dryRun == nil {
-		return nil, nil, statusError(klog.FromContext(ctx), fmt.Errorf("internal error: pod added to or removed from the cycle's own state"))
+		s.dryRun = (*dryRun)(nil).clone()
+		s.dryRun.simulation = true
 	}
 	return s, s.dryRun, nil
 }
