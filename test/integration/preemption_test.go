@@ -393,6 +393,7 @@ func TestPreemptionAtScale(t *testing.T) {
 	p.CreatePods(highPods)
 	p.WaitFor(framework.Timeout, "all high-priority pods bound", func(ctx context.Context) (bool, string, error) {
 		bound := 0
+		var waiting []string
 		for _, name := range highs {
 			pod, err := p.Client.CoreV1().Pods(p.Namespace).Get(ctx, name, metav1.GetOptions{})
 			if err != nil {
@@ -400,9 +401,11 @@ func TestPreemptionAtScale(t *testing.T) {
 			}
 			if pod.Spec.NodeName != "" {
 				bound++
+			} else if c := framework.PodScheduledCondition(pod); c != nil {
+				waiting = append(waiting, fmt.Sprintf("%s (nominated %q): %s", name, pod.Status.NominatedNodeName, c.Message))
 			}
 		}
-		return bound == len(highs), fmt.Sprintf("%d of %d bound", bound, len(highs)), nil
+		return bound == len(highs), fmt.Sprintf("%d of %d bound; %v", bound, len(highs), waiting), nil
 	})
 	p.WaitForConsistentAllocations()
 

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/tools/cache"
+	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	"k8s.io/dynamic-resource-allocation/cel"
 	"k8s.io/dynamic-resource-allocation/resourceclaim"
 	"k8s.io/klog/v2"
@@ -185,10 +186,13 @@ func (pl *Plugin) afterAssignedPodDelete(logger klog.Logger, pod *v1.Pod, oldObj
 	if deleted == nil || deleted.Spec.NodeName == "" || len(deleted.Spec.ResourceClaims) == 0 && deleted.Status.ExtendedResourceClaimStatus == nil {
 		return fwk.QueueSkip, nil
 	}
-	if pod.Status.NominatedNodeName != deleted.Spec.NodeName {
+	// The pod's own copy may not show its nomination yet when its first
+	// victims are gone: a deleted pod of lower priority may be a victim
+	// too.
+	if pod.Status.NominatedNodeName != deleted.Spec.NodeName && corev1helpers.PodPriority(deleted) >= corev1helpers.PodPriority(pod) {
 		return fwk.QueueSkip, nil
 	}
-	logger.V(5).Info("Pod with claims deleted from the node the pod is nominated to", "pod", klog.KObj(pod), "deleted", klog.KObj(deleted), "node", deleted.Spec.NodeName)
+	logger.V(5).Info("Pod with claims deleted, possibly a victim of the pod's preemption", "pod", klog.KObj(pod), "deleted", klog.KObj(deleted), "node", deleted.Spec.NodeName)
 	return fwk.Queue, nil
 }
 

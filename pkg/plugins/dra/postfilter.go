@@ -61,10 +61,10 @@ func (pl *Plugin) PostFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod
 	// events requeue the pod) rather than let DefaultPreemption evict
 	// more pods for devices that are about to be free.
 	if node := pod.Status.NominatedNodeName; node != "" {
-		if n, err := pl.claimsBeingFreed(node); err != nil {
+		if freed, err := pl.claimsBeingFreed(node); err != nil {
 			return nil, statusError(logger, err)
-		} else if n > 0 {
-			return nil, statusUnschedulable(logger, []string{fmt.Sprintf("waiting for %d resource claims of deleted pods on node %s to be deallocated", n, node)}, "pod", klog.KObj(pod))
+		} else if len(freed) > 0 {
+			return nil, statusUnschedulable(logger, []string{fmt.Sprintf("waiting for %d resource claims of deleted pods on node %s to be deallocated", len(freed), node)}, "pod", klog.KObj(pod))
 		}
 	}
 	return nil, fwk.NewStatus(fwk.Unschedulable)

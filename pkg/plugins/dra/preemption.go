@@ -185,7 +185,20 @@ func (pl *Plugin) nominatedAllocation(ctx context.Context, s *stateData, pod *v1
 	if len(pending) == 0 {
 		return nil, nil
 	}
-	a, err := pl.dryRunAllocator(ctx, s, true)
+	// What the nominated pod will get: the devices free now or about to
+	// be (the victims of its own preemption are still deallocating), less
+	// what other nominated pods take. Not the devices of the pods this dry
+	// run removes: the preemptor evicts those for itself, and counting
+	// them for the nominated pod would make it evict more.
+	beingFreed, err := pl.claimsBeingFreed(nodeInfo.Node().Name)
+	if err != nil {
+		return nil, err
+	}
+	edits := pl.edits(&dryRun{nominated: s.dryRun.nominated})
+	for _, claim := range beingFreed {
+		tracker.AddAllocation(&edits.Freed, claim.Status.Allocation, pl.fts.EnableDRAConsumableCapacity)
+	}
+	a, err := pl.allocatorWith(ctx, s, edits, true)
 	if err != nil {
 		return nil, err
 	}
@@ -259,16 +272,16 @@ func freedBy(claim *resourceapi.ResourceClaim, removed map[types.UID]*v1.Pod) bo
 	return true
 }
 
-// claimsBeingFreed counts the allocated claims on the node whose consumers
+// claimsBeingFreed returns the allocated claims on the node whose consumers
 // are all pods that are gone or being deleted: the claim controller is
 // about to deallocate or delete them, as after a preemption.
-func (pl *Plugin) claimsBeingFreed(node string) (int, error) {
+func (pl *Plugin) claimsBeingFreed(node string) ([]*resourceapi.ResourceClaim, error) {
 	claims, err := pl.tracker.Claims()
 	if err != nil {
-		return 0, fmt.Errorf("list resource claims: %w", err)
+		return nil, fmt.Errorf("list resource claims: %w", err)
 	}
 	pods := pl.fh.SharedInformerFactory().Core().V1().Pods().Lister()
-	n := 0
+	var freed []*resourceapi.ResourceClaim
 	for _, claim := range claims {
 		allocation := claim.Status.Allocation
 		if allocation == nil || len(claim.Status.ReservedFor) == 0 || allocation.NodeSelector == nil {
@@ -290,10 +303,10 @@ func (pl *Plugin) claimsBeingFreed(node string) (int, error) {
 			}
 		}
 		if gone {
-			n++
+			freed = append(freed, claim)
 		}
 	}
-	return n, nil
+	return freed, nil
 }
 
 // dryRunAllocator returns the allocator for the clone's edits. ours asks
@@ -304,7 +317,19 @@ func (pl *Plugin) dryRunAllocator(ctx context.Context, s *stateData, ours bool) 
 	if !ours && d.alloc != nil {
 		return d.alloc, nil
 	}
-	edits := pl.edits(d)
+	a, err := pl.allocatorWith(ctx, s, pl.edits(d), ours)
+	if err != nil {
+		return nil, err
+	}
+	if !ours {
+		d.alloc = a
+	}
+	return a, nil
+}
+
+// allocatorWith returns the cycle's allocator with edits; see
+// dryRunAllocator for ours.
+func (pl *Plugin) allocatorWith(ctx context.Context, s *stateData, edits allocator.Edits, ours bool) (nodeAllocator, error) {
 	var a nodeAllocator
 	if base, ok := s.allocator.(*allocator.Allocator); ok {
 		a = base.WithEdits(edits)
@@ -322,9 +347,6 @@ func (pl *Plugin) dryRunAllocator(ctx context.Context, s *stateData, ours bool) 
 			return nil, err
 		}
 		a = ua
-	}
-	if !ours {
-		d.alloc = a
 	}
 	return a, nil
 }
