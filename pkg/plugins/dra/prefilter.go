@@ -140,6 +140,22 @@ func (pl *Plugin) PreFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod,
 		}
 		s.allocator = a
 	}
+	// A preemptor whose victims' devices are still being freed waits for
+	// them on its nominated node rather than taking devices elsewhere,
+	// which would leave its victims evicted for nothing (preemption.go).
+	if node := pod.Status.NominatedNodeName; node != "" && (len(s.toAllocate) > 0 || s.extended != nil) {
+		freed, err := pl.claimsBeingFreed(node)
+		if err != nil {
+			return nil, statusError(logger, err)
+		}
+		if len(freed) > 0 {
+			if onlyNodes == nil {
+				onlyNodes = sets.New(node)
+			} else {
+				onlyNodes = onlyNodes.Intersection(sets.New(node))
+			}
+		}
+	}
 	if onlyNodes != nil {
 		return &fwk.PreFilterResult{NodeNames: onlyNodes}, nil
 	}

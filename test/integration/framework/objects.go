@@ -190,6 +190,17 @@ func (env *Env) CreatePriorityClass(name string, value int32, policy ...v1.Preem
 	env.cleanup(func(ctx context.Context) error {
 		return env.Client.SchedulingV1().PriorityClasses().Delete(ctx, class.Name, metav1.DeleteOptions{})
 	})
+	// The Priority admission plugin looks classes up in an informer: wait
+	// until it admits a pod of the class (a dry run) before a test creates
+	// one.
+	probe := &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "priority-class-probe"},
+		Spec:       v1.PodSpec{PriorityClassName: class.Name, Containers: []v1.Container{{Name: "c", Image: "registry.k8s.io/pause:3.10"}}},
+	}
+	env.WaitFor(Timeout, "PriorityClass "+class.Name+" known to admission", func(ctx context.Context) (bool, string, error) {
+		_, err := env.Client.CoreV1().Pods(env.Namespace).Create(ctx, probe, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		return err == nil, fmt.Sprint(err), nil
+	})
 	return class.Name
 }
 
