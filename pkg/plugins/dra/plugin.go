@@ -9,12 +9,14 @@
 // Differences from upstream, all additive: unschedulable pods get a message
 // that says why per request (aggregated over nodes by the scheduler),
 // queueing hints for ResourceSlice and DeviceClass events requeue only pods
-// that the change can help, Score can also rank by device usage, and
-// allocation state comes from pkg/tracker.
+// that the change can help, Score can also rank by device usage,
+// allocation state comes from pkg/tracker, and DefaultPreemption can evict
+// pods for their devices through PreFilterExtensions (preemption.go).
 //
 // One file per extension point: prefilter.go, filter.go, postfilter.go,
 // score.go, reserve.go, prebind.go, hints.go; extended resources backed by
-// DRA, which hook into several of them, in extended.go.
+// DRA, which hook into several of them, in extended.go; preemption's dry
+// run in preemption.go.
 package dra
 
 import (
