@@ -49,6 +49,14 @@ func (p *preemption) fill(prefix, priority, template string, n int) []string {
 	return names
 }
 
+// preemptor creates the high-priority pod "high" with a claim from
+// template and waits until it is bound.
+func (p *preemption) preemptor(template string) *v1.Pod {
+	p.t.Helper()
+	p.CreatePod(p.MakePod("high").Priority(p.high).ClaimFromTemplate("gpu", template))
+	return p.WaitForPodScheduled("high")
+}
+
 // devices returns the devices of the pod's claim "gpu".
 func (p *preemption) devices(pod *v1.Pod) []string {
 	p.t.Helper()
@@ -131,8 +139,7 @@ func TestPreemptionFreesDevices(t *testing.T) {
 
 			lows := p.fill("low", p.low, "one", 8)
 			before := p.devicesOf(lows)
-			p.CreatePod(p.MakePod("high").Priority(p.high).ClaimFromTemplate("gpu", "four"))
-			high := p.WaitForPodScheduled("high")
+			high := p.preemptor("four")
 
 			victims := p.gone(lows)
 			if len(victims) != 4 {
@@ -171,8 +178,7 @@ func TestPreemptionMatchAttribute(t *testing.T) {
 
 	lows := p.fill("low", p.low, "one", 8)
 	before := p.devicesOf(lows)
-	p.CreatePod(p.MakePod("high").Priority(p.high).ClaimFromTemplate("gpu", "four"))
-	high := p.WaitForPodScheduled("high")
+	high := p.preemptor("four")
 
 	victims := p.gone(lows)
 	if len(victims) != 4 {
@@ -242,8 +248,7 @@ func TestPreemptionPartitions(t *testing.T) {
 
 	lows := p.fill("low", p.low, "mig", 4)
 	before := p.devicesOf(lows)
-	p.CreatePod(p.MakePod("high").Priority(p.high).ClaimFromTemplate("gpu", "whole"))
-	high := p.WaitForPodScheduled("high")
+	high := p.preemptor("whole")
 
 	gpu := p.devices(high)
 	if len(gpu) != 1 {
@@ -276,8 +281,7 @@ func TestPreemptionConsumableCapacity(t *testing.T) {
 
 	fours := p.fill("low-4g", p.low, "4g", 2)
 	two := p.fill("low-2g", p.low, "2g", 1)
-	p.CreatePod(p.MakePod("high").Priority(p.high).ClaimFromTemplate("gpu", "8g"))
-	p.WaitForPodScheduled("high")
+	p.preemptor("8g")
 	if got := p.gone(append(fours, two...)); !slices.Equal(got, fours) {
 		t.Errorf("evicted %v, want %v", got, fours)
 	}
@@ -345,8 +349,7 @@ func TestPreemptionNotAllowed(t *testing.T) {
 		p.DeletePod("unmatched")
 	})
 	p.t.Run("PodDisruptionBudget", func(t *testing.T) {
-		p.CreatePod(p.MakePod("high").Priority(p.high).ClaimFromTemplate("gpu", "one"))
-		p.WaitForPodScheduled("high")
+		p.preemptor("one")
 		if got := p.gone(lows); !slices.Equal(got, []string{"other"}) {
 			t.Errorf("evicted %v, want only the pod without a budget", got)
 		}
