@@ -192,6 +192,51 @@ func TestPodHint(t *testing.T) {
 	}
 }
 
+// A pod deletion requeues a pod that may be the deleted pod's preemptor:
+// the deleted pod held claims and was on the node the pod is nominated to,
+// or had a lower priority (the pod's copy may not show its nomination yet).
+func TestAssignedPodDeleteHint(t *testing.T) {
+	preemptor := func(nominated string) *v1.Pod {
+		pod := builder.MakePod("preemptor").ClaimFromTemplate("gpu", "template").Obj()
+		pod.Spec.Priority = ptr.To[int32](1000)
+		pod.Status.NominatedNodeName = nominated
+		return pod
+	}
+	deleted := func(node string, priority int32, claims bool) *v1.Pod {
+		w := builder.MakePod("victim")
+		if claims {
+			w = w.ClaimFromTemplate("gpu", "template")
+		}
+		pod := w.Obj()
+		pod.Spec.NodeName = node
+		pod.Spec.Priority = ptr.To(priority)
+		return pod
+	}
+	for name, tc := range map[string]struct {
+		pod, deleted *v1.Pod
+		want         fwk.QueueingHint
+	}{
+		"victim on the nominated node":                  {pod: preemptor("node-a"), deleted: deleted("node-a", 1000, true), want: fwk.Queue},
+		"lower priority, nomination not seen yet":       {pod: preemptor(""), deleted: deleted("node-a", 10, true), want: fwk.Queue},
+		"equal priority on another node":                {pod: preemptor("node-b"), deleted: deleted("node-a", 1000, true), want: fwk.QueueSkip},
+		"lower priority without claims":                 {pod: preemptor("node-a"), deleted: deleted("node-a", 10, false), want: fwk.QueueSkip},
+		"never bound":                                   {pod: preemptor(""), deleted: deleted("", 10, true), want: fwk.QueueSkip},
+		"extended resource claim on the nominated node": {pod: preemptor("node-a"), deleted: withExtendedClaim(deleted("node-a", 1000, false)), want: fwk.Queue},
+	} {
+		t.Run(name, func(t *testing.T) {
+			env := hintEnv(t, tc.pod)
+			logger, _ := ktesting.NewTestContext(t)
+			got, err := env.plugin.afterAssignedPodDelete(logger, tc.pod, tc.deleted, nil)
+			checkHint(t, env, got, err, tc.want)
+		})
+	}
+}
+
+func withExtendedClaim(pod *v1.Pod) *v1.Pod {
+	pod.Status.ExtendedResourceClaimStatus = &v1.PodExtendedResourceClaimStatus{ResourceClaimName: "victim-extended-resources-x1"}
+	return pod
+}
+
 func TestClassHint(t *testing.T) {
 	pod := podWithClaims("gpu")
 	class := builder.MakeClass(gpuClass)
