@@ -190,7 +190,7 @@ func (pl *Plugin) nominatedAllocation(ctx context.Context, s *stateData, pod *v1
 	// what other nominated pods take. Not the devices of the pods this dry
 	// run removes: the preemptor evicts those for itself, and counting
 	// them for the nominated pod would make it evict more.
-	beingFreed, err := pl.claimsBeingFreed(nodeInfo.Node().Name)
+	beingFreed, err := s.claimsBeingFreed(pl, nodeInfo.Node().Name)
 	if err != nil {
 		return nil, err
 	}
@@ -270,6 +270,25 @@ func freedBy(claim *resourceapi.ResourceClaim, removed map[types.UID]*v1.Pod) bo
 		}
 	}
 	return true
+}
+
+// claimsBeingFreed is pl.claimsBeingFreed, once per node and cycle.
+func (s *stateData) claimsBeingFreed(pl *Plugin, node string) ([]*resourceapi.ResourceClaim, error) {
+	r := s.results
+	r.beingFreedMutex.Lock()
+	defer r.beingFreedMutex.Unlock()
+	if freed, ok := r.beingFreed[node]; ok {
+		return freed, nil
+	}
+	freed, err := pl.claimsBeingFreed(node)
+	if err != nil {
+		return nil, err
+	}
+	if r.beingFreed == nil {
+		r.beingFreed = map[string][]*resourceapi.ResourceClaim{}
+	}
+	r.beingFreed[node] = freed
+	return freed, nil
 }
 
 // claimsBeingFreed returns the allocated claims on the node whose consumers

@@ -144,7 +144,7 @@ func (pl *Plugin) PreFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod,
 	// them on its nominated node rather than taking devices elsewhere,
 	// which would leave its victims evicted for nothing (preemption.go).
 	if node := pod.Status.NominatedNodeName; node != "" && (len(s.toAllocate) > 0 || s.extended != nil) {
-		freed, err := pl.claimsBeingFreed(node)
+		freed, err := s.claimsBeingFreed(pl, node)
 		if err != nil {
 			return nil, statusError(logger, err)
 		}

@@ -77,6 +77,11 @@ type filterResults struct {
 	unoccupiedOnce sync.Once
 	unoccupied     *allocator.Allocator
 	unoccupiedErr  error
+
+	// beingFreed caches claimsBeingFreed per node for the cycle: the
+	// nominated pods' AddPod asks for it at every step of a dry run.
+	beingFreedMutex sync.Mutex
+	beingFreed      map[string][]*resourceapi.ResourceClaim
 }
 
 // store keeps an allocation Filter found on a node.
