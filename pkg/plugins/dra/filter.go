@@ -111,7 +111,7 @@ func (pl *Plugin) Filter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, no
 		// Preemption's dry run, or pods nominated to the node: the
 		// clone's edited state (preemption.go).
 		var err error
-		if a, err = pl.dryRunAllocator(allocCtx, s, false); err != nil {
+		if a, err = pl.dryRunAllocator(allocCtx, s); err != nil {
 			return statusError(logger, err, "pod", klog.KObj(pod), "node", klog.KObj(node))
 		}
 	}

@@ -328,26 +328,24 @@ func (pl *Plugin) claimsBeingFreed(node string) ([]*resourceapi.ResourceClaim, e
 	return freed, nil
 }
 
-// dryRunAllocator returns the allocator for the clone's edits. ours asks
-// for drasched's allocator even with allocator: upstream, for nominated
-// pods, where only the devices matter and drasched's are upstream's.
-func (pl *Plugin) dryRunAllocator(ctx context.Context, s *stateData, ours bool) (nodeAllocator, error) {
+// dryRunAllocator returns the allocator for the clone's edits, built once
+// per set of edits.
+func (pl *Plugin) dryRunAllocator(ctx context.Context, s *stateData) (nodeAllocator, error) {
 	d := s.dryRun
-	if !ours && d.alloc != nil {
+	if d.alloc != nil {
 		return d.alloc, nil
 	}
-	a, err := pl.allocatorWith(ctx, s, pl.edits(d), ours)
+	a, err := pl.allocatorWith(ctx, s, pl.edits(d), false)
 	if err != nil {
 		return nil, err
 	}
-	if !ours {
-		d.alloc = a
-	}
+	d.alloc = a
 	return a, nil
 }
 
-// allocatorWith returns the cycle's allocator with edits; see
-// dryRunAllocator for ours.
+// allocatorWith returns the cycle's allocator with edits. ours asks for
+// drasched's allocator even with allocator: upstream, for nominated pods,
+// where only the devices matter and drasched's are upstream's.
 func (pl *Plugin) allocatorWith(ctx context.Context, s *stateData, edits allocator.Edits, ours bool) (nodeAllocator, error) {
 	var a nodeAllocator
 	if base, ok := s.allocator.(*allocator.Allocator); ok {
