@@ -7,8 +7,12 @@ import (
 	"slices"
 
 	"github.com/spf13/cobra"
+	utilerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/apiserver/pkg/server"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/events"
 	cliflag "k8s.io/component-base/cli/flag"
 	"k8s.io/component-base/cli/globalflag"
 	basecompatibility "k8s.io/component-base/compatibility"
@@ -19,9 +23,13 @@ import (
 	"k8s.io/component-base/version/verflag"
 	"k8s.io/klog/v2"
 	"k8s.io/kubernetes/cmd/kube-scheduler/app"
+	schedappconfig "k8s.io/kubernetes/cmd/kube-scheduler/app/config"
 	"k8s.io/kubernetes/cmd/kube-scheduler/app/options"
+	"k8s.io/kubernetes/pkg/scheduler"
 	schedconfig "k8s.io/kubernetes/pkg/scheduler/apis/config"
+	"k8s.io/kubernetes/pkg/scheduler/apis/config/latest"
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/names"
+	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 
 	"github.com/drasched/drasched/pkg/leaderfence"
 	"github.com/drasched/drasched/pkg/plugins/dra"
@@ -35,8 +43,8 @@ import (
 //
 // It is assembled from kube-scheduler's exported parts (options.Options,
 // app.Setup, app.Run) instead of app.NewSchedulerCommand, because the
-// leader elector's resource lock exists only between Setup and Run, and
-// the fence (pkg/leaderfence) must wrap it there.
+// leader elector's resource lock and the scheduler's client must be fenced
+// (pkg/leaderfence) while they are built: see setup.
 func newCommand(extra ...app.Option) *cobra.Command {
 	opts := options.NewOptions()
 	fence := leaderfence.New(leaderfence.DefaultMargin)
@@ -91,8 +99,7 @@ enables StructuredDRA and disables DynamicResources.`,
 }
 
 // run does what kube-scheduler's command does (logging, a context ended by
-// SIGTERM, Setup, feature metrics, Run) and fences the leader lease
-// between Setup and Run.
+// SIGTERM, Setup, feature metrics, Run), with setup in place of Setup.
 func run(cmd *cobra.Command, opts *options.Options, fence *leaderfence.Fence, registry []app.Option) error {
 	fg := opts.ComponentGlobalsRegistry.FeatureGateFor(basecompatibility.DefaultKubeComponent)
 	if err := logsapi.ValidateAndApply(opts.Logs, fg); err != nil {
@@ -114,7 +121,7 @@ func run(cmd *cobra.Command, opts *options.Options, fence *leaderfence.Fence, re
 		cancel()
 	}()
 
-	cc, sched, err := app.Setup(ctx, opts, registry...)
+	cc, sched, err := setup(ctx, opts, fence, registry)
 	if err != nil {
 		return err
 	}
@@ -122,15 +129,81 @@ func run(cmd *cobra.Command, opts *options.Options, fence *leaderfence.Fence, re
 		mutable.AddMetrics()
 	}
 	opts.ComponentGlobalsRegistry.AddMetrics()
-
-	if cc.LeaderElection != nil {
-		lock, err := fence.Wrap(cc.LeaderElection.Lock, cc.LeaderElection.LeaseDuration)
-		if err != nil {
-			return err
-		}
-		cc.LeaderElection.Lock = lock
-	}
 	return app.Run(ctx, cc, sched)
+}
+
+// setup is kube-scheduler's app.Setup (v1.37.1) with the leader lease
+// fenced: the fence wraps the elector's resource lock and the transport of
+// the client the scheduler writes with. app.Setup hands the scheduler the
+// client that Options.Config built, so the client must be replaced between
+// the two, and Setup has no hook there. Fencing every write, not only the
+// plugin's claim writes, matters: an old leader that resumes after a pause
+// would otherwise still patch pod conditions (overwriting what the new
+// leader wrote), bind pods and delete preemption victims from its stale
+// view until its elector notices the lost lease and exits.
+//
+// The informers keep the unfenced client: they only read. Events keep
+// theirs too: an old leader's event is stale information, not state.
+func setup(ctx context.Context, opts *options.Options, fence *leaderfence.Fence, registry []app.Option) (*schedappconfig.CompletedConfig, *scheduler.Scheduler, error) {
+	cfg, err := latest.Default()
+	if err != nil {
+		return nil, nil, err
+	}
+	opts.ComponentConfig = cfg
+	if errs := opts.Validate(); len(errs) > 0 {
+		return nil, nil, utilerrors.NewAggregate(errs)
+	}
+	c, err := opts.Config(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	if c.LeaderElection != nil {
+		lock, err := fence.Wrap(c.LeaderElection.Lock, c.LeaderElection.LeaseDuration)
+		if err != nil {
+			return nil, nil, err
+		}
+		c.LeaderElection.Lock = lock
+		config := rest.AddUserAgent(c.KubeConfig, "scheduler")
+		config.Wrap(fence.WrapTransport)
+		if c.Client, err = kubernetes.NewForConfig(config); err != nil {
+			return nil, nil, err
+		}
+	}
+	cc := c.Complete()
+
+	outOfTree := make(frameworkruntime.Registry)
+	for _, option := range registry {
+		if err := option(outOfTree); err != nil {
+			return nil, nil, err
+		}
+	}
+	var profiles []schedconfig.KubeSchedulerProfile
+	sched, err := scheduler.New(ctx,
+		cc.Client,
+		cc.InformerFactory,
+		cc.DynInformerFactory,
+		func(name string) events.EventRecorderLogger { return cc.EventBroadcaster.NewRecorder(name) },
+		scheduler.WithComponentConfigVersion(cc.ComponentConfig.APIVersion),
+		scheduler.WithKubeConfig(cc.KubeConfig),
+		scheduler.WithProfiles(cc.ComponentConfig.Profiles...),
+		scheduler.WithPercentageOfNodesToScore(cc.ComponentConfig.PercentageOfNodesToScore),
+		scheduler.WithFrameworkOutOfTreeRegistry(outOfTree),
+		scheduler.WithPodMaxBackoffSeconds(cc.ComponentConfig.PodMaxBackoffSeconds),
+		scheduler.WithPodInitialBackoffSeconds(cc.ComponentConfig.PodInitialBackoffSeconds),
+		scheduler.WithPodMaxInUnschedulablePodsDuration(cc.PodMaxInUnschedulablePodsDuration),
+		scheduler.WithExtenders(cc.ComponentConfig.Extenders...),
+		scheduler.WithParallelism(cc.ComponentConfig.Parallelism),
+		scheduler.WithBuildFrameworkCapturer(func(profile schedconfig.KubeSchedulerProfile) {
+			profiles = append(profiles, profile)
+		}),
+	)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := options.LogOrWriteConfig(klog.FromContext(ctx), opts.WriteConfigTo, &cc.ComponentConfig, profiles); err != nil {
+		return nil, nil, err
+	}
+	return &cc, sched, nil
 }
 
 // errNoConfig: drasched refuses to run kube-scheduler's default profile.

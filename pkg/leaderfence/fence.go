@@ -12,7 +12,7 @@
 //
 // A Fence wraps the leader elector's resource lock and remembers when the
 // last renewal of this process's lease was sent, and wraps the transport of
-// the client that writes claims. No other candidate can
+// the clients the scheduler writes with. No other candidate can
 // acquire the lease until LeaseDuration after it observed that renewal, so
 // as long as less than LeaseDuration minus a margin has passed, this
 // process is still the only leader; Check says so. A new leader waits the
@@ -170,10 +170,40 @@ func (f *Fence) record(sent time.Time, ours bool) {
 	}
 }
 
-// fencedLock records successful writes of the lease record.
+// fencedLock records successful writes of the lease record and refuses to
+// release a lease that another candidate holds.
+//
+// client-go's LeaderElector releases the lease (ReleaseOnCancel, which
+// kube-scheduler sets) when it stops leading, also when it stopped because
+// it failed to renew: it reads the lease, then decides from the record it
+// observed before, not from what it just read, that it is the holder, and
+// writes an empty holder with the resourceVersion it just read. An old
+// leader that resumes after a pause longer than the lease thus releases the
+// new leader's lease, and a third candidate may acquire it while the new
+// leader still works. The lock passes on the record that Get returned;
+// Update refuses a release unless that record names this process.
 type fencedLock struct {
 	resourcelock.Interface
 	fence *Fence
+
+	// mutex guards holder.
+	mutex sync.Mutex
+	// holder is the holder in the record the last Get returned.
+	holder string
+}
+
+// errNotHolder is returned by Update for a release of a lease held by
+// another candidate.
+var errNotHolder = errors.New("leader fence: not releasing a lease another candidate holds")
+
+func (l *fencedLock) Get(ctx context.Context) (*resourcelock.LeaderElectionRecord, []byte, error) {
+	record, raw, err := l.Interface.Get(ctx)
+	if err == nil && record != nil {
+		l.mutex.Lock()
+		l.holder = record.HolderIdentity
+		l.mutex.Unlock()
+	}
+	return record, raw, err
 }
 
 func (l *fencedLock) Create(ctx context.Context, record resourcelock.LeaderElectionRecord) error {
@@ -186,6 +216,16 @@ func (l *fencedLock) Create(ctx context.Context, record resourcelock.LeaderElect
 }
 
 func (l *fencedLock) Update(ctx context.Context, record resourcelock.LeaderElectionRecord) error {
+	if record.HolderIdentity == "" {
+		l.mutex.Lock()
+		holder := l.holder
+		l.mutex.Unlock()
+		// The lock writes with the resourceVersion of the last Get: if the
+		// lease changed since, the write fails with a conflict anyway.
+		if holder != "" && holder != l.Identity() {
+			return fmt.Errorf("%w (%s is held by %q)", errNotHolder, l.Describe(), holder)
+		}
+	}
 	sent := l.fence.now()
 	err := l.Interface.Update(ctx, record)
 	if err == nil {

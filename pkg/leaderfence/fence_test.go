@@ -13,20 +13,35 @@ import (
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 )
 
-// lock is a resource lock that accepts or fails writes as told.
+// lock is a resource lock that accepts or fails writes as told and
+// returns the record last written or set.
 type lock struct {
 	identity string
 	fail     error
+	record   *resourcelock.LeaderElectionRecord
 }
 
 func (l *lock) Get(context.Context) (*resourcelock.LeaderElectionRecord, []byte, error) {
-	return nil, nil, errors.New("not used")
+	if l.record == nil {
+		return nil, nil, errors.New("no lease")
+	}
+	return l.record, nil, nil
 }
-func (l *lock) Create(context.Context, resourcelock.LeaderElectionRecord) error { return l.fail }
-func (l *lock) Update(context.Context, resourcelock.LeaderElectionRecord) error { return l.fail }
-func (l *lock) RecordEvent(string)                                              {}
-func (l *lock) Identity() string                                                { return l.identity }
-func (l *lock) Describe() string                                                { return "test/lease" }
+func (l *lock) Create(_ context.Context, record resourcelock.LeaderElectionRecord) error {
+	return l.write(record)
+}
+func (l *lock) Update(_ context.Context, record resourcelock.LeaderElectionRecord) error {
+	return l.write(record)
+}
+func (l *lock) write(record resourcelock.LeaderElectionRecord) error {
+	if l.fail == nil {
+		l.record = &record
+	}
+	return l.fail
+}
+func (l *lock) RecordEvent(string) {}
+func (l *lock) Identity() string   { return l.identity }
+func (l *lock) Describe() string   { return "test/lease" }
 
 // clock is a settable time source.
 type clock struct{ now time.Time }
@@ -98,6 +113,50 @@ func TestCheck(t *testing.T) {
 	// Released (empty holder) or handed to someone else: closed at once.
 	if err := wrapped.Update(ctx, record("")); err != nil {
 		t.Fatal(err)
+	}
+	if err := f.Check(); !errors.Is(err, ErrNotLeader) {
+		t.Fatalf("after releasing: %v, want ErrNotLeader", err)
+	}
+}
+
+// TestRelease: client-go's elector releases the lease when it stops
+// leading, after reading it but judging from the record it observed
+// earlier. The lock lets a release through only if the lease it read
+// names this process.
+func TestRelease(t *testing.T) {
+	ctx := context.Background()
+	f, wrapped, inner, _ := setup(t)
+	if err := wrapped.Create(ctx, record("me")); err != nil {
+		t.Fatal(err)
+	}
+
+	// Another candidate took the lease while this process was paused.
+	inner.record = &resourcelock.LeaderElectionRecord{HolderIdentity: "other"}
+	if _, _, err := wrapped.Get(ctx); err != nil {
+		t.Fatal(err)
+	}
+	err := wrapped.Update(ctx, record(""))
+	if !errors.Is(err, errNotHolder) {
+		t.Fatalf("releasing the lease of another: %v, want errNotHolder", err)
+	}
+	if inner.record.HolderIdentity != "other" {
+		t.Fatalf("the lease now names %q, want other", inner.record.HolderIdentity)
+	}
+	// A renewal is not a release: it goes out (and fails on its stale
+	// resourceVersion in a real lock).
+	if err := wrapped.Update(ctx, record("me")); err != nil {
+		t.Fatalf("renewing: %v", err)
+	}
+
+	// Its own lease: released, and the fence closes.
+	if _, _, err := wrapped.Get(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := wrapped.Update(ctx, record("")); err != nil {
+		t.Fatalf("releasing its own lease: %v", err)
+	}
+	if inner.record.HolderIdentity != "" {
+		t.Fatalf("the lease names %q after the release", inner.record.HolderIdentity)
 	}
 	if err := f.Check(); !errors.Is(err, ErrNotLeader) {
 		t.Fatalf("after releasing: %v, want ErrNotLeader", err)

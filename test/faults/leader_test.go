@@ -97,6 +97,21 @@ func TestLeaderHandover(t *testing.T) {
 		t.Logf("first wrote no claim status after resuming")
 	}
 
+	// The old leader is fenced for every write, not only claims: a pod
+	// condition or binding from its stale view would overwrite what the
+	// new leader decided, and releasing the lease would hand the new
+	// leader's lease to whoever comes next. Events are not fenced.
+	for _, r := range first.proxy.requests(releasedAt, writes) {
+		held := r.call.resource == "resourceclaims" && r.call.name == "a" && r.call.subresource == "" && r.call.verb == "update"
+		if held || r.call.resource == "events" || r.status == 0 || r.status >= 300 {
+			continue
+		}
+		t.Errorf("first changed %s %s/%s after it resumed without the lease: %s", r.call.resource, r.call.name, r.call.subresource, r)
+	}
+	if holder := lease.holder(env.Ctx, env); holder != secondIdentity {
+		t.Errorf("after first exited, the lease is held by %q, want second (%s)", holder, secondIdentity)
+	}
+
 	settle(t, env, nil, 1, 5*time.Second, time.Minute)
 	for _, name := range []string{"a", "b"} {
 		if claim, err := env.Client.ResourceV1().ResourceClaims(env.Namespace).Get(env.Ctx, name, metav1.GetOptions{}); err == nil {
