@@ -81,6 +81,10 @@ type Plugin struct {
 	podsByClaim    cache.Indexer
 	claimIndexName string
 
+	// preemptions are the victims of the pods' last preemption attempts
+	// (preemption.go).
+	preemptions preemptions
+
 	// extendedResources maps extended resources to DeviceClasses and
 	// finds pods' claims for them (extended.go).
 	extendedResources extendedResources

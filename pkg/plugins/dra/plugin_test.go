@@ -166,6 +166,7 @@ func testPlugin(t *testing.T, ctx context.Context, client *fake.Clientset, facto
 	ctx, cancel := context.WithCancel(ctx)
 	fts := feature.NewSchedulerFeaturesFromGates(utilfeature.DefaultFeatureGate)
 	pl := &Plugin{
+		fh:             testHandle{factory: factory},
 		client:         client,
 		fts:            fts,
 		features:       dynamicresources.AllocatorFeatures(fts),
@@ -189,6 +190,16 @@ func testPlugin(t *testing.T, ctx context.Context, client *fake.Clientset, facto
 	}
 	return pl
 }
+
+// testHandle is the part of the framework handle the plugin's extension
+// points use: the informers, and a nominator with no nominated pods.
+type testHandle struct {
+	fwk.Handle
+	factory informers.SharedInformerFactory
+}
+
+func (h testHandle) SharedInformerFactory() informers.SharedInformerFactory { return h.factory }
+func (testHandle) NominatedPodsForNode(string) []fwk.PodInfo                { return nil }
 
 // newPluginEnv builds the plugin on a fake clientset that holds the pod and
 // the claims, and a fake tracker that holds claims, slices and classes, as

@@ -60,12 +60,10 @@ func (pl *Plugin) PostFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod
 	// are still allocated: wait for their claims to be deallocated (their
 	// events requeue the pod) rather than let DefaultPreemption evict
 	// more pods for devices that are about to be free.
-	if node := pod.Status.NominatedNodeName; node != "" {
-		if freed, err := pl.claimsBeingFreed(node); err != nil {
-			return nil, statusError(logger, err)
-		} else if len(freed) > 0 {
-			return nil, statusUnschedulable(logger, []string{fmt.Sprintf("waiting for %d resource claims of deleted pods on node %s to be deallocated", len(freed), node)}, "pod", klog.KObj(pod))
-		}
+	if node, freed, err := pl.awaitedDeallocations(pod); err != nil {
+		return nil, statusError(logger, err)
+	} else if freed > 0 {
+		return nil, statusUnschedulable(logger, []string{fmt.Sprintf("waiting for %d resource claims of deleted pods on node %s to be deallocated", freed, node)}, "pod", klog.KObj(pod))
 	}
 	return nil, fwk.NewStatus(fwk.Unschedulable)
 }

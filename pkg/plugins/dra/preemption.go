@@ -35,6 +35,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"sync"
 
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
@@ -97,7 +98,7 @@ func (pl *Plugin) PreFilterExtensions() fwk.PreFilterExtensions { return pl }
 
 // RemovePod takes a pod off the node in a clone of the cycle state: the
 // claims that only removed pods use free their devices.
-func (pl *Plugin) RemovePod(ctx context.Context, cs fwk.CycleState, _ *v1.Pod, podInfoToRemove fwk.PodInfo, _ fwk.NodeInfo) *fwk.Status {
+func (pl *Plugin) RemovePod(ctx context.Context, cs fwk.CycleState, podToSchedule *v1.Pod, podInfoToRemove fwk.PodInfo, nodeInfo fwk.NodeInfo) *fwk.Status {
 	s, d, status := pl.editable(ctx, cs)
 	if s == nil {
 		return status
@@ -109,7 +110,78 @@ func (pl *Plugin) RemovePod(ctx context.Context, cs fwk.CycleState, _ *v1.Pod, p
 		d.removed[pod.UID] = pod
 	}
 	d.alloc = nil
+	if !d.simulation {
+		pl.preemptions.record(podToSchedule, s.results, nodeInfo.Node().Name, d, pl.pendingPod)
+	}
 	return nil
+}
+
+// preemptions remembers, per preemptor, the dry runs of its last
+// preemption attempt, by node: once DefaultPreemption nominates the pod to
+// one of them, that dry run's removed pods are the victims it is evicting.
+//
+// A nominated pod's devices must be held for it from the moment it is
+// nominated, also in the cycles that run before the scheduler's informer
+// has seen its victims deleted (the deletions are sent asynchronously, and
+// the next cycle starts at once): without its victims, what is free on
+// the node does not fit the nominated pod, it would hold nothing, and the
+// next preemptor would evict pods for the same devices.
+type preemptions struct {
+	mutex sync.Mutex
+	// byPod are the dry runs by preemptor UID, then node.
+	byPod map[types.UID]*preemptionAttempt
+}
+
+// preemptionAttempt is the dry runs of one scheduling cycle.
+type preemptionAttempt struct {
+	namespace, name string
+	results         *filterResults
+	nodes           map[string]*dryRun
+}
+
+// record notes the dry run on node of the preemptor's current cycle. A
+// dry run's edits change until DefaultPreemption has chosen its victims;
+// they are read in later cycles only. A new attempt also drops the
+// attempts of pods that pending no longer finds waiting (deleted, or bound
+// by another path than Reserve).
+func (p *preemptions) record(preemptor *v1.Pod, results *filterResults, node string, d *dryRun, pending func(namespace, name string, uid types.UID) bool) {
+	p.mutex.Lock()
+	defer p.mutex.Unlock()
+	if p.byPod == nil {
+		p.byPod = map[types.UID]*preemptionAttempt{}
+	}
+	attempt := p.byPod[preemptor.UID]
+	if attempt == nil || attempt.results != results {
+		for uid, other := range p.byPod {
+			if !pending(other.namespace, other.name, uid) {
+				delete(p.byPod, uid)
+			}
+		}
+		attempt = &preemptionAttempt{namespace: preemptor.Namespace, name: preemptor.Name, results: results, nodes: map[string]*dryRun{}}
+		p.byPod[preemptor.UID] = attempt
+	}
+	attempt.nodes[node] = d
+}
+
+// victims returns the pods the preemptor's last dry run on node removed;
+// nil if there was none.
+func (p *preemptions) victims(preemptor types.UID, node string) map[types.UID]*v1.Pod {
+	p.mutex.Lock()
+	defer p.mutex.Unlock()
+	if attempt := p.byPod[preemptor]; attempt != nil {
+		if d := attempt.nodes[node]; d != nil {
+			return maps.Clone(d.removed)
+		}
+	}
+	return nil
+}
+
+// forget drops what is known of the pod's preemptions: it was assumed on
+// a node, or deleted.
+func (p *preemptions) forget(pod types.UID) {
+	p.mutex.Lock()
+	defer p.mutex.Unlock()
+	delete(p.byPod, pod)
 }
 
 // AddPod puts back a pod that RemovePod took off, or adds a pod nominated
@@ -186,17 +258,30 @@ func (pl *Plugin) nominatedAllocation(ctx context.Context, s *stateData, pod *v1
 		return nil, nil
 	}
 	// What the nominated pod will get: the devices free now or about to
-	// be (the victims of its own preemption are still deallocating), less
-	// what other nominated pods take. Not the devices of the pods this dry
-	// run removes: the preemptor evicts those for itself, and counting
-	// them for the nominated pod would make it evict more.
-	beingFreed, err := s.claimsBeingFreed(pl, nodeInfo.Node().Name)
+	// be, and those of the victims its own preemption chose on the node
+	// (whose deletion may not have been seen yet), less what other
+	// nominated pods take. Not the devices of the pods this dry run
+	// removes: the preemptor evicts those for itself, and counting them
+	// for the nominated pod would make it evict more.
+	node := nodeInfo.Node().Name
+	beingFreed, err := s.claimsBeingFreed(pl, node)
 	if err != nil {
 		return nil, err
 	}
 	edits := pl.edits(&dryRun{nominated: s.dryRun.nominated})
+	freed := sets.New[types.UID]()
 	for _, claim := range beingFreed {
+		freed.Insert(claim.UID)
 		tracker.AddAllocation(&edits.Freed, claim.Status.Allocation, pl.fts.EnableDRAConsumableCapacity)
+	}
+	victims := pl.preemptions.victims(pod.UID, node)
+	for _, victim := range victims {
+		for _, claim := range pl.claimsOfPod(victim) {
+			if !freed.Has(claim.UID) && freedBy(claim, victims) {
+				freed.Insert(claim.UID)
+				tracker.AddAllocation(&edits.Freed, claim.Status.Allocation, pl.fts.EnableDRAConsumableCapacity)
+			}
+		}
 	}
 	a, err := pl.allocatorWith(ctx, s, edits, true)
 	if err != nil {
@@ -231,6 +316,12 @@ func (pl *Plugin) edits(d *dryRun) allocator.Edits {
 		}
 	}
 	return edits
+}
+
+// pendingPod: the pod exists and is not bound to a node.
+func (pl *Plugin) pendingPod(namespace, name string, uid types.UID) bool {
+	pod, err := pl.fh.SharedInformerFactory().Core().V1().Pods().Lister().Pods(namespace).Get(name)
+	return err == nil && pod.UID == uid && pod.Spec.NodeName == ""
 }
 
 // claimsOfPod returns the claims a pod on a node holds: those of its spec
@@ -295,18 +386,26 @@ func (s *stateData) claimsBeingFreed(pl *Plugin, node string) ([]*resourceapi.Re
 // are all pods that are gone or being deleted: the claim controller is
 // about to deallocate or delete them, as after a preemption.
 func (pl *Plugin) claimsBeingFreed(node string) ([]*resourceapi.ResourceClaim, error) {
+	byNode, err := pl.claimsBeingFreedByNode(func(n string) bool { return n == node })
+	return byNode[node], err
+}
+
+// claimsBeingFreedByNode returns the claims being freed (see
+// claimsBeingFreed) on the nodes that match, by node.
+func (pl *Plugin) claimsBeingFreedByNode(match func(node string) bool) (map[string][]*resourceapi.ResourceClaim, error) {
 	claims, err := pl.tracker.Claims()
 	if err != nil {
 		return nil, fmt.Errorf("list resource claims: %w", err)
 	}
 	pods := pl.fh.SharedInformerFactory().Core().V1().Pods().Lister()
-	var freed []*resourceapi.ResourceClaim
+	freed := map[string][]*resourceapi.ResourceClaim{}
 	for _, claim := range claims {
 		allocation := claim.Status.Allocation
 		if allocation == nil || len(claim.Status.ReservedFor) == 0 || allocation.NodeSelector == nil {
 			continue
 		}
-		if on, ok := singleNode(allocation.NodeSelector); !ok || on != node {
+		node, ok := singleNode(allocation.NodeSelector)
+		if !ok || !match(node) {
 			continue
 		}
 		gone := true
@@ -322,10 +421,35 @@ func (pl *Plugin) claimsBeingFreed(node string) ([]*resourceapi.ResourceClaim, e
 			}
 		}
 		if gone {
-			freed = append(freed, claim)
+			freed[node] = append(freed[node], claim)
 		}
 	}
 	return freed, nil
+}
+
+// awaitedDeallocations returns the node the pod is nominated to and how
+// many claims are being freed there. The pod's status names the node once
+// the scheduler's informer has seen the update that preemption sent; until
+// then (it is sent asynchronously, and the preemptor may come back as soon
+// as its victims are deleted) the nominator knows, and the node is one of
+// those where claims are being freed.
+func (pl *Plugin) awaitedDeallocations(pod *v1.Pod) (string, int, error) {
+	if node := pod.Status.NominatedNodeName; node != "" {
+		freed, err := pl.claimsBeingFreed(node)
+		return node, len(freed), err
+	}
+	byNode, err := pl.claimsBeingFreedByNode(func(string) bool { return true })
+	if err != nil {
+		return "", 0, err
+	}
+	for node, freed := range byNode {
+		for _, nominated := range pl.fh.NominatedPodsForNode(node) {
+			if nominated.GetPod().UID == pod.UID {
+				return node, len(freed), nil
+			}
+		}
+	}
+	return "", 0, nil
 }
 
 // dryRunAllocator returns the allocator for the clone's edits, built once

@@ -20,6 +20,8 @@ import (
 // and this claim as being allocated.
 func (pl *Plugin) Reserve(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, nodeName string) *fwk.Status {
 	logger := klog.FromContext(ctx)
+	// The pod is no longer nominated: its victims need not be held for it.
+	pl.preemptions.forget(pod.UID)
 	s, err := getState(cs)
 	if err != nil {
 		return statusError(logger, err)
