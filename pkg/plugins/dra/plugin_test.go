@@ -192,14 +192,16 @@ func testPlugin(t *testing.T, ctx context.Context, client *fake.Clientset, facto
 }
 
 // testHandle is the part of the framework handle the plugin's extension
-// points use: the informers, and a nominator with no nominated pods.
+// points use: the informers, and a nominator (no nominated pods unless a
+// test sets some).
 type testHandle struct {
 	fwk.Handle
-	factory informers.SharedInformerFactory
+	factory   informers.SharedInformerFactory
+	nominated map[string][]fwk.PodInfo
 }
 
 func (h testHandle) SharedInformerFactory() informers.SharedInformerFactory { return h.factory }
-func (testHandle) NominatedPodsForNode(string) []fwk.PodInfo                { return nil }
+func (h testHandle) NominatedPodsForNode(node string) []fwk.PodInfo         { return h.nominated[node] }
 
 // newPluginEnv builds the plugin on a fake clientset that holds the pod and
 // the claims, and a fake tracker that holds claims, slices and classes, as

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
 )
 
 // PostFilter runs when no node fits. If an allocated claim of the pod could
@@ -60,10 +61,16 @@ func (pl *Plugin) PostFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod
 	// are still allocated: wait for their claims to be deallocated (their
 	// events requeue the pod) rather than let DefaultPreemption evict
 	// more pods for devices that are about to be free.
-	if node, freed, err := pl.awaitedDeallocations(pod); err != nil {
+	//
+	// The result keeps the nomination. Without one, the scheduler
+	// nominates the pod anew from its informer copy, which may not show
+	// the nomination yet (preemption sets it asynchronously): the pod
+	// would lose its nomination, and with it the devices its victims
+	// free, to the next pod.
+	if node, freed, err := pl.awaitedDeallocations(ctx, pod); err != nil {
 		return nil, statusError(logger, err)
 	} else if freed > 0 {
-		return nil, statusUnschedulable(logger, []string{fmt.Sprintf("waiting for %d resource claims of deleted pods on node %s to be deallocated", freed, node)}, "pod", klog.KObj(pod))
+		return framework.NewPostFilterResultWithNominatedNode(node), statusUnschedulable(logger, []string{fmt.Sprintf("waiting for %d resource claims of deleted pods on node %s to be deallocated", freed, node)}, "pod", klog.KObj(pod))
 	}
 	return nil, fwk.NewStatus(fwk.Unschedulable)
 }

@@ -35,10 +35,13 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"slices"
 	"sync"
 
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
@@ -55,11 +58,20 @@ import (
 type dryRun struct {
 	// removed are the pods the dry run took off, by UID.
 	removed map[types.UID]*v1.Pod
+	// claims are the claims of each removed pod as they were when it was
+	// removed, by pod UID: a preemptor's victims' claims are deleted soon
+	// after the victims, but the devices they held stay the preemptor's
+	// until it is bound.
+	claims map[types.UID][]*resourceapi.ResourceClaim
 	// nominated are the allocations of the claims of pods nominated to
 	// the node, by pod UID.
 	nominated map[types.UID][]resourceapi.AllocationResult
 	// alloc is the allocator for the current edits, built on first use.
 	alloc nodeAllocator
+	// preemptor and node are the pod and node of DefaultPreemption's dry
+	// run, set by RemovePod.
+	preemptor types.UID
+	node      string
 	// simulation: the state is not a clone but one that the preemption of
 	// pod groups made for its simulation, which Reserve runs on; Filter
 	// keeps its allocations there.
@@ -69,11 +81,17 @@ type dryRun struct {
 // clone copies the edits for a clone of the state; the clone of a state
 // without edits gets an empty dryRun, ready to be edited.
 func (d *dryRun) clone() *dryRun {
-	c := &dryRun{removed: map[types.UID]*v1.Pod{}, nominated: map[types.UID][]resourceapi.AllocationResult{}}
+	c := &dryRun{
+		removed:   map[types.UID]*v1.Pod{},
+		claims:    map[types.UID][]*resourceapi.ResourceClaim{},
+		nominated: map[types.UID][]resourceapi.AllocationResult{},
+	}
 	if d != nil {
 		maps.Copy(c.removed, d.removed)
+		maps.Copy(c.claims, d.claims)
 		maps.Copy(c.nominated, d.nominated)
 		c.alloc = d.alloc
+		c.preemptor, c.node = d.preemptor, d.node
 		c.simulation = d.simulation
 	}
 	return c
@@ -108,10 +126,12 @@ func (pl *Plugin) RemovePod(ctx context.Context, cs fwk.CycleState, podToSchedul
 		delete(d.nominated, pod.UID)
 	} else {
 		d.removed[pod.UID] = pod
+		d.claims[pod.UID] = pl.claimsOfPod(pod)
 	}
 	d.alloc = nil
 	if !d.simulation {
-		pl.preemptions.record(podToSchedule, s.results, nodeInfo.Node().Name, d, pl.pendingPod)
+		d.preemptor, d.node = podToSchedule.UID, nodeInfo.Node().Name
+		pl.preemptions.record(podToSchedule, s.results, d.node, d, pl.pendingPod)
 	}
 	return nil
 }
@@ -163,17 +183,51 @@ func (p *preemptions) record(preemptor *v1.Pod, results *filterResults, node str
 	attempt.nodes[node] = d
 }
 
-// victims returns the pods the preemptor's last dry run on node removed;
-// nil if there was none.
-func (p *preemptions) victims(preemptor types.UID, node string) map[types.UID]*v1.Pod {
+// dryRun returns the preemptor's last dry run on node; nil if there was
+// none.
+func (p *preemptions) dryRun(preemptor types.UID, node string) *dryRun {
 	p.mutex.Lock()
 	defer p.mutex.Unlock()
 	if attempt := p.byPod[preemptor]; attempt != nil {
-		if d := attempt.nodes[node]; d != nil {
-			return maps.Clone(d.removed)
-		}
+		return attempt.nodes[node]
 	}
 	return nil
+}
+
+// nodes returns the nodes of the preemptor's last attempt's dry runs.
+func (p *preemptions) nodes(preemptor types.UID) []string {
+	p.mutex.Lock()
+	defer p.mutex.Unlock()
+	if attempt := p.byPod[preemptor]; attempt != nil {
+		return slices.Collect(maps.Keys(attempt.nodes))
+	}
+	return nil
+}
+
+// victimClaims returns the claims that the victims of the preemptor's
+// last dry run on node free, as they were when the dry run removed them;
+// nil if there was none.
+func (p *preemptions) victimClaims(preemptor types.UID, node string) []*resourceapi.ResourceClaim {
+	if d := p.dryRun(preemptor, node); d != nil {
+		return d.freedClaims()
+	}
+	return nil
+}
+
+// freedClaims returns the claims of the removed pods that they free: those
+// reserved only for removed pods, once each.
+func (d *dryRun) freedClaims() []*resourceapi.ResourceClaim {
+	var freed []*resourceapi.ResourceClaim
+	seen := sets.New[types.UID]()
+	for uid := range d.removed {
+		for _, claim := range d.claims[uid] {
+			if !seen.Has(claim.UID) && freedBy(claim, d.removed) {
+				seen.Insert(claim.UID)
+				freed = append(freed, claim)
+			}
+		}
+	}
+	return freed
 }
 
 // forget drops what is known of the pod's preemptions: it was assumed on
@@ -194,6 +248,7 @@ func (pl *Plugin) AddPod(ctx context.Context, cs fwk.CycleState, _ *v1.Pod, podI
 	pod := podInfoToAdd.GetPod()
 	if _, ok := d.removed[pod.UID]; ok {
 		delete(d.removed, pod.UID)
+		delete(d.claims, pod.UID)
 		d.alloc = nil
 		return nil
 	}
@@ -262,25 +317,38 @@ func (pl *Plugin) nominatedAllocation(ctx context.Context, s *stateData, pod *v1
 	// (whose deletion may not have been seen yet), less what other
 	// nominated pods take. Not the devices of the pods this dry run
 	// removes: the preemptor evicts those for itself, and counting them
-	// for the nominated pod would make it evict more.
+	// for the nominated pod would make it evict more. Nor those of the
+	// victims of the other preemptors nominated to the node, freed or
+	// being freed: they are theirs. First fit gave a nominated pod the
+	// first devices freed, and in the cycle of the preemptor they were
+	// freed for, that one found too few and preempted again.
 	node := nodeInfo.Node().Name
 	beingFreed, err := s.claimsBeingFreed(pl, node)
 	if err != nil {
 		return nil, err
 	}
 	edits := pl.edits(&dryRun{nominated: s.dryRun.nominated})
+	others := sets.New[types.UID]()
+	for _, claim := range pl.promised(node, pod.UID) {
+		others.Insert(claim.UID)
+		if pl.stillAllocated(claim) == nil {
+			// Free already: taken for this pod. (A device given since
+			// to a claim that the state counts would be counted twice;
+			// that only makes the nominated pod hold less.)
+			tracker.AddAllocation(&edits.Added, claim.Status.Allocation, pl.fts.EnableDRAConsumableCapacity)
+		}
+	}
 	freed := sets.New[types.UID]()
 	for _, claim := range beingFreed {
-		freed.Insert(claim.UID)
-		tracker.AddAllocation(&edits.Freed, claim.Status.Allocation, pl.fts.EnableDRAConsumableCapacity)
+		if !others.Has(claim.UID) {
+			freed.Insert(claim.UID)
+			tracker.AddAllocation(&edits.Freed, claim.Status.Allocation, pl.fts.EnableDRAConsumableCapacity)
+		}
 	}
-	victims := pl.preemptions.victims(pod.UID, node)
-	for _, victim := range victims {
-		for _, claim := range pl.claimsOfPod(victim) {
-			if !freed.Has(claim.UID) && freedBy(claim, victims) {
-				freed.Insert(claim.UID)
-				tracker.AddAllocation(&edits.Freed, claim.Status.Allocation, pl.fts.EnableDRAConsumableCapacity)
-			}
+	for _, claim := range pl.preemptions.victimClaims(pod.UID, node) {
+		if live := pl.stillAllocated(claim); live != nil && !freed.Has(claim.UID) {
+			freed.Insert(claim.UID)
+			tracker.AddAllocation(&edits.Freed, live.Status.Allocation, pl.fts.EnableDRAConsumableCapacity)
 		}
 	}
 	a, err := pl.allocatorWith(ctx, s, edits, true)
@@ -296,16 +364,23 @@ func (pl *Plugin) nominatedAllocation(ctx context.Context, s *stateData, pod *v1
 }
 
 // edits turns the dry run into allocator edits.
+//
+// A removed pod's claim that another preemptor nominated to the node
+// evicted the pod for frees nothing: its devices are that preemptor's.
+// (DefaultPreemption may choose a victim again while the scheduler has not
+// seen it deleted; the two preemptors then each counted its device, and
+// neither could hold its devices.)
 func (pl *Plugin) edits(d *dryRun) allocator.Edits {
 	edits := allocator.Edits{Freed: tracker.NewAllocatedState(), Added: tracker.NewAllocatedState()}
-	seen := sets.New[types.UID]()
-	for _, pod := range d.removed {
-		for _, claim := range pl.claimsOfPod(pod) {
-			if seen.Has(claim.UID) {
-				continue
+	if freed := d.freedClaims(); len(freed) > 0 {
+		promised := sets.New[types.UID]()
+		if d.node != "" {
+			for _, claim := range pl.promised(d.node, d.preemptor) {
+				promised.Insert(claim.UID)
 			}
-			seen.Insert(claim.UID)
-			if freedBy(claim, d.removed) {
+		}
+		for _, claim := range freed {
+			if !promised.Has(claim.UID) {
 				tracker.AddAllocation(&edits.Freed, claim.Status.Allocation, pl.fts.EnableDRAConsumableCapacity)
 			}
 		}
@@ -316,6 +391,19 @@ func (pl *Plugin) edits(d *dryRun) allocator.Edits {
 		}
 	}
 	return edits
+}
+
+// promised returns the claims that the victims of the preemptors nominated
+// to node, other than the pod, free: their devices are those preemptors'
+// until they are bound.
+func (pl *Plugin) promised(node string, pod types.UID) []*resourceapi.ResourceClaim {
+	var claims []*resourceapi.ResourceClaim
+	for _, other := range pl.fh.NominatedPodsForNode(node) {
+		if uid := other.GetPod().UID; uid != pod {
+			claims = append(claims, pl.preemptions.victimClaims(uid, node)...)
+		}
+	}
+	return claims
 }
 
 // pendingPod: the pod exists and is not bound to a node.
@@ -344,6 +432,16 @@ func (pl *Plugin) claimsOfPod(pod *v1.Pod) []*resourceapi.ResourceClaim {
 		add(status.ResourceClaimName)
 	}
 	return claims
+}
+
+// stillAllocated returns the claim as the cache has it now if it is still
+// allocated, nil if it was deleted or deallocated since claim was read.
+func (pl *Plugin) stillAllocated(claim *resourceapi.ResourceClaim) *resourceapi.ResourceClaim {
+	live, err := pl.tracker.Claim(claim.Namespace, claim.Name)
+	if err != nil || live.UID != claim.UID || live.Status.Allocation == nil {
+		return nil
+	}
+	return live
 }
 
 // freedBy: the claim is allocated and reserved only for removed pods, so
@@ -431,25 +529,85 @@ func (pl *Plugin) claimsBeingFreedByNode(match func(node string) bool) (map[stri
 // many claims are being freed there. The pod's status names the node once
 // the scheduler's informer has seen the update that preemption sent; until
 // then (it is sent asynchronously, and the preemptor may come back as soon
-// as its victims are deleted) the nominator knows, and the node is one of
-// those where claims are being freed.
-func (pl *Plugin) awaitedDeallocations(pod *v1.Pod) (string, int, error) {
-	if node := pod.Status.NominatedNodeName; node != "" {
-		freed, err := pl.claimsBeingFreed(node)
-		return node, len(freed), err
+// as its victims are deleted) the nominator knows.
+//
+// The claims of the pod's own victims there count as well while the API
+// shows their pods gone or being deleted, also when the informer has not
+// seen it yet: DefaultPreemption lets the preemptor back once the last
+// deletion is sent, and its next cycle may see one victim's claim
+// deallocated and another victim still running, which made it evict one
+// more pod for a device about to be free. A victim that the API shows
+// running (its deletion failed) is not waited for.
+func (pl *Plugin) awaitedDeallocations(ctx context.Context, pod *v1.Pod) (string, int, error) {
+	node := pod.Status.NominatedNodeName
+	var freed []*resourceapi.ResourceClaim
+	if node != "" {
+		var err error
+		if freed, err = pl.claimsBeingFreed(node); err != nil {
+			return "", 0, err
+		}
+	} else {
+		byNode, err := pl.claimsBeingFreedByNode(func(string) bool { return true })
+		if err != nil {
+			return "", 0, err
+		}
+		// Where the pod may be nominated: where its last preemption
+		// dry-ran, or claims are being freed.
+		candidates := sets.KeySet(byNode).Insert(pl.preemptions.nodes(pod.UID)...)
+		node = pl.nominatedNode(pod, candidates)
+		freed = byNode[node]
 	}
-	byNode, err := pl.claimsBeingFreedByNode(func(string) bool { return true })
-	if err != nil {
-		return "", 0, err
+	if node == "" {
+		return "", 0, nil
 	}
-	for node, freed := range byNode {
+	counted := sets.New[types.UID]()
+	for _, claim := range freed {
+		counted.Insert(claim.UID)
+	}
+	for _, claim := range pl.preemptions.victimClaims(pod.UID, node) {
+		if counted.Has(claim.UID) || pl.stillAllocated(claim) == nil {
+			continue
+		}
+		deleted, err := pl.consumersDeleted(ctx, claim)
+		if err != nil {
+			return "", 0, err
+		}
+		if deleted {
+			counted.Insert(claim.UID)
+		}
+	}
+	return node, counted.Len(), nil
+}
+
+// nominatedNode returns the node among candidates that the nominator has
+// the pod nominated to; "" if none. (The nominator is asked per node.)
+func (pl *Plugin) nominatedNode(pod *v1.Pod, candidates sets.Set[string]) string {
+	for node := range candidates {
 		for _, nominated := range pl.fh.NominatedPodsForNode(node) {
 			if nominated.GetPod().UID == pod.UID {
-				return node, len(freed), nil
+				return node
 			}
 		}
 	}
-	return "", 0, nil
+	return ""
+}
+
+// consumersDeleted asks the API whether every pod the claim was reserved
+// for (when it was recorded) is gone or being deleted.
+func (pl *Plugin) consumersDeleted(ctx context.Context, claim *resourceapi.ResourceClaim) (bool, error) {
+	for _, consumer := range claim.Status.ReservedFor {
+		pod, err := pl.client.CoreV1().Pods(claim.Namespace).Get(ctx, consumer.Name, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			continue
+		case err != nil:
+			return false, fmt.Errorf("get pod %s/%s: %w", claim.Namespace, consumer.Name, err)
+		case pod.UID != consumer.UID || pod.DeletionTimestamp != nil:
+			continue
+		}
+		return false, nil
+	}
+	return true, nil
 }
 
 // dryRunAllocator returns the allocator for the clone's edits, built once
