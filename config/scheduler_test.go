@@ -222,8 +222,9 @@ func TestDeployment(t *testing.T) {
 // TestSchedulerProfile builds the profile as the scheduler binary does and
 // compares it, extension point by extension point, with kube-scheduler's
 // default profile: StructuredDRA must be exactly where DynamicResources is
-// (same extension points, same score weight, after the same plugins, before
-// DefaultPreemption), and nothing else may change but order.
+// (same extension points, same score weight, after the same plugins),
+// StructuredDRAPreemption where DefaultPreemption is (after StructuredDRA),
+// and nothing else may change but order.
 //
 // The profile runs the real StructuredDRA plugin (pkg/plugins/dra), so this
 // also checks that it implements every extension point that
@@ -243,7 +244,7 @@ profiles:
 `))
 	profiles := append(ours.Profiles, reference.Profiles...)
 
-	registry := frameworkruntime.Registry{pluginName: dra.New}
+	registry := frameworkruntime.Registry{pluginName: dra.New, dra.PreemptionName: dra.NewPreemption}
 	client := fake.NewClientset()
 	broadcaster := events.NewBroadcaster(&events.EventSinkImpl{Interface: client.EventsV1()})
 	sched, err := scheduler.New(ctx, client, informers.NewSharedInformerFactory(client, 0), nil,
@@ -266,8 +267,11 @@ profiles:
 		logger.V(2).Info("Extension point", "point", point, "default", wantPlugins, "drasched", gotPlugins)
 		renamedPlugins := slices.Clone(wantPlugins)
 		for i := range renamedPlugins {
-			if renamedPlugins[i].Name == names.DynamicResources {
+			switch renamedPlugins[i].Name {
+			case names.DynamicResources:
 				renamedPlugins[i].Name = pluginName
+			case names.DefaultPreemption:
+				renamedPlugins[i].Name = dra.PreemptionName
 			}
 		}
 		if notImplemented[point] {
@@ -277,18 +281,18 @@ profiles:
 			t.Errorf("%s: plugins and weights (-default with %s +drasched):\n%s", point, pluginName, diff)
 			continue
 		}
-		dra := slices.IndexFunc(wantPlugins, func(p schedconfig.Plugin) bool { return p.Name == names.DynamicResources })
-		if dra < 0 || notImplemented[point] {
+		inTree := slices.IndexFunc(wantPlugins, func(p schedconfig.Plugin) bool { return p.Name == names.DynamicResources })
+		if inTree < 0 || notImplemented[point] {
 			continue
 		}
 		structured := slices.IndexFunc(gotPlugins, func(p schedconfig.Plugin) bool { return p.Name == pluginName })
 		for i, p := range wantPlugins {
-			j := slices.IndexFunc(gotPlugins, func(q schedconfig.Plugin) bool { return q.Name == p.Name })
+			j := slices.IndexFunc(gotPlugins, func(q schedconfig.Plugin) bool { return q.Name == renamedPlugins[i].Name })
 			switch {
-			case i < dra && j > structured:
+			case i < inTree && j > structured:
 				t.Errorf("%s: %s runs before DynamicResources by default but after %s", point, p.Name, pluginName)
-			case i > dra && p.Name == names.DefaultPreemption && j < structured:
-				t.Errorf("%s: DefaultPreemption runs after DynamicResources by default but before %s", point, pluginName)
+			case i > inTree && p.Name == names.DefaultPreemption && j < structured:
+				t.Errorf("%s: DefaultPreemption runs after DynamicResources by default but %s before %s", point, dra.PreemptionName, pluginName)
 			}
 		}
 	}

@@ -48,7 +48,10 @@ import (
 func newCommand(extra ...app.Option) *cobra.Command {
 	opts := options.NewOptions()
 	fence := leaderfence.New(leaderfence.DefaultMargin)
-	registry := append([]app.Option{app.WithPlugin(dra.Name, dra.Factory(dra.ProcessOptions{Fence: fence}))}, extra...)
+	registry := append([]app.Option{
+		app.WithPlugin(dra.Name, dra.Factory(dra.ProcessOptions{Fence: fence})),
+		app.WithPlugin(dra.PreemptionName, dra.NewPreemption),
+	}, extra...)
 
 	cmd := &cobra.Command{
 		Use:   "drasched",
@@ -227,7 +230,8 @@ func checkConfigFile(logger klog.Logger, file string) error {
 // DynamicResources plugin would allocate devices next to StructuredDRA (in
 // the same profile or in another one of this process: they would both
 // allocate from the same devices), in which no profile runs StructuredDRA,
-// or in which a profile would take over pods of the default scheduler.
+// in which a profile would take over pods of the default scheduler, or in
+// which a profile runs both StructuredDRAPreemption and DefaultPreemption.
 func checkProfiles(cfg *schedconfig.KubeSchedulerConfiguration) error {
 	var errs []error
 	var ours, inTree []string
@@ -247,6 +251,12 @@ func checkProfiles(cfg *schedconfig.KubeSchedulerConfiguration) error {
 	}
 	if len(ours) == 0 {
 		errs = append(errs, fmt.Errorf("no profile enables %s; pods with resource claims would be scheduled by the in-tree plugin or not at all", dra.Name))
+	}
+	for _, profile := range cfg.Profiles {
+		if profile.Plugins != nil && enabled(profile.Plugins, dra.PreemptionName) && enabled(profile.Plugins, names.DefaultPreemption) {
+			errs = append(errs, fmt.Errorf("profile %q enables both %s and %s, which would preempt twice; disable %s",
+				profile.SchedulerName, dra.PreemptionName, names.DefaultPreemption, names.DefaultPreemption))
+		}
 	}
 	for _, name := range inTree {
 		if len(ours) == 0 {

@@ -52,6 +52,26 @@ func TestCheckConfigFile(t *testing.T) {
 `,
 			wantErr: []string{"enables both"},
 		},
+		"preemption swap": {
+			profiles: `- schedulerName: drasched
+  plugins:
+    multiPoint:
+      enabled: [{name: StructuredDRA}, {name: StructuredDRAPreemption}]
+      disabled: [{name: DynamicResources}, {name: DefaultPreemption}]
+  pluginConfig:
+  - name: StructuredDRAPreemption
+    args: {apiVersion: kubescheduler.config.k8s.io/v1, kind: DefaultPreemptionArgs, minCandidateNodesAbsolute: 10}
+`,
+		},
+		"both preemptions enabled": {
+			profiles: `- schedulerName: drasched
+  plugins:
+    multiPoint:
+      enabled: [{name: StructuredDRA}, {name: StructuredDRAPreemption}]
+      disabled: [{name: DynamicResources}]
+`,
+			wantErr: []string{`profile "drasched" enables both StructuredDRAPreemption and DefaultPreemption, which would preempt twice`},
+		},
 		"plugin missing": {
 			profiles: `- schedulerName: drasched
 `,

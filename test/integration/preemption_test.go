@@ -102,6 +102,29 @@ func (p *preemption) gone(names []string) []string {
 	return out
 }
 
+// preempted checks the message of the preemptor's FailedScheduling event
+// in which preemption chose its victims: upstream's DefaultPreemption
+// message, with what the victims free for the pod (StructuredDRAPreemption).
+func (p *preemption) preempted(preemptor, want string) {
+	p.t.Helper()
+	events, err := p.Client.EventsV1().Events(p.Namespace).List(p.Ctx, metav1.ListOptions{})
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	var messages []string
+	for _, e := range events.Items {
+		if e.Regarding.Name == preemptor && e.Reason == "FailedScheduling" {
+			if _, after, ok := strings.Cut(e.Note, "preemption: found a potential placement"); ok {
+				if strings.HasSuffix(after, want) {
+					return
+				}
+			}
+			messages = append(messages, e.Note)
+		}
+	}
+	p.t.Errorf("no FailedScheduling event of %s says it preempts and ends in %q; its events: %q", preemptor, want, messages)
+}
+
 // logPreemptions logs, for a failure's record, which preemptor evicted
 // which pod on which node (the victims' Preempted events) and where each
 // preemptor was bound.
@@ -187,6 +210,7 @@ func TestPreemptionFreesDevices(t *testing.T) {
 			if !slices.Equal(freed, got) {
 				t.Errorf("high-priority pod got %v, the victims held %v", got, freed)
 			}
+			p.preempted("high", "preempting 4 victims to free 4 devices of request gpu")
 			p.VerifyAllocations()
 		})
 	}
@@ -295,6 +319,8 @@ func TestPreemptionPartitions(t *testing.T) {
 	if got := p.gone(lows); !slices.Equal(got, want) {
 		t.Errorf("evicted %v, want the pods of %s's partitions %v", got, gpu[0], want)
 	}
+	// The whole GPU is freed by evicting its partitions' pods.
+	p.preempted("high", "preempting 2 victims to free 1 device of request gpu")
 	p.VerifyAllocations()
 }
 

@@ -145,7 +145,9 @@ func (pl *Plugin) Filter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, no
 	case len(s.dryRun.removedPods()) > 0 && !s.dryRun.simulation:
 		// DefaultPreemption's dry run: devices of pods that are still
 		// there, nothing for Reserve, and the results are shared with the
-		// cycle's state.
+		// cycle's state. The fit says what the victims free
+		// (preemptor.go).
+		s.dryRun.fit.set(results, len(s.dryRun.nominated) > 0)
 		return nil
 	}
 	s.results.store(node.Name, results, s.dryRun.active())

@@ -176,6 +176,7 @@ func newPlugin(ctx context.Context, obj runtime.Object, fh fwk.Handle, opts Proc
 		return nil, err
 	}
 	registerMetrics()
+	registerPlugin(ctx, fh, pl)
 	return pl, nil
 }
 

@@ -72,6 +72,9 @@ type dryRun struct {
 	// run, set by RemovePod.
 	preemptor types.UID
 	node      string
+	// fit is what the last successful Filter of the dry run allocated
+	// (preemptor.go), shared with the clones that add nominated pods.
+	fit *fitCell
 	// simulation: the state is not a clone but one that the preemption of
 	// pod groups made for its simulation, which Reserve runs on; Filter
 	// keeps its allocations there.
@@ -91,8 +94,12 @@ func (d *dryRun) clone() *dryRun {
 		maps.Copy(c.claims, d.claims)
 		maps.Copy(c.nominated, d.nominated)
 		c.alloc = d.alloc
+		c.fit = d.fit
 		c.preemptor, c.node = d.preemptor, d.node
 		c.simulation = d.simulation
+	}
+	if c.fit == nil {
+		c.fit = &fitCell{}
 	}
 	return c
 }

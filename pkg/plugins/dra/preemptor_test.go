@@ -1,0 +1,166 @@
+package dra
+
+import (
+	"strings"
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2/ktesting"
+	schedconfig "k8s.io/kubernetes/pkg/scheduler/apis/config"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
+
+	"github.com/drasched/drasched/apis/config"
+	"github.com/drasched/drasched/internal/builder"
+)
+
+// NewPreemption takes DefaultPreemptionArgs, or none (DefaultPreemption's
+// defaults), and refuses other args and invalid values with a message
+// that names the plugin.
+func TestNewPreemption(t *testing.T) {
+	env := newPluginEnv(t, nil)
+	_, ctx := ktesting.NewTestContext(t)
+	for name, tc := range map[string]struct {
+		args    *schedconfig.DefaultPreemptionArgs
+		other   bool
+		wantErr string
+	}{
+		"defaults":   {},
+		"args":       {args: &schedconfig.DefaultPreemptionArgs{MinCandidateNodesPercentage: 20, MinCandidateNodesAbsolute: 50}},
+		"bad values": {args: &schedconfig.DefaultPreemptionArgs{MinCandidateNodesPercentage: 200, MinCandidateNodesAbsolute: 50}, wantErr: "minCandidateNodesPercentage"},
+		"other args": {other: true, wantErr: "want DefaultPreemptionArgs"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			var p interface{ Name() string }
+			var err error
+			switch {
+			case tc.other:
+				p, err = NewPreemption(ctx, &config.StructuredDRAArgs{}, env.plugin.fh)
+			case tc.args != nil:
+				p, err = NewPreemption(ctx, tc.args, env.plugin.fh)
+			default:
+				p, err = NewPreemption(ctx, nil, env.plugin.fh)
+			}
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) || !strings.Contains(err.Error(), PreemptionName) {
+					t.Fatalf("error %v, want one naming %s and containing %q", err, PreemptionName, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if p.Name() != PreemptionName {
+				t.Errorf("name %q, want %q", p.Name(), PreemptionName)
+			}
+		})
+	}
+}
+
+// freedForPreemptor counts, per request, the devices of the preemptor's
+// fit on the node that its victims' claims held or that share counters
+// with one they held; devices free before the preemption do not count.
+func TestFreedForPreemptor(t *testing.T) {
+	// gpu-0 is a whole GPU whose partition gpu-0-mig consumes the same
+	// counters; gpu-1 ... gpu-3 are plain GPUs.
+	slice := builder.MakeSlice("node-a").Node("node-a").
+		Counters(builder.CounterSet("gpu-0-counters", map[string]string{"memory": "80Gi"})).
+		Devices(
+			builder.MakeDevice("gpu-0").Consumes("gpu-0-counters", map[string]string{"memory": "80Gi"}),
+			builder.MakeDevice("gpu-0-mig").Consumes("gpu-0-counters", map[string]string{"memory": "10Gi"}),
+			builder.MakeDevice("gpu-1"), builder.MakeDevice("gpu-2"), builder.MakeDevice("gpu-3")).Obj()
+	preemptor := podWithClaims("pending")
+	env := newPluginEnv(t, preemptor, builder.MakeClass(gpuClass), slice, gpuClaim("pending").Obj())
+	pl := env.plugin
+	cs := framework.NewCycleState()
+	if _, status := pl.PreFilter(env.ctx, cs, preemptor, nil); !status.IsSuccess() {
+		t.Fatalf("PreFilter: %v", status)
+	}
+	victim := func(name string) *v1.Pod {
+		p := builder.MakePod(name).Obj()
+		p.UID = types.UID(name)
+		return p
+	}
+	fit := func(devices map[string][]string) []resourceapi.AllocationResult {
+		var result resourceapi.AllocationResult
+		for request, names := range devices {
+			for _, device := range names {
+				result.Devices.Results = append(result.Devices.Results, resourceapi.DeviceRequestAllocationResult{
+					Request: request, Driver: "gpu.example.com", Pool: "node-a", Device: device,
+				})
+			}
+		}
+		return []resourceapi.AllocationResult{result}
+	}
+	for name, tc := range map[string]struct {
+		victims map[string]string // pod name to the device of its claim
+		fit     map[string][]string
+		want    string
+	}{
+		"victims' devices, one free before": {
+			victims: map[string]string{"v1": "gpu-1", "v2": "gpu-2"},
+			fit:     map[string][]string{"gpu": {"gpu-1", "gpu-2", "gpu-3"}},
+			want:    "2 devices of request gpu",
+		},
+		"one device": {
+			victims: map[string]string{"v1": "gpu-1"},
+			fit:     map[string][]string{"gpu": {"gpu-1"}},
+			want:    "1 device of request gpu",
+		},
+		"a whole GPU whose partition a victim used": {
+			victims: map[string]string{"v0": "gpu-0-mig"},
+			fit:     map[string][]string{"gpu": {"gpu-0"}},
+			want:    "1 device of request gpu",
+		},
+		"two requests": {
+			victims: map[string]string{"v1": "gpu-1", "v2": "gpu-2", "v3": "gpu-3"},
+			fit:     map[string][]string{"b": {"gpu-3"}, "a": {"gpu-1", "gpu-2"}},
+			want:    "2 devices of request a and 1 of request b",
+		},
+		"nothing the pod gets": {
+			victims: map[string]string{"v1": "gpu-1"},
+			fit:     map[string][]string{"gpu": {"gpu-3"}},
+			want:    "",
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			d := (*dryRun)(nil).clone()
+			for pod, device := range tc.victims {
+				p := victim(pod)
+				d.removed[p.UID] = p
+				d.claims[p.UID] = []*resourceapi.ResourceClaim{allocated(gpuClaim(pod), device, p.UID)}
+			}
+			d.fit.set(fit(tc.fit), false)
+			pl.preemptions.record(preemptor, &filterResults{}, "node-a", d, func(_, _ string, _ types.UID) bool { return true })
+			got, err := pl.freedForPreemptor(cs, preemptor, "node-a")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != tc.want {
+				t.Errorf("freed %q, want %q", got, tc.want)
+			}
+		})
+	}
+	// No dry run on the node: nothing to say.
+	if got, err := pl.freedForPreemptor(cs, preemptor, "node-b"); err != nil || got != "" {
+		t.Errorf("without a dry run: %q, %v; want nothing", got, err)
+	}
+}
+
+// A fit found with the pods nominated to the node taken is what the pod
+// gets; the framework's second Filter, without them, does not replace it.
+func TestFitCell(t *testing.T) {
+	with := []resourceapi.AllocationResult{{Devices: resourceapi.DeviceAllocationResult{Results: []resourceapi.DeviceRequestAllocationResult{{Device: "with"}}}}}
+	without := []resourceapi.AllocationResult{{Devices: resourceapi.DeviceAllocationResult{Results: []resourceapi.DeviceRequestAllocationResult{{Device: "without"}}}}}
+	var c fitCell
+	c.set(without, false)
+	if got := c.get(); got[0].Devices.Results[0].Device != "without" {
+		t.Errorf("first fit: %v", got)
+	}
+	c.set(with, true)
+	c.set(without, false)
+	if got := c.get(); got[0].Devices.Results[0].Device != "with" {
+		t.Errorf("after a fit with nominated pods and one without: %v, want the one with", got)
+	}
+}
