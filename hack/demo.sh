@@ -233,6 +233,14 @@ up() {
 
   step "waiting for drasched to schedule the pods"
   run_watching "${demo}" report --kubeconfig "${kubeconfig}" --expect-unschedulable "${unschedulable_pod}" --timeout 2m
+
+  step "preemption: training pods fill gpu-h100-0, an inference pod of higher priority evicts as many as it needs GPUs (config/examples/preemption)"
+  kubectl apply -f config/examples/preemption/training.yaml
+  kubectl wait --for=condition=PodScheduled pod -l app=training --timeout=60s
+  kubectl apply -f config/examples/preemption/inference.yaml
+  kubectl wait --for=condition=PodScheduled pod/inference --timeout=60s
+  kubectl get events --field-selector involvedObject.name=inference --sort-by=.lastTimestamp -o custom-columns=REASON:.reason,MESSAGE:.message
+  kubectl get events --field-selector reason=Preempted --sort-by=.lastTimestamp -o custom-columns=POD:.involvedObject.name,MESSAGE:.message
   echo "Demo done in $((SECONDS - start))s."
 }
 

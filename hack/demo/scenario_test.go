@@ -124,9 +124,17 @@ type workload struct {
 	claims []*resourceapi.ResourceClaim
 }
 
+// preemptionFiles are the manifests of the demo's preemption step, in the
+// order hack/demo.sh applies them.
+var preemptionFiles = []string{
+	filepath.Join(repoRoot, "config", "examples", "preemption", "training.yaml"),
+	filepath.Join(repoRoot, "config", "examples", "preemption", "inference.yaml"),
+}
+
 // demoWorkloads reads what hack/demo.sh applies: the DeviceClasses and the
-// pods with their claims, in the order of the files.
-func demoWorkloads(t *testing.T) ([]*resourceapi.DeviceClass, []workload) {
+// pods with their claims, in the order of the files; then, apart, the pods
+// of the preemption step.
+func demoWorkloads(t *testing.T) ([]*resourceapi.DeviceClass, []workload, []workload) {
 	t.Helper()
 	files := []string{filepath.Join(repoRoot, "config", "gpu-driver", "deviceclasses.yaml")}
 	kustomization := filepath.Join(repoRoot, "config", "examples", "kustomization.yaml")
@@ -136,13 +144,16 @@ func demoWorkloads(t *testing.T) ([]*resourceapi.DeviceClass, []workload) {
 		}
 	}
 	files = append(files, "workloads.yaml")
-	var objects []runtime.Object
+	var objects, preemption []runtime.Object
 	for _, f := range files {
 		objects = append(objects, decodeFile(t, f)...)
 	}
+	for _, f := range preemptionFiles {
+		preemption = append(preemption, decodeFile(t, f)...)
+	}
 
 	templates := map[string]*resourceapi.ResourceClaimTemplate{}
-	for _, tmpl := range objectsOf[*resourceapi.ResourceClaimTemplate](objects) {
+	for _, tmpl := range objectsOf[*resourceapi.ResourceClaimTemplate](append(objects, preemption...)) {
 		templates[tmpl.Name] = tmpl
 	}
 	claims := map[string]*resourceapi.ResourceClaim{}
@@ -150,32 +161,35 @@ func demoWorkloads(t *testing.T) ([]*resourceapi.DeviceClass, []workload) {
 		claim.Namespace, claim.UID = "default", types.UID("uid-"+claim.Name)
 		claims[claim.Name] = claim
 	}
-	var workloads []workload
-	for _, pod := range objectsOf[*corev1.Pod](objects) {
-		w := workload{pod: pod}
-		for _, pc := range pod.Spec.ResourceClaims {
-			switch {
-			case pc.ResourceClaimName != nil:
-				claim, ok := claims[*pc.ResourceClaimName]
-				if !ok {
-					t.Fatalf("pod %s: no claim %s", pod.Name, *pc.ResourceClaimName)
+	workloadsOf := func(objects []runtime.Object) []workload {
+		var workloads []workload
+		for _, pod := range objectsOf[*corev1.Pod](objects) {
+			w := workload{pod: pod}
+			for _, pc := range pod.Spec.ResourceClaims {
+				switch {
+				case pc.ResourceClaimName != nil:
+					claim, ok := claims[*pc.ResourceClaimName]
+					if !ok {
+						t.Fatalf("pod %s: no claim %s", pod.Name, *pc.ResourceClaimName)
+					}
+					w.claims = append(w.claims, claim)
+				case pc.ResourceClaimTemplateName != nil:
+					tmpl, ok := templates[*pc.ResourceClaimTemplateName]
+					if !ok {
+						t.Fatalf("pod %s: no template %s", pod.Name, *pc.ResourceClaimTemplateName)
+					}
+					name := pod.Name + "-" + pc.Name
+					w.claims = append(w.claims, &resourceapi.ResourceClaim{
+						ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", UID: types.UID("uid-" + name)},
+						Spec:       tmpl.Spec.Spec,
+					})
 				}
-				w.claims = append(w.claims, claim)
-			case pc.ResourceClaimTemplateName != nil:
-				tmpl, ok := templates[*pc.ResourceClaimTemplateName]
-				if !ok {
-					t.Fatalf("pod %s: no template %s", pod.Name, *pc.ResourceClaimTemplateName)
-				}
-				name := pod.Name + "-" + pc.Name
-				w.claims = append(w.claims, &resourceapi.ResourceClaim{
-					ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", UID: types.UID("uid-" + name)},
-					Spec:       tmpl.Spec.Spec,
-				})
 			}
+			workloads = append(workloads, w)
 		}
-		workloads = append(workloads, w)
+		return workloads
 	}
-	return objectsOf[*resourceapi.DeviceClass](objects), workloads
+	return objectsOf[*resourceapi.DeviceClass](objects), workloadsOf(objects), workloadsOf(preemption)
 }
 
 // TestScenario keeps the demo honest without a cluster: the nodes of
@@ -188,7 +202,7 @@ func demoWorkloads(t *testing.T) ([]*resourceapi.DeviceClass, []workload) {
 func TestScenario(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	s := readScenario(t)
-	classes, workloads := demoWorkloads(t)
+	classes, workloads, preemption := demoWorkloads(t)
 
 	var allSlices []*resourceapi.ResourceSlice
 	var nodes []*corev1.Node
@@ -223,26 +237,16 @@ func TestScenario(t *testing.T) {
 	unschedulable := sets.New(s.unschedulablePods...)
 	allocated := sets.New[structured.DeviceID]()
 	done := sets.New[string]() // claims allocated already (shared claims)
-	var got []string
-	for _, w := range workloads {
-		if w.pod.Spec.SchedulerName != "drasched" {
-			t.Errorf("pod %s: schedulerName %q, want drasched", w.pod.Name, w.pod.Spec.SchedulerName)
-		}
-		if unschedulable.Has(w.pod.Name) {
-			for _, node := range nodes {
-				if results := allocate(sets.New[structured.DeviceID](), node, w.claims); results != nil {
-					t.Errorf("pod %s, expected to be unschedulable, fits on idle node %s", w.pod.Name, node.Name)
-				}
-			}
-			continue
-		}
+	// place allocates the pod's claims on the first node that its node
+	// selector allows and where they fit next to the pods before it; ""
+	// if there is none.
+	place := func(w workload) string {
 		var pending []*resourceapi.ResourceClaim
 		for _, c := range w.claims {
 			if !done.Has(c.Name) {
 				pending = append(pending, c)
 			}
 		}
-		placed := ""
 		for _, node := range nodes {
 			if !labels.SelectorFromSet(w.pod.Spec.NodeSelector).Matches(labels.Set(node.Labels)) {
 				continue
@@ -257,16 +261,56 @@ func TestScenario(t *testing.T) {
 					allocated.Insert(structured.MakeDeviceID(d.Driver, d.Pool, d.Device))
 				}
 			}
-			placed = node.Name
-			break
+			return node.Name
 		}
-		if placed == "" {
+		return ""
+	}
+	var got []string
+	for _, w := range workloads {
+		if w.pod.Spec.SchedulerName != "drasched" {
+			t.Errorf("pod %s: schedulerName %q, want drasched", w.pod.Name, w.pod.Spec.SchedulerName)
+		}
+		if unschedulable.Has(w.pod.Name) {
+			for _, node := range nodes {
+				if results := allocate(sets.New[structured.DeviceID](), node, w.claims); results != nil {
+					t.Errorf("pod %s, expected to be unschedulable, fits on idle node %s", w.pod.Name, node.Name)
+				}
+			}
+			continue
+		}
+		if place(w) == "" {
 			t.Errorf("pod %s fits on no node next to the pods before it", w.pod.Name)
 		}
 		got = append(got, w.pod.Name)
 	}
 	if len(got) == 0 || len(unschedulable) == 0 {
 		t.Fatalf("scenario without pods to schedule (%v) or without an unschedulable pod (%v)", got, sets.List(unschedulable))
+	}
+
+	// The preemption step, on its own (where the scheduler puts the
+	// demo's pods is not modelled here): the training pods fit together;
+	// the inference pod fits on its node idle, but not next to them, so
+	// that it must evict some.
+	if len(preemption) < 2 {
+		t.Fatalf("preemption step: %d pods, want training pods and the inference pod", len(preemption))
+	}
+	training, inference := preemption[:len(preemption)-1], preemption[len(preemption)-1]
+	allocated = sets.New[structured.DeviceID]()
+	for _, w := range training {
+		if place(w) == "" {
+			t.Errorf("preemption step: training pod %s fits on no node next to the training pods before it", w.pod.Name)
+		}
+	}
+	for _, node := range nodes {
+		if !labels.SelectorFromSet(inference.pod.Spec.NodeSelector).Matches(labels.Set(node.Labels)) {
+			continue
+		}
+		if allocate(allocated, node, inference.claims) != nil {
+			t.Errorf("preemption step: pod %s fits on %s next to the training pods; the demo would show no preemption", inference.pod.Name, node.Name)
+		}
+		if allocate(sets.New[structured.DeviceID](), node, inference.claims) == nil {
+			t.Errorf("preemption step: pod %s does not fit on %s even when idle", inference.pod.Name, node.Name)
+		}
 	}
 }
 
