@@ -67,7 +67,7 @@ func (pl *Plugin) PostFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod
 	// the nomination yet (preemption sets it asynchronously): the pod
 	// would lose its nomination, and with it the devices its victims
 	// free, to the next pod.
-	if node, freed, err := pl.awaitedDeallocations(ctx, pod); err != nil {
+	if node, freed, err := pl.awaitedDeallocations(ctx, s, pod); err != nil {
 		return nil, statusError(logger, err)
 	} else if freed > 0 {
 		return framework.NewPostFilterResultWithNominatedNode(node), statusUnschedulable(logger, []string{fmt.Sprintf("waiting for %d resource claims of deleted pods on node %s to be deallocated", freed, node)}, "pod", klog.KObj(pod))

@@ -352,10 +352,17 @@ func (pl *Plugin) nominatedAllocation(ctx context.Context, s *stateData, pod *v1
 			tracker.AddAllocation(&edits.Freed, claim.Status.Allocation, pl.fts.EnableDRAConsumableCapacity)
 		}
 	}
+	// The pod's own victims' claims, as the dry run recorded them,
+	// whether the cache still has them or not: the cycle's state was
+	// taken at its start and may still count a claim deallocated since
+	// (then the nominated pod held nothing). Freeing a device the state
+	// does not count changes nothing; freeing a share of consumable
+	// capacity that it no longer counts can only make the nominated pod
+	// hold more than it gets, which keeps other pods off, never on.
 	for _, claim := range pl.preemptions.victimClaims(pod.UID, node) {
-		if live := pl.stillAllocated(claim); live != nil && !freed.Has(claim.UID) {
+		if !freed.Has(claim.UID) {
 			freed.Insert(claim.UID)
-			tracker.AddAllocation(&edits.Freed, live.Status.Allocation, pl.fts.EnableDRAConsumableCapacity)
+			tracker.AddAllocation(&edits.Freed, claim.Status.Allocation, pl.fts.EnableDRAConsumableCapacity)
 		}
 	}
 	a, err := pl.allocatorWith(ctx, s, edits, true)
@@ -544,8 +551,11 @@ func (pl *Plugin) claimsBeingFreedByNode(match func(node string) bool) (map[stri
 // deletion is sent, and its next cycle may see one victim's claim
 // deallocated and another victim still running, which made it evict one
 // more pod for a device about to be free. A victim that the API shows
-// running (its deletion failed) is not waited for.
-func (pl *Plugin) awaitedDeallocations(ctx context.Context, pod *v1.Pod) (string, int, error) {
+// running (its deletion failed) is not waited for. So does a victim's
+// claim deallocated after the cycle took its state (s): Filter found its
+// devices taken, the next cycle will not, and the claim's event requeues
+// the pod.
+func (pl *Plugin) awaitedDeallocations(ctx context.Context, s *stateData, pod *v1.Pod) (string, int, error) {
 	node := pod.Status.NominatedNodeName
 	var freed []*resourceapi.ResourceClaim
 	if node != "" {
@@ -572,7 +582,13 @@ func (pl *Plugin) awaitedDeallocations(ctx context.Context, pod *v1.Pod) (string
 		counted.Insert(claim.UID)
 	}
 	for _, claim := range pl.preemptions.victimClaims(pod.UID, node) {
-		if counted.Has(claim.UID) || pl.stillAllocated(claim) == nil {
+		if counted.Has(claim.UID) {
+			continue
+		}
+		if pl.stillAllocated(claim) == nil {
+			if s.counts(claim.Status.Allocation, pl.fts.EnableDRAConsumableCapacity) {
+				counted.Insert(claim.UID)
+			}
 			continue
 		}
 		deleted, err := pl.consumersDeleted(ctx, claim)
@@ -584,6 +600,18 @@ func (pl *Plugin) awaitedDeallocations(ctx context.Context, pod *v1.Pod) (string
 		}
 	}
 	return node, counted.Len(), nil
+}
+
+// counts reports whether the cycle's allocated state counts a device or
+// share of the allocation.
+func (s *stateData) counts(allocation *resourceapi.AllocationResult, consumableCapacity bool) bool {
+	if s.base == nil {
+		return false
+	}
+	mine := tracker.NewAllocatedState()
+	tracker.AddAllocation(&mine, allocation, consumableCapacity)
+	return s.base.AllocatedDevices.HasAny(mine.AllocatedDevices.UnsortedList()...) ||
+		s.base.AllocatedSharedDeviceIDs.HasAny(mine.AllocatedSharedDeviceIDs.UnsortedList()...)
 }
 
 // nominatedNode returns the node among candidates that the nominator has

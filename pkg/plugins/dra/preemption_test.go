@@ -121,6 +121,16 @@ func TestPreemptionsRecord(t *testing.T) {
 // and gpu-1, the pod being scheduled found nothing free, and preempted
 // again.
 func TestNominatedPodHoldsItsVictimsDevices(t *testing.T) {
+	for name, deallocatedSince := range map[string]bool{
+		"victims' claims still allocated": false,
+		// The cycle's state, taken when it started, still counts them.
+		"victims' claims deallocated since the cycle started": true,
+	} {
+		t.Run(name, func(t *testing.T) { testNominatedPodHolds(t, deallocatedSince) })
+	}
+}
+
+func testNominatedPodHolds(t *testing.T, deallocatedSince bool) {
 	pod := func(name string, claim string) *v1.Pod {
 		p := builder.MakePod(name).Claim("gpus", claim).Obj()
 		p.UID = types.UID(name)
@@ -171,6 +181,13 @@ func TestNominatedPodHoldsItsVictimsDevices(t *testing.T) {
 	if _, status := pl.PreFilter(ctx, cs, preemptor, nil); !status.IsSuccess() {
 		t.Fatalf("PreFilter: %v", status)
 	}
+	if deallocatedSince {
+		for _, c := range []*resourceapi.ResourceClaim{c2, c3} {
+			c = c.DeepCopy()
+			c.Status.Allocation, c.Status.ReservedFor = nil, nil
+			env.tracker.Add(c)
+		}
+	}
 	nodeInfo := framework.NewNodeInfo()
 	nodeInfo.SetNode(nodeA)
 	// As the framework filters with nominated pods: the other pod is
@@ -201,16 +218,23 @@ func TestNominatedPodHoldsItsVictimsDevices(t *testing.T) {
 // A preemptor whose victim's claim is still allocated waits for it while
 // the API shows the victim gone or being deleted, also when the
 // scheduler's informer still shows it running; not when the API shows it
-// running (its deletion failed): then preemption may run again.
+// running (its deletion failed): then preemption may run again. It also
+// waits when the claim was deallocated after the cycle took its state:
+// the next cycle sees the device free.
 func TestAwaitedDeallocationsOwnVictims(t *testing.T) {
 	for name, tc := range map[string]struct {
 		inAPI    bool
 		deleting bool
-		want     int
+		// deallocated: the claim was deallocated before the cycle
+		// started, or after it took its state (since).
+		deallocated, since bool
+		want               int
 	}{
-		"victim gone, informer behind": {want: 1},
-		"victim being deleted":         {inAPI: true, deleting: true, want: 1},
-		"victim running":               {inAPI: true, want: 0},
+		"victim gone, informer behind":       {want: 1},
+		"victim being deleted":               {inAPI: true, deleting: true, want: 1},
+		"victim running":                     {inAPI: true, want: 0},
+		"claim deallocated during the cycle": {deallocated: true, since: true, want: 1},
+		"claim deallocated before the cycle": {deallocated: true, want: 0},
 	} {
 		t.Run(name, func(t *testing.T) {
 			preemptor := podWithClaims("preemptor-gpu")
@@ -237,8 +261,27 @@ func TestAwaitedDeallocationsOwnVictims(t *testing.T) {
 			d.removed[victim.UID] = victim
 			d.claims[victim.UID] = []*resourceapi.ResourceClaim{claim}
 			pl.preemptions.record(preemptor, &filterResults{}, "node-a", d, func(_, _ string, _ types.UID) bool { return true })
+			deallocate := func() {
+				c := claim.DeepCopy()
+				c.Status.Allocation, c.Status.ReservedFor = nil, nil
+				env.tracker.Add(c)
+			}
+			if tc.deallocated && !tc.since {
+				deallocate()
+			}
+			cs := framework.NewCycleState()
+			if _, status := pl.PreFilter(env.ctx, cs, preemptor, nil); !status.IsSuccess() {
+				t.Fatalf("PreFilter: %v", status)
+			}
+			if tc.since {
+				deallocate()
+			}
+			s, err := getState(cs)
+			if err != nil {
+				t.Fatal(err)
+			}
 
-			node, awaited, err := pl.awaitedDeallocations(env.ctx, preemptor)
+			node, awaited, err := pl.awaitedDeallocations(env.ctx, s, preemptor)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -249,10 +292,6 @@ func TestAwaitedDeallocationsOwnVictims(t *testing.T) {
 			// PostFilter waits, and keeps the nomination: the scheduler
 			// would otherwise nominate the pod anew from a copy that may
 			// not show it yet.
-			cs := framework.NewCycleState()
-			if _, status := pl.PreFilter(env.ctx, cs, preemptor, nil); !status.IsSuccess() {
-				t.Fatalf("PreFilter: %v", status)
-			}
 			result, status := pl.PostFilter(env.ctx, cs, preemptor, nil)
 			if tc.want == 0 {
 				if status.Code() != fwk.Unschedulable || result != nil {

@@ -202,8 +202,8 @@ func (pl *Plugin) checkClasses(logger klog.Logger, claim *resourceapi.ResourceCl
 
 // newAllocator builds the cycle's allocator from the tracker's snapshot:
 // with allocator: upstream, structured.NewAllocator's, else drasched's.
-// For upstream's, which cannot be edited, s keeps the snapshot for
-// preemption's dry run (preemption.go).
+// s keeps the allocated state it was built from (for upstream's, which
+// cannot be edited, preemption's dry run copies it; preemption.go).
 func (pl *Plugin) newAllocator(ctx context.Context, s *stateData, upstream bool) (nodeAllocator, error) {
 	// A new leader's first allocation waits until the old leader's last
 	// writes are visible (leaderfence); a no-op without leader election
@@ -219,8 +219,9 @@ func (pl *Plugin) newAllocator(ctx context.Context, s *stateData, upstream bool)
 	if err != nil {
 		return nil, fmt.Errorf("list resource slices: %w", err)
 	}
+	s.base = state
 	if upstream {
-		s.base, s.slices = state, slices
+		s.slices = slices
 		return structured.NewAllocator(ctx, pl.features, *state, pl.tracker.DeviceClasses(), slices, pl.celCache())
 	}
 	return allocator.New(ctx, pl.features, *state, pl.tracker.DeviceClasses(), slices, allocator.Options{Cache: pl.cache})

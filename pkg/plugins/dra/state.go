@@ -43,9 +43,10 @@ type stateData struct {
 
 	// results are what Filter found, shared by all clones of the state.
 	results *filterResults
-	// upstream: the allocator of the cycle is structured.NewAllocator's
-	// (allocator: upstream); base is its state, which preemption's dry run
-	// copies and edits for it.
+	// base is the allocated state the cycle's allocator was built from:
+	// with allocator: upstream, preemption's dry run copies and edits it
+	// for structured.NewAllocator, and slices are its slices; PostFilter
+	// asks it what the cycle saw allocated.
 	base   *structured.AllocatedState
 	slices []*resourceapi.ResourceSlice
 	// dryRun edits the allocated state as preemption's dry run and the
