@@ -497,11 +497,12 @@ func TestPreemptionAtScale(t *testing.T) {
 	if len(victims)-len(wasted) != 40 {
 		t.Errorf("%d evicted pods freed a device that a high-priority pod got, want 40", len(victims)-len(wasted))
 	}
-	// Known gap (README, Preemption): with 20 preemptors at once, a run
-	// on a loaded 2-core machine may evict one preemption's victims, whose
-	// devices no preemptor gets (2 of 15 runs, one or two pods). More is a
-	// regression.
-	if len(wasted) > 2 {
-		t.Errorf("evicted pods whose device no high-priority pod got: %v; at most two expected", wasted)
+	// No eviction for nothing: 0 of 80 runs on a loaded 2-core machine
+	// evicted a pod whose device no preemptor got (3 of 20 before the
+	// races of concurrent preemptors were closed; README, Preemption).
+	// One is tolerated so that a race not found yet, rarer than that,
+	// does not fail the suite; the log above names it.
+	if len(wasted) > 1 {
+		t.Errorf("evicted pods whose device no high-priority pod got: %v; at most one tolerated", wasted)
 	}
 }
