@@ -58,6 +58,7 @@ func (m metric) of(name string) bool { return m.only == "" || m.only == name }
 const (
 	metricHighPriorityBound = "high_priority_bound"
 	metricPreemptedPods     = "preempted_pods"
+	metricWastedGPUs        = "wasted_gpus"
 )
 
 var metrics = []metric{
@@ -72,6 +73,7 @@ var metrics = []metric{
 	// the same pods bound is better.
 	{metricHighPriorityBound, results.Higher, func(c caseResult) float64 { return float64(c.HighPriorityBound) }, casePreempt},
 	{metricPreemptedPods, results.Lower, func(c caseResult) float64 { return float64(c.Preempted) }, casePreempt},
+	{metricWastedGPUs, results.Lower, func(c caseResult) float64 { return float64(c.WastedGPUs) }, casePreempt},
 }
 
 // suiteFile turns the runs of both schedulers into the suite's file of the

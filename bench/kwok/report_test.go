@@ -44,9 +44,9 @@ func TestSuiteFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Every metric of every case, but high_priority_bound and
-	// preempted_pods only of preempt.
-	if got, want := len(f.Cases), len(caseNames)*(len(metrics)-2)+2; got != want {
+	// Every metric of every case, but high_priority_bound,
+	// preempted_pods and wasted_gpus only of preempt.
+	if got, want := len(f.Cases), len(caseNames)*(len(metrics)-3)+3; got != want {
 		t.Fatalf("%d cases, want %d", got, want)
 	}
 	get := func(name, metric string) results.Case {
@@ -125,7 +125,7 @@ func TestSuiteFilePreemptUpstreamNone(t *testing.T) {
 	}
 	for i := range dr.Cases {
 		if c := &dr.Cases[i]; c.Name == casePreempt {
-			c.Pods, c.HighPriorityBound, c.Preempted = 4, 4, 12
+			c.Pods, c.HighPriorityBound, c.Preempted, c.WastedGPUs = 4, 4, 12, 2
 		}
 	}
 	f, err := suiteFile([]runResult{up, dr}, "", 0)
@@ -148,6 +148,10 @@ func TestSuiteFilePreemptUpstreamNone(t *testing.T) {
 	preempted := byMetric[metricPreemptedPods]
 	if preempted.Upstream != 0 || preempted.Drasched != 12 || preempted.Ratio != 0 || preempted.Better != results.Lower {
 		t.Errorf("preempted_pods: %+v", preempted)
+	}
+	wasted := byMetric[metricWastedGPUs]
+	if wasted.Upstream != 0 || wasted.Drasched != 2 || wasted.Better != results.Lower {
+		t.Errorf("wasted_gpus: %+v", wasted)
 	}
 	p99 := byMetric["p99_seconds"]
 	if p99.Upstream != 0 || p99.Drasched != 2 || p99.Ratio != 0 || p99.TargetMet != nil {

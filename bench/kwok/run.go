@@ -15,6 +15,7 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/wait"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/informers"
@@ -103,6 +104,11 @@ type caseResult struct {
 	// deleted at the end).
 	HighPriorityBound int `json:"high_priority_bound,omitempty"`
 	Preempted         int `json:"preempted_pods,omitempty"`
+	// WastedGPUs are the GPUs of the evicted pods beyond those of the
+	// high-priority pods bound: the GPUs were full, so every GPU a
+	// high-priority pod got was an evicted pod's, and the rest were
+	// evicted for nothing (or for pods not bound in time).
+	WastedGPUs int `json:"wasted_gpus,omitempty"`
 	// AllocationErrors counts what kwokcluster.Verify found.
 	AllocationErrors int `json:"allocation_errors"`
 	// Errors are the first errors of the case, for the report.
@@ -472,10 +478,11 @@ func (r *runner) measureChurn(ctx context.Context, c *caseResult, capa capacity)
 // are evicted, and measures creation → bound of those. It waits at most
 // PreemptWait for them: high-priority pods left unbound are the result
 // (upstream's DynamicResources cannot preempt for devices), not an error.
-// It then counts the low-priority pods that are gone or being deleted.
+// It then counts the low-priority pods that are gone or being deleted, and
+// their GPUs that no bound high-priority pod got.
 func (r *runner) measurePreempt(ctx context.Context, c *caseResult, capa capacity) {
 	twos, ones := preemptLowPods(capa.h100)
-	low := podNames(append(slices.Clone(twos), ones...))
+	low := append(slices.Clone(twos), ones...)
 	for _, batch := range [][]podSpec{twos, ones} {
 		if err := r.createPods(ctx, preemptLowCaseName, batch); err != nil {
 			c.addErrors(err)
@@ -525,13 +532,44 @@ func (r *runner) measurePreempt(ctx context.Context, c *caseResult, capa capacit
 		c.addErrors(fmt.Errorf("list low-priority pods: %w", err))
 		return
 	}
-	left := 0
-	for _, pod := range list.Items {
-		if pod.DeletionTimestamp == nil && slices.Contains(low, pod.Name) {
-			left++
+	high, err := r.client.CoreV1().Pods(r.cfg.Namespace).List(ctx, metav1.ListOptions{LabelSelector: caseLabel + "=" + c.Name})
+	if err != nil {
+		c.addErrors(fmt.Errorf("list high-priority pods: %w", err))
+		return
+	}
+	c.Preempted, c.WastedGPUs = preemptCounts(low, list.Items, pods, high.Items)
+}
+
+// preemptCounts returns how many of the low-priority pods were evicted
+// (absent from running, or being deleted) and how many of their GPUs no
+// bound high-priority pod got.
+func preemptCounts(low []podSpec, running []corev1.Pod, high []podSpec, bound []corev1.Pod) (preempted, wastedGPUs int) {
+	alive := sets.New[string]()
+	for _, pod := range running {
+		if pod.DeletionTimestamp == nil {
+			alive.Insert(pod.Name)
 		}
 	}
-	c.Preempted = len(low) - left
+	freed := 0
+	for _, p := range low {
+		if !alive.Has(p.name) {
+			preempted++
+			freed += p.gpus
+		}
+	}
+	onNode := sets.New[string]()
+	for _, pod := range bound {
+		if pod.Spec.NodeName != "" {
+			onNode.Insert(pod.Name)
+		}
+	}
+	used := 0
+	for _, p := range high {
+		if onNode.Has(p.name) {
+			used += p.gpus
+		}
+	}
+	return preempted, max(freed-used, 0)
 }
 
 func podNames(pods []podSpec) []string {
@@ -617,8 +655,8 @@ func (r *runner) report(c caseResult) {
 		c.Name, c.Pods, s.podsPerSecond(), seconds(percentile(c.Latencies, 0.5)), seconds(percentile(c.Latencies, 0.9)),
 		seconds(percentile(c.Latencies, 0.99)), c.AllocationErrors)
 	if c.Name == casePreempt {
-		_, _ = fmt.Fprintf(r.out, "    %-6s %d of %d high-priority pods bound, %d low-priority pods preempted\n",
-			c.Name, c.HighPriorityBound, c.Pods, c.Preempted)
+		_, _ = fmt.Fprintf(r.out, "    %-6s %d of %d high-priority pods bound, %d low-priority pods preempted, %d of their GPUs wasted\n",
+			c.Name, c.HighPriorityBound, c.Pods, c.Preempted, c.WastedGPUs)
 	}
 	for _, e := range c.Errors {
 		_, _ = fmt.Fprintf(r.out, "      error: %s\n", e)

@@ -110,6 +110,9 @@ type podSpec struct {
 	name          string
 	template      string
 	priorityClass string
+	// gpus the pod's claim asks for, where a case counts them
+	// (preempt).
+	gpus int
 }
 
 // Templates of the workloads.
@@ -192,7 +195,7 @@ func priorityClasses() []*schedulingv1.PriorityClass {
 // 2-GPU pods leave every node an even number of free GPUs.
 func preemptLowPods(gpus int) (twos, ones []podSpec) {
 	pod := func(i, size int) podSpec {
-		return podSpec{name: fmt.Sprintf("%s-%05d", preemptLowCaseName, i), template: h100Template(size), priorityClass: lowPriorityClass}
+		return podSpec{name: fmt.Sprintf("%s-%05d", preemptLowCaseName, i), template: h100Template(size), priorityClass: lowPriorityClass, gpus: size}
 	}
 	for range gpus / 4 {
 		twos = append(twos, pod(len(twos), 2))
@@ -226,7 +229,7 @@ func preemptHighPods(gpus int, share float64) []podSpec {
 		if size > left {
 			size = 4
 		}
-		pods = append(pods, podSpec{name: fmt.Sprintf("preempt-%05d", len(pods)), template: h100Template(size), priorityClass: highPriorityClass})
+		pods = append(pods, podSpec{name: fmt.Sprintf("preempt-%05d", len(pods)), template: h100Template(size), priorityClass: highPriorityClass, gpus: size})
 		left -= size
 	}
 	return pods

@@ -30,6 +30,7 @@ var MetricTitles = map[string]string{
 	"allocation_errors":   "allocation errors",
 	"high_priority_bound": "high-priority pods bound",
 	"preempted_pods":      "pods preempted",
+	"wasted_gpus":         "GPUs evicted for nothing",
 }
 
 // CountMetrics are metrics that count something besides errors
@@ -37,6 +38,7 @@ var MetricTitles = map[string]string{
 var CountMetrics = map[string]bool{
 	"high_priority_bound": true,
 	"preempted_pods":      true,
+	"wasted_gpus":         true,
 }
 
 // IsCount says whether a metric counts something, so that its 0 is shown
