@@ -1,0 +1,211 @@
+//go:build faults
+
+package faults
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/drasched/drasched/internal/builder"
+	"github.com/drasched/drasched/test/integration/framework"
+)
+
+// The leader is killed (SIGKILL) while it preempts for GPUs: the first
+// victims are gone, the high-priority pods still pending. Which victims
+// it evicted for which preemptor (the plugin's record of its dry runs)
+// dies with it; the nominations survive in the pods' status. A new replica
+// takes over and binds every high-priority pod, and the fault suite's
+// invariants hold: no device in two claims, no claim reserved for a pod
+// that is gone, no pod left waiting.
+func TestSchedulerKilledDuringPreemption(t *testing.T) {
+	const (
+		nodes   = 4
+		devices = 10 // per node, each held by a one-GPU pod of low priority
+		highs   = 8  // of two GPUs each
+	)
+	env := framework.Setup(t)
+	for _, node := range env.CreateNodes(nodes) {
+		env.PublishSlices(env.NodeSlice(node, builder.Devices("gpu", devices, nil)...).Obj())
+	}
+	class := env.CreateClass("gpu")
+	env.CreateTemplate(builder.MakeTemplate("one", builder.MakeClaim("").Request("gpu", class, 1)))
+	env.CreateTemplate(builder.MakeTemplate("two", builder.MakeClaim("").Request("gpu", class, 2)))
+	low, high := env.CreatePriorityClass("low", 10), env.CreatePriorityClass("high", 1000)
+
+	// A victim whose deletion the killed leader had under way may be left
+	// terminating; a kubelet would finish that, and none runs here.
+	go finishTerminations(env)
+
+	lease := testLeaderElection(t, env)
+	first := startScheduler(t, env, "first", processOptions{leader: lease})
+	firstIdentity := lease.waitForHolder(env, "")
+
+	var lows, highPods []*builder.PodWrapper
+	for i := range nodes * devices {
+		lows = append(lows, env.MakePod(fmt.Sprintf("low-%02d", i)).Priority(low).ClaimFromTemplate("gpu", "one"))
+	}
+	allLow := env.BoundPods(len(lows))
+	env.CreatePods(lows)
+	waitClosed(t, allLow, "all low-priority pods bound")
+	for i := range highs {
+		highPods = append(highPods, env.MakePod(fmt.Sprintf("high-%d", i)).Priority(high).ClaimFromTemplate("gpu", "two"))
+	}
+	env.CreatePods(highPods)
+
+	// Kill the leader once preemption has evicted its first victims.
+	env.WaitFor(framework.Timeout, "a low-priority pod evicted", func(ctx context.Context) (bool, string, error) {
+		n, err := countPods(ctx, env, "low-")
+		return err == nil && n < len(lows), fmt.Sprintf("%d low-priority pods", n), err
+	})
+	first.signal(t, syscall.SIGKILL)
+	if !first.waitExit(time.Minute) {
+		t.Fatalf("first still runs a minute after SIGKILL")
+	}
+	boundHigh, err := countBound(env, "high-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	leftAtKill, err := countPods(env.Ctx, env, "low-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("killed first with %d of %d high-priority pods bound, %d low-priority pods evicted", boundHigh, highs, len(lows)-leftAtKill)
+	if boundHigh == highs {
+		t.Fatalf("first had bound every high-priority pod before it was killed; the test needs more")
+	}
+	startScheduler(t, env, "second", processOptions{leader: lease})
+	lease.waitForHolder(env, firstIdentity)
+
+	env.WaitFor(settleTimeout, "all high-priority pods bound", func(ctx context.Context) (bool, string, error) {
+		n, err := countBound(env, "high-")
+		if err != nil || n == highs {
+			return err == nil, "", err
+		}
+		return false, fmt.Sprintf("%d of %d high-priority pods bound; %s", n, highs, describeClaims(ctx, env)), nil
+	})
+	// Every pod left is bound: the high-priority ones and the
+	// low-priority ones that were not evicted.
+	left, err := countPods(env.Ctx, env, "low-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	evicted := len(lows) - left
+	t.Logf("%d of %d low-priority pods evicted for %d GPUs", evicted, len(lows), 2*highs)
+	// Without the dead leader's record, a preemptor may lose its victims'
+	// devices to another and evict again (README, Preemption): 16 or 17
+	// for 16 GPUs so far. More is a regression.
+	if evicted > 2*highs+2 {
+		t.Errorf("%d pods evicted for %d GPUs, want at most %d", evicted, 2*highs, 2*highs+2)
+	}
+	settle(t, env, nil, highs+left, 5*time.Second, settleTimeout)
+}
+
+// finishTerminations plays the kubelet's part in pod deletion until the
+// test ends: pods left terminating (a deletion timestamp, still there) are
+// deleted at once, as a kubelet does once the containers have stopped.
+// (The killed leader's DELETE of a victim can end after the API server set
+// the timestamp and before it removed the pod.)
+func finishTerminations(env *framework.Env) {
+	for {
+		select {
+		case <-env.Ctx.Done():
+			return
+		case <-time.After(200 * time.Millisecond):
+		}
+		pods, err := env.Client.CoreV1().Pods(env.Namespace).List(env.Ctx, metav1.ListOptions{})
+		if err != nil {
+			continue
+		}
+		for _, pod := range pods.Items {
+			if pod.DeletionTimestamp != nil {
+				// Errors (already gone, test ending) leave it to the
+				// next round.
+				_ = env.Client.CoreV1().Pods(env.Namespace).Delete(env.Ctx, pod.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)})
+			}
+		}
+	}
+}
+
+// describeClaims says, for a failure's record, which claims are allocated
+// and for which pods, and which of those pods exist.
+func describeClaims(ctx context.Context, env *framework.Env) string {
+	claims, err := env.Client.ResourceV1().ResourceClaims(env.Namespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err.Error()
+	}
+	pods, err := env.Client.CoreV1().Pods(env.Namespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err.Error()
+	}
+	exists := map[string]string{}
+	for _, pod := range pods.Items {
+		state := "node " + pod.Spec.NodeName
+		if pod.Spec.NodeName == "" {
+			state = "pending, nominated " + pod.Status.NominatedNodeName
+		}
+		if pod.DeletionTimestamp != nil {
+			state += ", deleting"
+		}
+		exists[pod.Name] = state
+	}
+	var out []string
+	for _, claim := range claims.Items {
+		if claim.Status.Allocation == nil && claim.DeletionTimestamp == nil {
+			continue
+		}
+		var users []string
+		for _, r := range claim.Status.ReservedFor {
+			state, ok := exists[r.Name]
+			if !ok {
+				state = "gone"
+			}
+			users = append(users, r.Name+" ("+state+")")
+		}
+		var devices []string
+		if claim.Status.Allocation != nil {
+			for _, d := range claim.Status.Allocation.Devices.Results {
+				devices = append(devices, d.Device)
+			}
+		}
+		out = append(out, fmt.Sprintf("%s: devices %v, deleting %v, reserved for %v", claim.Name, devices, claim.DeletionTimestamp != nil, users))
+	}
+	return strings.Join(out, "; ")
+}
+
+// countBound counts the bound pods whose name has the prefix.
+func countBound(env *framework.Env, prefix string) (int, error) {
+	bound, _, _, err := env.Pods(env.Ctx)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, pod := range bound {
+		if strings.HasPrefix(pod.Name, prefix) {
+			n++
+		}
+	}
+	return n, nil
+}
+
+// countPods counts the pods whose name has the prefix and that are not
+// being deleted.
+func countPods(ctx context.Context, env *framework.Env, prefix string) (int, error) {
+	list, err := env.Client.CoreV1().Pods(env.Namespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, pod := range list.Items {
+		if strings.HasPrefix(pod.Name, prefix) && pod.DeletionTimestamp == nil {
+			n++
+		}
+	}
+	return n, nil
+}
