@@ -417,7 +417,7 @@ func TestPreemptionNotAllowed(t *testing.T) {
 
 // 100 low-priority one-GPU pods fill ten nodes; 20 high-priority two-GPU
 // pods arrive at once. Every one of them binds, no device is in two claims,
-// and each of their GPUs was freed by one victim; at most two more pods are
+// and each of their GPUs was freed by one victim; at most one more pod is
 // evicted (see the end).
 func TestPreemptionAtScale(t *testing.T) {
 	p := setupPreemption(t)
