@@ -168,13 +168,7 @@ func describeClaims(ctx context.Context, env *framework.Env) string {
 			}
 			users = append(users, r.Name+" ("+state+")")
 		}
-		var devices []string
-		if claim.Status.Allocation != nil {
-			for _, d := range claim.Status.Allocation.Devices.Results {
-				devices = append(devices, d.Device)
-			}
-		}
-		out = append(out, fmt.Sprintf("%s: devices %v, deleting %v, reserved for %v", claim.Name, devices, claim.DeletionTimestamp != nil, users))
+		out = append(out, fmt.Sprintf("%s: devices %v, deleting %v, reserved for %v", claim.Name, claimDevices(&claim), claim.DeletionTimestamp != nil, users))
 	}
 	return strings.Join(out, "; ")
 }

@@ -72,6 +72,11 @@ type dryRun struct {
 	// run, set by RemovePod.
 	preemptor types.UID
 	node      string
+	// promised are the claims that the victims of the other preemptors
+	// nominated to the node free (see edits), found at the dry run's
+	// first RemovePod: the nominations do not change during a dry run,
+	// and Filter rebuilds the allocator after every edit. Read-only.
+	promised sets.Set[types.UID]
 	// fit is what the last successful Filter of the dry run allocated
 	// (preemptor.go), shared with the clones that add nominated pods.
 	fit *fitCell
@@ -95,7 +100,7 @@ func (d *dryRun) clone() *dryRun {
 		maps.Copy(c.nominated, d.nominated)
 		c.alloc = d.alloc
 		c.fit = d.fit
-		c.preemptor, c.node = d.preemptor, d.node
+		c.preemptor, c.node, c.promised = d.preemptor, d.node, d.promised
 		c.simulation = d.simulation
 	}
 	if c.fit == nil {
@@ -137,7 +142,13 @@ func (pl *Plugin) RemovePod(ctx context.Context, cs fwk.CycleState, podToSchedul
 	}
 	d.alloc = nil
 	if !d.simulation {
-		d.preemptor, d.node = podToSchedule.UID, nodeInfo.Node().Name
+		if d.promised == nil {
+			d.preemptor, d.node = podToSchedule.UID, nodeInfo.Node().Name
+			d.promised = sets.New[types.UID]()
+			for _, claim := range pl.promised(d.node, d.preemptor) {
+				d.promised.Insert(claim.UID)
+			}
+		}
 		pl.preemptions.record(podToSchedule, s.results, d.node, d, pl.pendingPod)
 	}
 	return nil
@@ -386,17 +397,9 @@ func (pl *Plugin) nominatedAllocation(ctx context.Context, s *stateData, pod *v1
 // neither could hold its devices.)
 func (pl *Plugin) edits(d *dryRun) allocator.Edits {
 	edits := allocator.Edits{Freed: tracker.NewAllocatedState(), Added: tracker.NewAllocatedState()}
-	if freed := d.freedClaims(); len(freed) > 0 {
-		promised := sets.New[types.UID]()
-		if d.node != "" {
-			for _, claim := range pl.promised(d.node, d.preemptor) {
-				promised.Insert(claim.UID)
-			}
-		}
-		for _, claim := range freed {
-			if !promised.Has(claim.UID) {
-				tracker.AddAllocation(&edits.Freed, claim.Status.Allocation, pl.fts.EnableDRAConsumableCapacity)
-			}
+	for _, claim := range d.freedClaims() {
+		if !d.promised.Has(claim.UID) {
+			tracker.AddAllocation(&edits.Freed, claim.Status.Allocation, pl.fts.EnableDRAConsumableCapacity)
 		}
 	}
 	for _, results := range d.nominated {
