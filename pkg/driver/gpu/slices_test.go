@@ -37,6 +37,23 @@ func loadInventory(t *testing.T, name string) []device.GPU {
 	return gpus
 }
 
+// discoverRecording runs the nvidia-smi backend on one of its recorded
+// transcripts, with empty host directories.
+func discoverRecording(t *testing.T, name string) []device.GPU {
+	t.Helper()
+	_, ctx := ktesting.NewTestContext(t)
+	rec, err := discovery.LoadRecording(filepath.Join("discovery", "testdata", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	empty := t.TempDir()
+	gpus, err := (&discovery.NvidiaSMI{Runner: rec, SysfsRoot: empty, NvidiaProcDir: empty}).Discover(ctx)
+	if err != nil {
+		t.Fatalf("discover %s: %v", name, err)
+	}
+	return gpus
+}
+
 // validateWithAPIServerRules runs the apiserver's own validation of
 // ResourceSlices, handwritten and declarative, and the pool-wide checks the
 // ResourceSlice controller does before publishing (counter references).
@@ -353,6 +370,70 @@ func TestBuildResourceSlicesDevices(t *testing.T) {
 			}
 			if diff := cmp.Diff(tc.want, *got); diff != "" {
 				t.Errorf("device %s (-want +got):\n%s", tc.deviceName, diff)
+			}
+		})
+	}
+}
+
+// TestNVLinkDomainAttribute follows the NVLink domain from nvidia-smi's
+// topology matrix to the published devices: every GPU of a domain and every
+// MIG device of such a GPU carry it, so that matchAttribute and BestFit see
+// one group; devices of a host without NVLink carry none.
+func TestNVLinkDomainAttribute(t *testing.T) {
+	tests := map[string]struct {
+		recording string
+		// want maps each GPU index to its domain, "" for none.
+		want     map[int64]string
+		wantMIGs int
+	}{
+		"A100 with MIG: GPUs and MIG devices in one domain": {
+			recording: "nvidia-smi-a100-mig.txt",
+			want:      map[int64]string{0: "nvlink-0000:07:00.0", 1: "nvlink-0000:07:00.0", 2: "nvlink-0000:07:00.0", 3: "nvlink-0000:07:00.0"},
+			wantMIGs:  7 + 2 + 3,
+		},
+		"A40 with two NVLink bridges: two domains": {
+			recording: "nvidia-smi-a40-nvlink-pairs.txt",
+			want:      map[int64]string{0: "nvlink-0000:17:00.0", 1: "nvlink-0000:17:00.0", 2: "nvlink-0000:b1:00.0", 3: "nvlink-0000:b1:00.0"},
+		},
+		"L40S without NVLink: no attribute": {
+			recording: "nvidia-smi-l40s-4.txt",
+			want:      map[int64]string{0: "", 1: "", 2: "", 3: ""},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			slices, err := BuildResourceSlices(SliceOptions{NodeName: "node-1"}, discoverRecording(t, tc.recording))
+			if err != nil {
+				t.Fatalf("BuildResourceSlices: %v", err)
+			}
+			gpus, migs := 0, 0
+			for _, s := range slices {
+				for _, d := range s.Spec.Devices {
+					index := d.Attributes["index"].IntValue
+					if index == nil {
+						index = d.Attributes["parentIndex"].IntValue
+						migs++
+					} else {
+						gpus++
+					}
+					if index == nil {
+						t.Fatalf("device %s has neither index nor parentIndex", d.Name)
+					}
+					want := tc.want[*index]
+					attr, ok := d.Attributes["nvlinkDomain"]
+					switch {
+					case want == "" && ok:
+						t.Errorf("device %s has nvlinkDomain %q, want none", d.Name, ptr.Deref(attr.StringValue, ""))
+					case want != "" && (attr.StringValue == nil || *attr.StringValue != want):
+						t.Errorf("device %s has nvlinkDomain %q, want %q", d.Name, ptr.Deref(attr.StringValue, ""), want)
+					}
+				}
+			}
+			if gpus != len(tc.want) || migs != tc.wantMIGs {
+				t.Errorf("checked %d GPUs and %d MIG devices, want %d and %d", gpus, migs, len(tc.want), tc.wantMIGs)
+			}
+			if errs := validateWithAPIServerRules(t, slices); len(errs) > 0 {
+				t.Errorf("apiserver validation: %v", errs.ToAggregate())
 			}
 		})
 	}

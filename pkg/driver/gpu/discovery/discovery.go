@@ -2,7 +2,8 @@
 // backends:
 //
 //   - NvidiaSMI runs nvidia-smi with fixed arguments and parses its CSV and
-//     table output (or replays a recorded transcript of the same commands);
+//     table output (or replays a recorded transcript of the same commands),
+//     including the `topo -m` matrix for NVLink domains;
 //   - Sysfs scans /sys/bus/pci/devices for NVIDIA display and 3D
 //     controllers and reads the NVIDIA driver's /proc entries;
 //   - Inventory reads a YAML file describing GPUs, for simulated (kwok)
@@ -10,6 +11,17 @@
 //
 // Every backend returns validated, normalised device.GPU values or an error;
 // none returns a partial result, so a broken input can never be published.
+// The topology attributes (PCIe root, NUMA node, NVLink domain) are the one
+// exception: they only help placement, so a backend that cannot read them
+// leaves them out rather than fail; but it never publishes one it misread.
+//
+// The NVLink domain (device.GPU.NVLinkDomain, published as
+// gpu.drasched.dev/nvlinkDomain) names the set of GPUs connected by NVLink.
+// The scheduler's BestFit placement groups devices by it, and a claim with
+// matchAttribute on it gets GPUs of one domain. The nvidia-smi backend
+// derives it from `nvidia-smi topo -m` (see nvlinkDomainName for the names),
+// the inventory backend takes it from the file, and the sysfs backend, which
+// cannot see NVLink, leaves it out.
 package discovery
 
 import (

@@ -13,7 +13,9 @@ import (
 )
 
 // NvidiaSMI discovers GPUs with nvidia-smi. The same code parses live output
-// and recorded transcripts: only the Runner differs.
+// and recorded transcripts: only the Runner differs. NVLink domains come
+// from `nvidia-smi topo -m` and, like the sysfs topology, are left out when
+// that fails.
 type NvidiaSMI struct {
 	// Runner runs nvidia-smi: an ExecRunner on a GPU host, a Recording in
 	// dry runs and tests.
@@ -68,6 +70,11 @@ func (n *NvidiaSMI) Discover(ctx context.Context) ([]device.GPU, error) {
 		}
 	}
 
+	domains, err := n.readNVLinkDomains(ctx, rows)
+	if err != nil {
+		return nil, err
+	}
+
 	sysfsRoot := n.SysfsRoot
 	if sysfsRoot == "" {
 		sysfsRoot = DefaultSysfsRoot
@@ -91,6 +98,7 @@ func (n *NvidiaSMI) Discover(ctx context.Context) ([]device.GPU, error) {
 			DriverVersion:         row.DriverVersion,
 			MemoryBytes:           row.MemoryMiB << 20,
 			PCIBusID:              row.PCIBusID,
+			NVLinkDomain:          domains[row.Index],
 			MIGEnabled:            row.MIGEnabled,
 			Health:                row.Health,
 		}

@@ -25,6 +25,7 @@ type gpuSummary struct {
 	MIG                                           []string // profile@start:size=MiB
 	Health                                        string
 	Minor                                         int
+	NVLinkDomain                                  string
 }
 
 func summarizeGPUs(gpus []device.GPU) []gpuSummary {
@@ -35,7 +36,7 @@ func summarizeGPUs(gpus []device.GPU) []gpuSummary {
 			Name: g.Name(), Product: g.ProductName, BusID: g.PCIBusID, Driver: g.DriverVersion,
 			CC: g.CUDAComputeCapability, Arch: g.Architecture, Brand: g.Brand,
 			MemoryMiB: g.MemoryBytes >> 20, MIGEnabled: g.MIGEnabled, Minor: g.Minor,
-			Health: string(g.Health.Status) + "/" + g.Health.Reason,
+			Health: string(g.Health.Status) + "/" + g.Health.Reason, NVLinkDomain: g.NVLinkDomain,
 		}
 		for _, m := range g.MIG {
 			s.MIG = append(s.MIG, m.Profile+"@"+itoa(m.Placement.Start)+":"+itoa(m.Placement.Size)+"="+itoa(int(m.MemoryBytes>>20)))
@@ -60,6 +61,14 @@ func a100(index int, bus string, mig ...string) gpuSummary {
 		Driver: "535.104.5", CC: "8.0.0", Arch: "Ampere", Brand: "Nvidia", MemoryMiB: 40960, Minor: index, Health: "/",
 		MIGEnabled: len(mig) > 0, MIG: mig,
 	}
+}
+
+// inNVLinkDomain puts GPUs into one NVLink domain.
+func inNVLinkDomain(domain string, gpus ...gpuSummary) []gpuSummary {
+	for i := range gpus {
+		gpus[i].NVLinkDomain = domain
+	}
+	return gpus
 }
 
 func unhealthy(s gpuSummary, reason string) gpuSummary {
@@ -91,20 +100,34 @@ func TestNvidiaSMIRecordings(t *testing.T) {
 		file string
 		want []gpuSummary
 	}{
-		"H100 HGX": {
+		"H100 HGX: one NVLink domain of all eight GPUs": {
 			file: "nvidia-smi-h100-8.txt",
-			want: []gpuSummary{h100(0, "18"), h100(1, "2a"), h100(2, "3a"), h100(3, "5d"), h100(4, "9a"), h100(5, "ab"), h100(6, "ba"), h100(7, "db")},
+			want: inNVLinkDomain("nvlink-0000:18:00.0",
+				h100(0, "18"), h100(1, "2a"), h100(2, "3a"), h100(3, "5d"), h100(4, "9a"), h100(5, "ab"), h100(6, "ba"), h100(7, "db")),
 		},
-		"A100 with MIG enabled on three GPUs": {
+		"A100 with MIG enabled on three GPUs, all in one NVLink domain": {
 			file: "nvidia-smi-a100-mig.txt",
-			want: []gpuSummary{
+			want: inNVLinkDomain("nvlink-0000:07:00.0",
 				a100(0, "07", "1g.5gb@0:1=4864", "1g.5gb@1:1=4864", "1g.5gb@2:1=4864", "1g.5gb@3:1=4864", "1g.5gb@4:1=4864", "1g.5gb@5:1=4864", "1g.5gb@6:1=4864"),
 				a100(1, "0f", "3g.20gb@0:4=20091", "3g.20gb@4:4=20091"),
 				a100(2, "47", "4g.20gb@0:4=20091", "2g.10gb@4:2=9851", "1g.5gb@6:1=4864"),
 				a100(3, "4e"),
-			},
+			),
 		},
-		"L40S without MIG support": {
+		"A40 with two NVLink bridges: two domains": {
+			file: "nvidia-smi-a40-nvlink-pairs.txt",
+			want: func() []gpuSummary {
+				var out []gpuSummary
+				for i, bus := range []string{"17", "31", "b1", "ca"} {
+					out = append(out, gpuSummary{
+						Name: "gpu-" + itoa(i), Product: "NVIDIA A40", BusID: "0000:" + bus + ":00.0",
+						Driver: "550.90.7", CC: "8.6.0", Arch: "Ampere", Brand: "Nvidia", MemoryMiB: 46068, Minor: i, Health: "/",
+					})
+				}
+				return append(inNVLinkDomain("nvlink-0000:17:00.0", out[0], out[1]), inNVLinkDomain("nvlink-0000:b1:00.0", out[2], out[3])...)
+			}(),
+		},
+		"L40S without MIG support or NVLink": {
 			file: "nvidia-smi-l40s-4.txt",
 			want: func() []gpuSummary {
 				var out []gpuSummary
@@ -124,6 +147,8 @@ func TestNvidiaSMIRecordings(t *testing.T) {
 				{Name: "gpu-1", Product: "Tesla T4", BusID: "0000:3b:00.0", Driver: "535.183.1", CC: "7.5.0", Arch: "Turing", Brand: "Tesla", Minor: 1, Health: "/"},
 			},
 		},
+		// This recording has no `topo -m`, like those made before the
+		// backend ran it: the domains are left out, discovery succeeds.
 		"ECC errors and a GPU needing a reset make devices unhealthy": {
 			file: "nvidia-smi-h100-unhealthy.txt",
 			want: func() []gpuSummary {

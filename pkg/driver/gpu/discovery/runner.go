@@ -36,6 +36,8 @@ var (
 	ListGPUInstancesArgs = []string{"mig", "-lgi"}
 	// ListGPUInstanceProfilesArgs lists MIG profiles with their memory.
 	ListGPUInstanceProfilesArgs = []string{"mig", "-lgip"}
+	// TopoArgs prints the topology matrix, read for NVLink domains.
+	TopoArgs = []string{"topo", "-m"}
 )
 
 // DefaultNvidiaSMITimeout bounds one nvidia-smi run. A GPU stuck in the
