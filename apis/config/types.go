@@ -1,6 +1,7 @@
 package config
 
 import (
+	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -25,7 +26,35 @@ type StructuredDRAArgs struct {
 
 	// Scoring configures how Score ranks nodes.
 	Scoring ScoringArgs
+
+	// Allocation configures which devices the builtin allocator chooses on
+	// a node where several sets fit.
+	Allocation AllocationArgs
 }
+
+// AllocationArgs configures the builtin allocator's choice among fits.
+type AllocationArgs struct {
+	// Policy selects how the allocator chooses among the fits of a node.
+	Policy AllocationPolicy
+
+	// TopologyAttributes are the device attributes whose values group
+	// devices for BestFit, most important first. Empty: no grouping.
+	TopologyAttributes []resourceapi.FullyQualifiedName
+}
+
+// AllocationPolicy names how the allocator chooses devices on a node.
+type AllocationPolicy string
+
+const (
+	// AllocationPolicyFirstFit takes the first fit in upstream's device
+	// order: exactly upstream's allocation.
+	AllocationPolicyFirstFit AllocationPolicy = "FirstFit"
+	// AllocationPolicyBestFit takes, among the fits, the one that keeps the
+	// most capacity whole: partly used topology groups, partitioned GPUs and
+	// already shared devices first. It finds a fit on exactly the nodes
+	// where FirstFit finds one.
+	AllocationPolicyBestFit AllocationPolicy = "BestFit"
+)
 
 // AllocatorName names a structured allocator implementation.
 type AllocatorName string

@@ -2,6 +2,7 @@ package scheme
 
 import (
 	"bytes"
+	resourceapi "k8s.io/api/resource/v1"
 	"os"
 	"path/filepath"
 	"strings"
@@ -29,6 +30,10 @@ var defaultArgs = &config.StructuredDRAArgs{
 	BindingTimeout: metav1.Duration{Duration: 10 * time.Minute},
 	Allocator:      config.AllocatorBuiltin,
 	Scoring:        config.ScoringArgs{DeviceStrategy: config.DeviceScoringMostAllocated},
+	Allocation: config.AllocationArgs{
+		Policy:             config.AllocationPolicyFirstFit,
+		TopologyAttributes: []resourceapi.FullyQualifiedName{"resource.kubernetes.io/pcieRoot", "gpu.drasched.dev/nvlinkDomain", "resource.kubernetes.io/numaNode"},
+	},
 }
 
 // decode decodes a KubeSchedulerConfiguration as kube-scheduler's
@@ -126,6 +131,7 @@ profiles:
 				BindingTimeout: metav1.Duration{Duration: 10 * time.Minute},
 				Allocator:      config.AllocatorUpstream,
 				Scoring:        config.ScoringArgs{DeviceStrategy: config.DeviceScoringMostAllocated},
+				Allocation:     defaultArgs.Allocation,
 			},
 		},
 		"every arg": {
@@ -139,12 +145,40 @@ profiles:
       allocator: builtin
       scoring:
         deviceStrategy: LeastAllocated
+      allocation:
+        policy: BestFit
+        topologyAttributes: [example.com/nvlinkClique, resource.kubernetes.io/numaNode]
 `,
 			wantArgs: &config.StructuredDRAArgs{
 				FilterTimeout:  metav1.Duration{Duration: 250 * time.Millisecond},
 				BindingTimeout: metav1.Duration{Duration: 2 * time.Minute},
 				Allocator:      config.AllocatorBuiltin,
 				Scoring:        config.ScoringArgs{DeviceStrategy: config.DeviceScoringLeastAllocated},
+				Allocation: config.AllocationArgs{
+					Policy:             config.AllocationPolicyBestFit,
+					TopologyAttributes: []resourceapi.FullyQualifiedName{"example.com/nvlinkClique", "resource.kubernetes.io/numaNode"},
+				},
+			},
+		},
+		"an empty topology list turns grouping off": {
+			pluginConfig: `
+  - name: StructuredDRA
+    args:
+      apiVersion: kubescheduler.config.k8s.io/v1
+      kind: StructuredDRAArgs
+      allocation:
+        policy: BestFit
+        topologyAttributes: []
+`,
+			wantArgs: &config.StructuredDRAArgs{
+				FilterTimeout:  metav1.Duration{Duration: 10 * time.Second},
+				BindingTimeout: metav1.Duration{Duration: 10 * time.Minute},
+				Allocator:      config.AllocatorBuiltin,
+				Scoring:        config.ScoringArgs{DeviceStrategy: config.DeviceScoringMostAllocated},
+				Allocation: config.AllocationArgs{
+					Policy:             config.AllocationPolicyBestFit,
+					TopologyAttributes: []resourceapi.FullyQualifiedName{},
+				},
 			},
 		},
 		"unknown field": {

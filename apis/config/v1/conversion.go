@@ -57,6 +57,37 @@ func Convert_config_ScoringArgs_To_Pointer_v1_ScoringArgs(in *config.ScoringArgs
 	return Convert_config_ScoringArgs_To_v1_ScoringArgs(in, *out, s)
 }
 
+// Convert_Pointer_v1_AllocationPolicy_To_config_AllocationPolicy converts an
+// optional policy.
+func Convert_Pointer_v1_AllocationPolicy_To_config_AllocationPolicy(in **AllocationPolicy, out *config.AllocationPolicy, _ conversion.Scope) error {
+	*out = fromPointer[AllocationPolicy, config.AllocationPolicy](*in)
+	return nil
+}
+
+// Convert_config_AllocationPolicy_To_Pointer_v1_AllocationPolicy converts a
+// policy into an optional one.
+func Convert_config_AllocationPolicy_To_Pointer_v1_AllocationPolicy(in *config.AllocationPolicy, out **AllocationPolicy, _ conversion.Scope) error {
+	*out = toPointer[config.AllocationPolicy, AllocationPolicy](*in)
+	return nil
+}
+
+// Convert_Pointer_v1_AllocationArgs_To_config_AllocationArgs converts
+// optional allocation settings.
+func Convert_Pointer_v1_AllocationArgs_To_config_AllocationArgs(in **AllocationArgs, out *config.AllocationArgs, s conversion.Scope) error {
+	if *in == nil {
+		*out = config.AllocationArgs{}
+		return nil
+	}
+	return Convert_v1_AllocationArgs_To_config_AllocationArgs(*in, out, s)
+}
+
+// Convert_config_AllocationArgs_To_Pointer_v1_AllocationArgs converts
+// allocation settings into optional ones.
+func Convert_config_AllocationArgs_To_Pointer_v1_AllocationArgs(in *config.AllocationArgs, out **AllocationArgs, s conversion.Scope) error {
+	*out = new(AllocationArgs)
+	return Convert_config_AllocationArgs_To_v1_AllocationArgs(in, *out, s)
+}
+
 func fromPointer[From, To ~string](in *From) To {
 	if in == nil {
 		return ""

@@ -1,6 +1,7 @@
 package v1
 
 import (
+	resourceapi "k8s.io/api/resource/v1"
 	"testing"
 	"time"
 
@@ -27,12 +28,20 @@ func TestConversion(t *testing.T) {
 				BindingTimeout: duration(5 * time.Minute),
 				Allocator:      ptr.To(AllocatorUpstream),
 				Scoring:        &ScoringArgs{DeviceStrategy: ptr.To(DeviceScoringLeastAllocated)},
+				Allocation: &AllocationArgs{
+					Policy:             ptr.To(AllocationPolicyBestFit),
+					TopologyAttributes: []resourceapi.FullyQualifiedName{"example.com/clique"},
+				},
 			},
 			internal: &config.StructuredDRAArgs{
 				FilterTimeout:  metav1.Duration{Duration: 2 * time.Second},
 				BindingTimeout: metav1.Duration{Duration: 5 * time.Minute},
 				Allocator:      config.AllocatorUpstream,
 				Scoring:        config.ScoringArgs{DeviceStrategy: config.DeviceScoringLeastAllocated},
+				Allocation: config.AllocationArgs{
+					Policy:             config.AllocationPolicyBestFit,
+					TopologyAttributes: []resourceapi.FullyQualifiedName{"example.com/clique"},
+				},
 			},
 		},
 		"zero values": {
@@ -41,6 +50,7 @@ func TestConversion(t *testing.T) {
 				BindingTimeout: duration(0),
 				Allocator:      ptr.To(AllocatorName("")),
 				Scoring:        &ScoringArgs{DeviceStrategy: ptr.To(DeviceScoringStrategy(""))},
+				Allocation:     &AllocationArgs{Policy: ptr.To(AllocationPolicy(""))},
 			},
 			internal: &config.StructuredDRAArgs{},
 		},

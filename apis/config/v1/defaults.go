@@ -1,7 +1,9 @@
 package v1
 
 import (
+	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/dynamic-resource-allocation/deviceattribute"
 	kubeschedulerv1 "k8s.io/kube-scheduler/config/v1"
 	"k8s.io/utils/ptr"
 )
@@ -19,7 +21,22 @@ const (
 	// DefaultDeviceScoringStrategy is the default of
 	// StructuredDRAArgs.Scoring.DeviceStrategy.
 	DefaultDeviceScoringStrategy = DeviceScoringMostAllocated
+	// DefaultAllocationPolicy is the default of
+	// StructuredDRAArgs.Allocation.Policy: upstream's answers.
+	DefaultAllocationPolicy = AllocationPolicyFirstFit
 )
+
+// DefaultTopologyAttributes is the default of
+// StructuredDRAArgs.Allocation.TopologyAttributes: the standard PCIe root
+// attribute, drasched's GPU driver's NVLink domain and the standard NUMA
+// node attribute.
+func DefaultTopologyAttributes() []resourceapi.FullyQualifiedName {
+	return []resourceapi.FullyQualifiedName{
+		resourceapi.FullyQualifiedName(deviceattribute.StandardDeviceAttributePCIeRoot),
+		"gpu.drasched.dev/nvlinkDomain",
+		resourceapi.FullyQualifiedName(deviceattribute.StandardDeviceAttributeNUMANode),
+	}
+}
 
 // SetDefaults_StructuredDRAArgs fills in the fields that are not set.
 //
@@ -41,5 +58,15 @@ func SetDefaults_StructuredDRAArgs(obj *StructuredDRAArgs) {
 	}
 	if obj.Scoring.DeviceStrategy == nil {
 		obj.Scoring.DeviceStrategy = ptr.To(DefaultDeviceScoringStrategy)
+	}
+	if obj.Allocation == nil {
+		obj.Allocation = &AllocationArgs{}
+	}
+	if obj.Allocation.Policy == nil {
+		obj.Allocation.Policy = ptr.To(DefaultAllocationPolicy)
+	}
+	// Only a missing list is defaulted: an empty one turns grouping off.
+	if obj.Allocation.TopologyAttributes == nil {
+		obj.Allocation.TopologyAttributes = DefaultTopologyAttributes()
 	}
 }

@@ -1,6 +1,7 @@
 package v1
 
 import (
+	resourceapi "k8s.io/api/resource/v1"
 	"testing"
 	"time"
 
@@ -26,6 +27,10 @@ func newScheme(t *testing.T) *runtime.Scheme {
 	return s
 }
 
+func defaultAllocation() *AllocationArgs {
+	return &AllocationArgs{Policy: ptr.To(AllocationPolicyFirstFit), TopologyAttributes: DefaultTopologyAttributes()}
+}
+
 func duration(d time.Duration) *metav1.Duration {
 	return &metav1.Duration{Duration: d}
 }
@@ -42,6 +47,7 @@ func TestDefaults(t *testing.T) {
 				BindingTimeout: duration(600 * time.Second),
 				Allocator:      ptr.To(AllocatorBuiltin),
 				Scoring:        &ScoringArgs{DeviceStrategy: ptr.To(DeviceScoringMostAllocated)},
+				Allocation:     defaultAllocation(),
 			},
 		},
 		"everything set is kept": {
@@ -56,6 +62,7 @@ func TestDefaults(t *testing.T) {
 				BindingTimeout: duration(time.Minute),
 				Allocator:      ptr.To(AllocatorUpstream),
 				Scoring:        &ScoringArgs{DeviceStrategy: ptr.To(DeviceScoringNone)},
+				Allocation:     defaultAllocation(),
 			},
 		},
 		"zero filter timeout is kept: it disables the timeout": {
@@ -65,6 +72,7 @@ func TestDefaults(t *testing.T) {
 				BindingTimeout: duration(600 * time.Second),
 				Allocator:      ptr.To(AllocatorBuiltin),
 				Scoring:        &ScoringArgs{DeviceStrategy: ptr.To(DeviceScoringMostAllocated)},
+				Allocation:     defaultAllocation(),
 			},
 		},
 		"empty scoring gets the default strategy": {
@@ -74,6 +82,7 @@ func TestDefaults(t *testing.T) {
 				BindingTimeout: duration(600 * time.Second),
 				Allocator:      ptr.To(AllocatorBuiltin),
 				Scoring:        &ScoringArgs{DeviceStrategy: ptr.To(DeviceScoringMostAllocated)},
+				Allocation:     defaultAllocation(),
 			},
 		},
 		"explicitly empty values are kept for validation to reject": {
@@ -86,6 +95,36 @@ func TestDefaults(t *testing.T) {
 				BindingTimeout: duration(600 * time.Second),
 				Allocator:      ptr.To(AllocatorName("")),
 				Scoring:        &ScoringArgs{DeviceStrategy: ptr.To(DeviceScoringStrategy(""))},
+				Allocation:     defaultAllocation(),
+			},
+		},
+		"BestFit and its attributes are kept": {
+			in: &StructuredDRAArgs{Allocation: &AllocationArgs{
+				Policy:             ptr.To(AllocationPolicyBestFit),
+				TopologyAttributes: []resourceapi.FullyQualifiedName{"example.com/clique"},
+			}},
+			want: &StructuredDRAArgs{
+				FilterTimeout:  duration(10 * time.Second),
+				BindingTimeout: duration(600 * time.Second),
+				Allocator:      ptr.To(AllocatorBuiltin),
+				Scoring:        &ScoringArgs{DeviceStrategy: ptr.To(DeviceScoringMostAllocated)},
+				Allocation: &AllocationArgs{
+					Policy:             ptr.To(AllocationPolicyBestFit),
+					TopologyAttributes: []resourceapi.FullyQualifiedName{"example.com/clique"},
+				},
+			},
+		},
+		"an empty attribute list is kept: it turns grouping off": {
+			in: &StructuredDRAArgs{Allocation: &AllocationArgs{TopologyAttributes: []resourceapi.FullyQualifiedName{}}},
+			want: &StructuredDRAArgs{
+				FilterTimeout:  duration(10 * time.Second),
+				BindingTimeout: duration(600 * time.Second),
+				Allocator:      ptr.To(AllocatorBuiltin),
+				Scoring:        &ScoringArgs{DeviceStrategy: ptr.To(DeviceScoringMostAllocated)},
+				Allocation: &AllocationArgs{
+					Policy:             ptr.To(AllocationPolicyFirstFit),
+					TopologyAttributes: []resourceapi.FullyQualifiedName{},
+				},
 			},
 		},
 	}

@@ -1,6 +1,7 @@
 package v1
 
 import (
+	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -45,7 +46,57 @@ type StructuredDRAArgs struct {
 	// Scoring configures how the plugin's Score extension point ranks the
 	// nodes that passed Filter.
 	Scoring *ScoringArgs `json:"scoring,omitempty"`
+
+	// Allocation configures which devices drasched's own allocator chooses
+	// on a node where several sets of devices fit. It has no effect with
+	// allocator "upstream", which only has upstream's first fit; a policy
+	// other than FirstFit with that allocator is invalid.
+	Allocation *AllocationArgs `json:"allocation,omitempty"`
 }
+
+// AllocationArgs configures how the builtin allocator chooses among fits.
+type AllocationArgs struct {
+	// Policy is "FirstFit" or "BestFit".
+	//
+	// FirstFit takes the first fit in upstream's device order (pools by
+	// driver and name, slices by name, devices as listed): exactly the
+	// allocation upstream's DynamicResources plugin makes.
+	//
+	// BestFit takes, among the fits on the node, the one that keeps the
+	// most capacity whole, so that later pods asking for many devices, or
+	// for devices on one PCIe root or NVLink domain, still find room:
+	// shares of devices already shared first (consumable capacity), then
+	// partitions (MIG) of GPUs already partitioned, then devices of the
+	// topology group (see topologyAttributes) with the fewest free devices
+	// that can still hold the request. A request for several devices
+	// without matchAttribute gets them from one group where one can hold
+	// them. With a device-aware scoring strategy, the node score also
+	// counts the whole groups the allocation breaks. BestFit finds a fit on
+	// exactly the nodes where FirstFit finds one: only the choice differs.
+	//
+	// Default: "FirstFit".
+	Policy *AllocationPolicy `json:"policy,omitempty"`
+
+	// TopologyAttributes are the fully qualified device attributes whose
+	// values group devices for BestFit, most important first. A device
+	// without one of them is a group of its own at that level. An empty
+	// list turns topology grouping off.
+	//
+	// Default: ["resource.kubernetes.io/pcieRoot",
+	// "gpu.drasched.dev/nvlinkDomain", "resource.kubernetes.io/numaNode"].
+	TopologyAttributes []resourceapi.FullyQualifiedName `json:"topologyAttributes,omitempty"`
+}
+
+// AllocationPolicy names how the allocator chooses devices on a node:
+// "FirstFit" or "BestFit".
+type AllocationPolicy string
+
+const (
+	// AllocationPolicyFirstFit is upstream's first fit.
+	AllocationPolicyFirstFit AllocationPolicy = "FirstFit"
+	// AllocationPolicyBestFit keeps capacity whole.
+	AllocationPolicyBestFit AllocationPolicy = "BestFit"
+)
 
 // AllocatorName names a structured allocator implementation: "builtin" or
 // "upstream".

@@ -2,9 +2,13 @@
 package validation
 
 import (
+	"fmt"
 	"slices"
+	"strings"
 	"time"
 
+	resourceapi "k8s.io/api/resource/v1"
+	utilvalidation "k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/drasched/drasched/apis/config"
@@ -14,6 +18,10 @@ var (
 	supportedAllocators = []config.AllocatorName{
 		config.AllocatorBuiltin,
 		config.AllocatorUpstream,
+	}
+	supportedAllocationPolicies = []config.AllocationPolicy{
+		config.AllocationPolicyFirstFit,
+		config.AllocationPolicyBestFit,
 	}
 	supportedDeviceScoringStrategies = []config.DeviceScoringStrategy{
 		config.DeviceScoringMostAllocated,
@@ -41,5 +49,52 @@ func ValidateStructuredDRAArgs(path *field.Path, args *config.StructuredDRAArgs)
 	if !slices.Contains(supportedDeviceScoringStrategies, args.Scoring.DeviceStrategy) {
 		allErrs = append(allErrs, field.NotSupported(path.Child("scoring", "deviceStrategy"), string(args.Scoring.DeviceStrategy), supportedDeviceScoringStrategies))
 	}
+	allErrs = append(allErrs, validateAllocation(path.Child("allocation"), args)...)
 	return allErrs.ToAggregate()
+}
+
+// maxTopologyAttributes bounds the topology levels BestFit sorts by: each
+// adds a key per device and a group count per node.
+const maxTopologyAttributes = 8
+
+func validateAllocation(path *field.Path, args *config.StructuredDRAArgs) field.ErrorList {
+	var allErrs field.ErrorList
+	a := args.Allocation
+	switch {
+	case !slices.Contains(supportedAllocationPolicies, a.Policy):
+		allErrs = append(allErrs, field.NotSupported(path.Child("policy"), string(a.Policy), supportedAllocationPolicies))
+	case a.Policy != config.AllocationPolicyFirstFit && args.Allocator == config.AllocatorUpstream:
+		allErrs = append(allErrs, field.Invalid(path.Child("policy"), string(a.Policy), `needs allocator "builtin": the upstream allocator only has FirstFit`))
+	}
+	attrs := path.Child("topologyAttributes")
+	if len(a.TopologyAttributes) > maxTopologyAttributes {
+		allErrs = append(allErrs, field.TooMany(attrs, len(a.TopologyAttributes), maxTopologyAttributes))
+	}
+	seen := map[resourceapi.FullyQualifiedName]bool{}
+	for i, name := range a.TopologyAttributes {
+		p := attrs.Index(i)
+		if seen[name] {
+			allErrs = append(allErrs, field.Duplicate(p, name))
+			continue
+		}
+		seen[name] = true
+		domain, id, ok := strings.Cut(string(name), "/")
+		if !ok {
+			allErrs = append(allErrs, field.Invalid(p, name, "must be fully qualified, <domain>/<name>, e.g. resource.kubernetes.io/pcieRoot"))
+			continue
+		}
+		for _, msg := range utilvalidation.IsDNS1123Subdomain(domain) {
+			allErrs = append(allErrs, field.Invalid(p, name, "domain: "+msg))
+		}
+		if len(domain) > resourceapi.DeviceMaxDomainLength {
+			allErrs = append(allErrs, field.Invalid(p, name, fmt.Sprintf("domain: must be no more than %d characters", resourceapi.DeviceMaxDomainLength)))
+		}
+		for _, msg := range utilvalidation.IsCIdentifier(id) {
+			allErrs = append(allErrs, field.Invalid(p, name, "name: "+msg))
+		}
+		if len(id) > resourceapi.DeviceMaxIDLength {
+			allErrs = append(allErrs, field.Invalid(p, name, fmt.Sprintf("name: must be no more than %d characters", resourceapi.DeviceMaxIDLength)))
+		}
+	}
+	return allErrs
 }

@@ -1,6 +1,8 @@
 package validation
 
 import (
+	"fmt"
+	resourceapi "k8s.io/api/resource/v1"
 	"testing"
 	"time"
 
@@ -17,6 +19,10 @@ func validArgs() *config.StructuredDRAArgs {
 		BindingTimeout: metav1.Duration{Duration: 600 * time.Second},
 		Allocator:      config.AllocatorBuiltin,
 		Scoring:        config.ScoringArgs{DeviceStrategy: config.DeviceScoringMostAllocated},
+		Allocation: config.AllocationArgs{
+			Policy:             config.AllocationPolicyFirstFit,
+			TopologyAttributes: []resourceapi.FullyQualifiedName{"resource.kubernetes.io/pcieRoot", "gpu.drasched.dev/nvlinkDomain"},
+		},
 	}
 }
 
@@ -28,6 +34,47 @@ func TestValidateStructuredDRAArgs(t *testing.T) {
 	}{
 		"defaults": {
 			modify: func(*config.StructuredDRAArgs) {},
+		},
+		"BestFit": {
+			modify: func(a *config.StructuredDRAArgs) { a.Allocation.Policy = config.AllocationPolicyBestFit },
+		},
+		"BestFit without topology attributes": {
+			modify: func(a *config.StructuredDRAArgs) {
+				a.Allocation.Policy = config.AllocationPolicyBestFit
+				a.Allocation.TopologyAttributes = nil
+			},
+		},
+		"unknown policy": {
+			modify:  func(a *config.StructuredDRAArgs) { a.Allocation.Policy = "Random" },
+			wantErr: `allocation.policy: Unsupported value: "Random": supported values: "FirstFit", "BestFit"`,
+		},
+		"BestFit with the upstream allocator": {
+			modify: func(a *config.StructuredDRAArgs) {
+				a.Allocation.Policy = config.AllocationPolicyBestFit
+				a.Allocator = config.AllocatorUpstream
+			},
+			wantErr: `allocation.policy: Invalid value: "BestFit": needs allocator "builtin": the upstream allocator only has FirstFit`,
+		},
+		"topology attribute not fully qualified": {
+			modify: func(a *config.StructuredDRAArgs) {
+				a.Allocation.TopologyAttributes = []resourceapi.FullyQualifiedName{"pcieRoot"}
+			},
+			wantErr: `allocation.topologyAttributes[0]: Invalid value: "pcieRoot": must be fully qualified, <domain>/<name>, e.g. resource.kubernetes.io/pcieRoot`,
+		},
+		"topology attribute with a bad domain and name": {
+			modify: func(a *config.StructuredDRAArgs) {
+				a.Allocation.TopologyAttributes = []resourceapi.FullyQualifiedName{"Example_com/pcie-root"}
+			},
+			wantErr: `[allocation.topologyAttributes[0]: Invalid value: "Example_com/pcie-root": domain: a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*'), ` +
+				`allocation.topologyAttributes[0]: Invalid value: "Example_com/pcie-root": name: a valid C identifier must start with alphabetic character or '_', followed by a string of alphanumeric characters or '_' (e.g. 'my_name',  or 'MY_NAME',  or 'MyName', regex used for validation is '[A-Za-z_][A-Za-z0-9_]*')]`,
+		},
+		"duplicate and too many topology attributes": {
+			modify: func(a *config.StructuredDRAArgs) {
+				for i := range 9 {
+					a.Allocation.TopologyAttributes = append(a.Allocation.TopologyAttributes, resourceapi.FullyQualifiedName(fmt.Sprintf("example.com/a%d", i%8)))
+				}
+			},
+			wantErr: `[allocation.topologyAttributes: Too many: 11: must have at most 8 items, allocation.topologyAttributes[10]: Duplicate value: "example.com/a0"]`,
 		},
 		"filter timeout zero disables it": {
 			modify: func(a *config.StructuredDRAArgs) { a.FilterTimeout.Duration = 0 },
