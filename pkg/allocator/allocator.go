@@ -24,6 +24,15 @@ type Options struct {
 	// that compiled CEL expressions, preprocessed ResourceSlices and selector
 	// results survive from one cycle to the next. Nil means a private cache.
 	Cache *Cache
+
+	// Policy chooses among the fits of a node: PolicyFirstFit (or empty,
+	// upstream's answer) or PolicyBestFit.
+	Policy Policy
+
+	// TopologyAttributes group devices for PolicyBestFit, most important
+	// first (for example resource.kubernetes.io/pcieRoot). Ignored by
+	// PolicyFirstFit.
+	TopologyAttributes []resourceapi.FullyQualifiedName
 }
 
 // Allocator allocates devices for the claims of one pod, on one node per
@@ -37,6 +46,9 @@ type Allocator struct {
 	classes     structured.DeviceClassLister
 	slices      []*resourceapi.ResourceSlice
 	cache       *Cache
+	bestFit     bool
+	topoAttrs   []resourceapi.FullyQualifiedName
+	topoKey     string
 
 	// Lazily built, then read-only; safe for concurrent Allocate calls.
 	indexOnce  sync.Once
@@ -70,6 +82,14 @@ func New(ctx context.Context, features structured.Features, state structured.All
 	if classes == nil {
 		return nil, errors.New("no DeviceClass lister")
 	}
+	var bestFit bool
+	switch opts.Policy {
+	case "", PolicyFirstFit:
+	case PolicyBestFit:
+		bestFit = true
+	default:
+		return nil, fmt.Errorf("unknown allocation policy %q", opts.Policy)
+	}
 	cache := opts.Cache
 	if cache == nil {
 		cache = NewCache(0)
@@ -87,6 +107,11 @@ func New(ctx context.Context, features structured.Features, state structured.All
 		classes: classes,
 		slices:  slices,
 		cache:   cache,
+		bestFit: bestFit,
+	}
+	if bestFit {
+		a.topoAttrs = append([]resourceapi.FullyQualifiedName(nil), opts.TopologyAttributes...)
+		a.topoKey = topologyKey(a.topoAttrs)
 	}
 	klog.FromContext(ctx).V(5).Info("Created allocator", "tier", t.name, "numSlices", len(slices), "numAllocatedDevices", len(state.AllocatedDevices))
 	return a, nil
@@ -111,7 +136,12 @@ func (a *Allocator) Steps() int64 { return a.steps.Load() }
 // runtime error or a missing DeviceClass. Cancelling ctx makes Allocate
 // return an error wrapping the context's error.
 func (a *Allocator) Allocate(ctx context.Context, node *v1.Node, claims []*resourceapi.ResourceClaim) ([]resourceapi.AllocationResult, error) {
-	s, err := a.newSearch(ctx, node, claims)
+	if a.bestFit {
+		if results, decided, err := a.allocateBestFit(ctx, node, claims); decided {
+			return results, err
+		}
+	}
+	s, err := a.newSearch(ctx, node, claims, false)
 	if err != nil || s == nil {
 		return nil, err
 	}
@@ -144,9 +174,10 @@ func (a *Allocator) Allocate(ctx context.Context, node *v1.Node, claims []*resou
 }
 
 // newSearch gathers the node's pools and validates the claims in upstream's
-// order. A nil search with a nil error cannot happen; errors are returned as
-// Allocate returns them.
-func (a *Allocator) newSearch(ctx context.Context, node *v1.Node, claims []*resourceapi.ResourceClaim) (*search, error) {
+// order. With bestFit, the candidates are in BestFit's order. A nil search
+// with a nil error cannot happen; errors are returned as Allocate returns
+// them.
+func (a *Allocator) newSearch(ctx context.Context, node *v1.Node, claims []*resourceapi.ResourceClaim, bestFit bool) (*search, error) {
 	if node == nil {
 		return nil, errors.New("no node given")
 	}
@@ -172,6 +203,10 @@ func (a *Allocator) newSearch(ctx context.Context, node *v1.Node, claims []*reso
 		for ri := range cd.requests {
 			numAlternatives += len(cd.requests[ri].alternatives)
 		}
+	}
+	var position []int
+	if bestFit {
+		s.cands, position = s.bestFitOrder(view, requestSize(s.claims))
 	}
 	s.requestBuf = grow(s.requestBuf, numRequests)
 	s.selectedBuf = grow(s.selectedBuf, numRequests)
@@ -213,7 +248,7 @@ func (a *Allocator) newSearch(ctx context.Context, node *v1.Node, claims []*reso
 				nr := &s.nodeRequestBuf[k]
 				*nr = nodeRequest{rd: rd, selectable: s.selectableBuf[k*len(s.cands) : (k+1)*len(s.cands)]}
 				if rd.allocationMode == resourceapi.DeviceAllocationModeAll {
-					if err := s.enumerateAll(nr, poolStart); err != nil {
+					if err := s.enumerateAll(nr, poolStart, position); err != nil {
 						s.release()
 						return nil, err
 					}
@@ -276,7 +311,7 @@ func (s *search) release() {
 	s.placements.reset()
 	clear(s.draws)
 	s.drawsSized = false
-	s.hash, s.failures, s.stats, s.suffix = stateHash{}, 0, searchStats{}, nil
+	s.hash, s.failures, s.stats, s.suffix, s.budget = stateHash{}, 0, searchStats{}, nil, 0
 	searchPool.Put(s)
 }
 
@@ -305,8 +340,9 @@ func growKeep[T any](b [][]T, n int) [][]T {
 
 // enumerateAll determines the devices of an "All" request: every selectable
 // device of every pool. An incomplete or invalid pool makes "all" unknowable,
-// which is an error.
-func (s *search) enumerateAll(nr *nodeRequest, poolStart []int) error {
+// which is an error. position maps the view's candidate indexes to the
+// search's, nil for the same.
+func (s *search) enumerateAll(nr *nodeRequest, poolStart, position []int) error {
 	rd := nr.rd
 	claim := s.claims[rd.claimIndex].claim
 	for pi, p := range s.pools {
@@ -316,9 +352,13 @@ func (s *search) enumerateAll(nr *nodeRequest, poolStart []int) error {
 		if p.invalid {
 			return fmt.Errorf("claim %s, request %s: asks for all devices, but resource pool %s is currently invalid", klog.KObj(claim), rd.name, p.id)
 		}
-		ci := poolStart[pi]
+		vi := poolStart[pi]
 		for _, ps := range p.slices {
 			for d := range ps.slice.Spec.Devices {
+				ci := vi
+				if position != nil {
+					ci = position[vi]
+				}
 				selectable, err := s.isSelectable(nr, ci)
 				if err != nil {
 					return err
@@ -338,7 +378,7 @@ func (s *search) enumerateAll(nr *nodeRequest, poolStart []int) error {
 				if selectable {
 					nr.all = append(nr.all, ci)
 				}
-				ci++
+				vi++
 			}
 		}
 	}

@@ -32,6 +32,36 @@ type benchCase struct {
 	claims   []*resourceapi.ResourceClaim
 	// fits says whether the claims fit on the nodes, checked once.
 	fits bool
+	// opts are drasched's options, without the cache.
+	opts allocator.Options
+}
+
+// benchTopology are the BestFit cases' topology attributes: the default
+// ones and the PCI root attribute of scheduler_perf's devices.
+var benchTopology = []resourceapi.FullyQualifiedName{"resource.kubernetes.io/pciRoot", "resource.kubernetes.io/pcieRoot", "gpu.drasched.dev/nvlinkDomain", "resource.kubernetes.io/numaNode"}
+
+// withBestFit adds a case <shape>_bestfit for each 500-node shape: the same
+// input with drasched's allocator on BestFit (upstream has only first fit),
+// and, where the shape's devices have a PCI root, the first device of each
+// node in use, so that the roots are unequally full and BestFit's order is
+// not upstream's. BenchmarkAllocate also runs drasched's FirstFit on these
+// inputs (impl=firstfit), for BestFit's cost over FirstFit.
+func withBestFit(cases map[string]func() benchCase) map[string]func() benchCase {
+	for _, shape := range []string{"empty_500nodes", "selector_500nodes", "match_500nodes", "partitionable_500nodes", "consumable_500nodes"} {
+		newCase := cases[shape]
+		cases[shape+"_bestfit"] = func() benchCase {
+			bc := newCase()
+			bc.opts = allocator.Options{Policy: allocator.PolicyBestFit, TopologyAttributes: benchTopology}
+			bc.state.AllocatedDevices = sets.New[structured.DeviceID]()
+			for _, slice := range bc.slices {
+				if len(slice.Spec.Devices) > 0 && slice.Spec.Devices[0].Name == "basic-device-0" {
+					bc.state.AllocatedDevices.Insert(structured.MakeDeviceID(slice.Spec.Driver, slice.Spec.Pool.Name, "basic-device-0"))
+				}
+			}
+			return bc
+		}
+	}
+	return cases
 }
 
 const perfDriver = "test-driver.cdi.k8s.io"
@@ -80,7 +110,7 @@ var schedulerFeatures = dynamicresources.AllocatorFeatures(feature.NewSchedulerF
 // on inputs that are hard for an exhaustive search. The scheduler_perf
 // cases use the scheduler's default features.
 func benchCases() map[string]func() benchCase {
-	return map[string]func() benchCase{
+	return withBestFit(map[string]func() benchCase{
 		// SchedulingWithResourceClaimTemplate/empty_500nodes: one device
 		// out of ten on each of 500 nodes.
 		"empty_500nodes": func() benchCase {
@@ -222,7 +252,7 @@ func benchCases() map[string]func() benchCase {
 				},
 			}
 		},
-	}
+	})
 }
 
 // runAllocator performs one op: New, then Allocate on every node, like one
@@ -251,9 +281,10 @@ func upstreamRunner(bc *benchCase) runAllocator {
 	}
 }
 
-func draschedRunner(cache *allocator.Cache) runAllocator {
+func draschedRunner(cache *allocator.Cache, opts allocator.Options) runAllocator {
+	opts.Cache = cache
 	return func(ctx context.Context, bc *benchCase) (int, error) {
-		a, err := allocator.New(ctx, bc.features, bc.state, ClassLister(bc.classes), bc.slices, allocator.Options{Cache: cache})
+		a, err := allocator.New(ctx, bc.features, bc.state, ClassLister(bc.classes), bc.slices, opts)
 		if err != nil {
 			return 0, err
 		}
@@ -281,16 +312,24 @@ func BenchmarkAllocate(b *testing.B) {
 		if bc.state.AllocatedDevices == nil {
 			bc.state.AllocatedDevices = sets.New[structured.DeviceID]()
 		}
-		for _, impl := range []string{"upstream", "drasched"} {
+		impls := []string{"upstream", "drasched"}
+		if bc.opts.Policy == allocator.PolicyBestFit {
+			impls = append(impls, "firstfit")
+		}
+		for _, impl := range impls {
 			b.Run(fmt.Sprintf("case=%s/impl=%s", name, impl), func(b *testing.B) {
 				ctx := context.Background()
 				var run runAllocator
 				var cache *allocator.Cache
-				if impl == "upstream" {
+				switch impl {
+				case "upstream":
 					run = upstreamRunner(&bc)
-				} else {
+				case "firstfit":
 					cache = allocator.NewCache(0)
-					run = draschedRunner(cache)
+					run = draschedRunner(cache, allocator.Options{})
+				default:
+					cache = allocator.NewCache(0)
+					run = draschedRunner(cache, bc.opts)
 				}
 				// A warm-up op outside the timer, as in a running scheduler,
 				// also checks the outcome.

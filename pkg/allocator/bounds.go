@@ -188,7 +188,7 @@ func (s *search) suffixImpossible(k int) bool {
 	for _, cd := range s.claims[k:] {
 		claims = append(claims, cd.claim)
 	}
-	probe, err := s.a.newSearch(s.ctx, s.node, claims)
+	probe, err := s.a.newSearch(s.ctx, s.node, claims, false)
 	if err != nil {
 		return false
 	}
@@ -622,27 +622,114 @@ func (s *search) computeTrapFree(nr *nodeRequest) bool {
 			}
 		}
 	}
-	for ci := range s.cands {
-		selectable, err := s.isSelectable(nr, ci)
-		if err != nil {
-			return false
+	// The selectors and a request without capacity depend on the slice
+	// only: their verdict is kept per slice (sliceTrapFree). Derived
+	// attributes, capacity requests and consumed capacity are checked per
+	// device.
+	perDevice := rd.trapKey == "" || rd.capacity != nil && s.a.features.ConsumableCapacity
+	for i := range constraints {
+		if _, derived := rd.derived[constraints[i].attribute]; derived && constraints[i].appliesTo(rd) {
+			perDevice = true
 		}
-		if !selectable {
-			continue
-		}
-		if s.a.features.ConsumableCapacity {
-			if _, err := s.capacityFits(nr, ci); err != nil {
-				return false
-			}
-		}
-		for i := range constraints {
-			if !constraints[i].appliesTo(rd) {
+	}
+	if !perDevice {
+		consumed := s.a.features.ConsumableCapacity && (len(s.a.state.AggregatedCapacity) > 0 || s.a.capacity != nil)
+		var last *preparedSlice
+		for ci, c := range s.cands {
+			if c.ps.perDeviceNodeSelection || consumed {
+				if !s.candTrapFree(nr, ci) {
+					return false
+				}
 				continue
 			}
-			if _, err := s.attribute(rd, s.cands[ci], constraints[i].attribute); err != nil {
-				return false
+			if c.ps != last {
+				last = c.ps
+				if !s.sliceTrapFree(rd, c) {
+					return false
+				}
 			}
+		}
+		return true
+	}
+	for ci := range s.cands {
+		if !s.candTrapFree(nr, ci) {
+			return false
 		}
 	}
 	return true
+}
+
+// candTrapFree: evaluating the (sub)request on the candidate fails nowhere.
+func (s *search) candTrapFree(nr *nodeRequest, ci int) bool {
+	rd := nr.rd
+	selectable, err := s.isSelectable(nr, ci)
+	if err != nil {
+		return false
+	}
+	if !selectable {
+		return true
+	}
+	if s.a.features.ConsumableCapacity {
+		if _, err := s.capacityFits(nr, ci); err != nil {
+			return false
+		}
+	}
+	constraints := s.claims[rd.claimIndex].constraints
+	for i := range constraints {
+		if !constraints[i].appliesTo(rd) {
+			continue
+		}
+		if _, err := s.attribute(rd, s.cands[ci], constraints[i].attribute); err != nil {
+			return false
+		}
+	}
+	return true
+}
+
+// trapCacheKey is what sliceTrapFree's verdict depends on besides the
+// slice: the selectors and the features that change the checks.
+type trapCacheKey struct {
+	selectors                                       string
+	bindingConditions, consumable, fractionalRanges bool
+}
+
+// maxTrapKeysPerSlice bounds the verdicts kept per slice.
+const maxTrapKeysPerSlice = 64
+
+// sliceTrapFree is candTrapFree for all devices of the candidate's slice
+// and a request without capacity requirements, with no capacity consumed
+// and no node-dependent device selection: then nothing but the slice and
+// the selectors decides, and the verdict is kept with the slice across
+// nodes and cycles.
+func (s *search) sliceTrapFree(rd *requestData, c cand) bool {
+	key := trapCacheKey{
+		selectors:         rd.trapKey,
+		bindingConditions: s.a.features.DeviceBindingAndStatus,
+		consumable:        s.a.features.ConsumableCapacity,
+		fractionalRanges:  s.a.features.FractionalCapacityRange,
+	}
+	if free, ok := c.ps.traps.load(key); ok {
+		return free
+	}
+	free := true
+	for i := range c.ps.slice.Spec.Devices {
+		d := cand{pool: c.pool, ps: c.ps, i: i}
+		if !key.bindingConditions && len(d.device().BindingConditions) > 0 {
+			continue
+		}
+		ok, err := s.matchesSelectors(rd, d)
+		if err == nil && ok && key.consumable {
+			_, err = c.ps.defaultCapacityFits(i, key.fractionalRanges)
+		}
+		if err != nil {
+			free = false
+			break
+		}
+	}
+	if s.ctx.Err() != nil {
+		// Evaluations may have been cut short: not a verdict to keep.
+		return false
+	}
+	c.ps.traps.loadOrStore(key, maxTrapKeysPerSlice, func() bool { return free })
+	return free
 }

@@ -55,8 +55,9 @@ func TestDifferential(t *testing.T) {
 	if intractable := stats["intractable for both"]; intractable*10000 > *diffInstances {
 		t.Errorf("%d instances were intractable for both allocators, more than 1 in 10,000", intractable)
 	}
-	// The corpus must exercise every kind of outcome, or it tests little.
-	for _, outcome := range []string{"allocated", "unschedulable", "error", "node error"} {
+	// The corpus must exercise every kind of outcome, or it tests little;
+	// BestFit must choose differently on some instances.
+	for _, outcome := range []string{"allocated", "unschedulable", "error", "node error", bestFitDiffers} {
 		if stats[outcome] == 0 {
 			t.Errorf("no instance ended as %q; the generator lost coverage", outcome)
 		}
@@ -79,9 +80,108 @@ func FuzzDifferential(f *testing.F) {
 
 var fixedShareID = types.UID("fixed-share-id")
 
+// bestFitDiffers is the outcome of an instance where BestFit chose other
+// devices than FirstFit.
+const bestFitDiffers = "allocated, BestFit differs"
+
+// bestFitAttributes are the generator's topology attributes.
+var bestFitAttributes = []resourceapi.FullyQualifiedName{"resource.kubernetes.io/pcieRoot", "a.example.com/numa"}
+
 // compareInstance runs both allocators and describes the first difference.
 // The outcome names what happened, for coverage statistics.
+//
+// It also runs drasched with BestFit, whose invariant is the same outcome
+// as upstream (a fit, no fit, the same error) with possibly other devices:
+// a fit must be valid, and is compared with FirstFit's to count instances
+// where BestFit chose differently.
 func compareInstance(inst *randinst.Instance) (string, error) {
+	outcome, err := compareFirstFit(inst)
+	if err != nil || outcome != "allocated" && outcome != "unschedulable" && outcome != "error" && outcome != "node error" {
+		return outcome, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	firstFit, firstErr := runOurs(ctx, inst, allocator.Options{})
+	bestFit, bestErr := runOurs(ctx, inst, allocator.Options{Policy: allocator.PolicyBestFit, TopologyAttributes: bestFitAttributes})
+	if ctx.Err() != nil {
+		return "", fmt.Errorf("BestFit did not finish within a minute: %w", bestErr)
+	}
+	switch {
+	case fmt.Sprint(firstErr) != fmt.Sprint(bestErr):
+		return "", fmt.Errorf("BestFit error mismatch:\nFirstFit: %s\nBestFit:  %s", fmt.Sprint(firstErr), fmt.Sprint(bestErr))
+	case errors.Is(firstErr, structured.ErrFailedAllocationOnNode) != errors.Is(bestErr, structured.ErrFailedAllocationOnNode):
+		return "", fmt.Errorf("BestFit ErrFailedAllocationOnNode mismatch for %s", fmt.Sprint(firstErr))
+	case (firstFit == nil) != (bestFit == nil):
+		return "", fmt.Errorf("BestFit feasibility differs: FirstFit fit %t, BestFit fit %t", firstFit != nil, bestFit != nil)
+	}
+	if bestFit == nil {
+		return outcome, nil
+	}
+	if err := validFit(inst, bestFit); err != nil {
+		return "", fmt.Errorf("BestFit: %w", err)
+	}
+	normalizeShareIDs(firstFit)
+	normalizeShareIDs(bestFit)
+	if !cmp.Equal(firstFit, bestFit, quantityComparer) {
+		return bestFitDiffers, nil
+	}
+	return outcome, nil
+}
+
+// validFit checks what can be checked of a fit without a second allocator:
+// a result per claim, as many devices per request as it asks for (all
+// devices only known to the allocator), no device given twice or given
+// while allocated before unless shared, shares only of devices that allow
+// them, and every device published on a slice.
+func validFit(inst *randinst.Instance, results []resourceapi.AllocationResult) error {
+	if len(results) != len(inst.Claims) {
+		return fmt.Errorf("%d results for %d claims", len(results), len(inst.Claims))
+	}
+	devices := map[structured.DeviceID]*resourceapi.Device{}
+	for _, s := range inst.Slices {
+		for i := range s.Spec.Devices {
+			devices[structured.MakeDeviceID(s.Spec.Driver, s.Spec.Pool.Name, s.Spec.Devices[i].Name)] = &s.Spec.Devices[i]
+		}
+	}
+	taken := map[structured.DeviceID]bool{}
+	for ci, claim := range inst.Claims {
+		counts := map[string]int{}
+		for _, r := range results[ci].Devices.Results {
+			counts[r.Request]++
+			id := structured.MakeDeviceID(r.Driver, r.Pool, r.Device)
+			device, ok := devices[id]
+			if !ok {
+				return fmt.Errorf("claim %d: device %s is on no slice", ci, id)
+			}
+			if r.ShareID != nil {
+				if !ptr.Deref(device.AllowMultipleAllocations, false) {
+					return fmt.Errorf("claim %d: a share of %s, which allows no shares", ci, id)
+				}
+				continue
+			}
+			if r.AdminAccess != nil && *r.AdminAccess {
+				continue
+			}
+			if taken[id] || inst.State.AllocatedDevices.Has(id) {
+				return fmt.Errorf("claim %d: device %s given twice", ci, id)
+			}
+			taken[id] = true
+		}
+		for _, req := range claim.Spec.Devices.Requests {
+			if req.Exactly == nil || req.Exactly.AllocationMode == resourceapi.DeviceAllocationModeAll {
+				continue
+			}
+			if got := counts[req.Name]; int64(got) != req.Exactly.Count {
+				return fmt.Errorf("claim %d, request %s: %d devices, want %d", ci, req.Name, got, req.Exactly.Count)
+			}
+		}
+	}
+	return nil
+}
+
+// compareFirstFit runs both allocators and describes the first difference.
+// The outcome names what happened, for coverage statistics.
+func compareFirstFit(inst *randinst.Instance) (string, error) {
 	ctx := context.Background()
 	upstreamCtx, cancel := context.WithTimeout(ctx, *diffUpstreamBudget)
 	defer cancel()
@@ -97,19 +197,19 @@ func compareInstance(inst *randinst.Instance) (string, error) {
 		// upstream's search reaches it) are exponential for any search
 		// that must reproduce which error upstream reaches first; those
 		// are counted, not compared.
-		if _, err := runOurs(oursCtx, inst); err != nil && oursCtx.Err() != nil {
+		if _, err := runOurs(oursCtx, inst, allocator.Options{}); err != nil && oursCtx.Err() != nil {
 			return "intractable for both", nil
 		}
 		return "upstream timeout", nil
 	}
 	if panicked != nil {
 		// Upstream cannot handle this input. Ours must still not panic.
-		if _, err := runOurs(oursCtx, inst); err == nil {
+		if _, err := runOurs(oursCtx, inst, allocator.Options{}); err == nil {
 			return "", fmt.Errorf("upstream panicked (%v) but drasched accepted the input", panicked)
 		}
 		return "upstream panic", nil
 	}
-	got, gotErr := runOurs(oursCtx, inst)
+	got, gotErr := runOurs(oursCtx, inst, allocator.Options{})
 	if oursCtx.Err() != nil {
 		return "", fmt.Errorf("drasched did not finish within a minute: %w", gotErr)
 	}
@@ -158,8 +258,8 @@ func runUpstream(ctx context.Context, inst *randinst.Instance) (results []resour
 	return results, nil, err
 }
 
-func runOurs(ctx context.Context, inst *randinst.Instance) ([]resourceapi.AllocationResult, error) {
-	a, err := allocator.New(ctx, inst.Features, inst.State, randinst.ClassLister(inst.Classes), inst.Slices, allocator.Options{})
+func runOurs(ctx context.Context, inst *randinst.Instance, opts allocator.Options) ([]resourceapi.AllocationResult, error) {
+	a, err := allocator.New(ctx, inst.Features, inst.State, randinst.ClassLister(inst.Classes), inst.Slices, opts)
 	if err != nil {
 		return nil, err
 	}

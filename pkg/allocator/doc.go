@@ -32,6 +32,16 @@
 // first tier ("incubating", then "experimental") that supports them; unlike
 // upstream, the tiers share one search core and differ only in switches.
 //
+// # Policies
+//
+// Options.Policy PolicyBestFit searches the same space in another order of
+// candidates (bestfit.go): devices of units already in use (shares of
+// shared devices, partitions of partitioned GPUs), then of the topology
+// groups (Options.TopologyAttributes) with the fewest free units that hold
+// the pod's devices. It finds a fit on exactly the nodes where the default
+// policy finds one and reports the same errors; only which devices differ.
+// GroupsBroken tells scoring how many whole groups an allocation breaks.
+//
 // # Speed
 //
 // Upstream converts every ResourceSlice of a node on every Allocate call,

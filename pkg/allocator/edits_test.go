@@ -51,7 +51,7 @@ func TestWithEdits(t *testing.T) {
 func compareEdited(inst *randinst.Instance, before structured.AllocatedState, edits allocator.Edits) error {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	want, wantErr := runOurs(ctx, inst)
+	want, wantErr := runOurs(ctx, inst, allocator.Options{})
 	base, err := allocator.New(ctx, inst.Features, before, randinst.ClassLister(inst.Classes), inst.Slices, allocator.Options{})
 	if err != nil {
 		return err

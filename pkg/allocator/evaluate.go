@@ -44,7 +44,22 @@ func (s *search) isSelectable(nr *nodeRequest, ci int) (bool, error) {
 
 func (s *search) selectable(nr *nodeRequest, ci int) (bool, error) {
 	c := s.cands[ci]
-	rd := nr.rd
+	ok, err := s.matchesSelectors(nr.rd, c)
+	if err != nil || !ok {
+		return false, err
+	}
+	if c.ps.perDeviceNodeSelection {
+		match, err := c.ps.deviceMatchesNode(c.i, s.node)
+		if err != nil || !match {
+			return false, err
+		}
+	}
+	return true, nil
+}
+
+// matchesSelectors evaluates the class's, then the request's selectors on
+// a device, stopping at the first mismatch.
+func (s *search) matchesSelectors(rd *requestData, c cand) (bool, error) {
 	claim := s.claims[rd.claimIndex].claim
 	for i, expr := range rd.classExprs {
 		if expr == nil {
@@ -71,12 +86,6 @@ func (s *search) selectable(nr *nodeRequest, ci int) (bool, error) {
 		}
 		if !match {
 			return false, nil
-		}
-	}
-	if c.ps.perDeviceNodeSelection {
-		match, err := c.ps.deviceMatchesNode(c.i, s.node)
-		if err != nil || !match {
-			return false, err
 		}
 	}
 	return true, nil

@@ -133,7 +133,7 @@ func (f Failure) Message() string {
 // cancelling ctx, or its deadline passing, makes Explain return an error
 // wrapping the context's error.
 func (a *Allocator) Explain(ctx context.Context, node *v1.Node, claims []*resourceapi.ResourceClaim) ([]Failure, error) {
-	s, err := a.newSearch(ctx, node, claims)
+	s, err := a.newSearch(ctx, node, claims, false)
 	if err != nil {
 		return nil, err
 	}
@@ -337,7 +337,7 @@ func (a *Allocator) explainClaim(ctx context.Context, node *v1.Node, claim *reso
 // fits runs the search for the claims. keep selects constraints: -1 keeps
 // all, 0 none, i > 0 only the i-th constraint of the single claim.
 func (a *Allocator) fits(ctx context.Context, node *v1.Node, claims []*resourceapi.ResourceClaim, keep int) (bool, error) {
-	s, err := a.newSearch(ctx, node, claims)
+	s, err := a.newSearch(ctx, node, claims, false)
 	if err != nil {
 		return false, err
 	}

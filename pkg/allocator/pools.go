@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"sync/atomic"
 
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
@@ -196,6 +197,11 @@ type nodeView struct {
 	cands     []cand
 	poolStart []int
 	err       error
+
+	// topo is BestFit's grouping of cands, computed on first use; order
+	// the last BestFit order.
+	topo  atomic.Pointer[topology]
+	order atomic.Pointer[orderCache]
 }
 
 // view returns the node's view, from the cache if still valid.

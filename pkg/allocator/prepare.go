@@ -62,6 +62,9 @@ type preparedSlice struct {
 	// attrs caches constraint attribute lookups: per fully qualified name,
 	// the attribute of each device (nil if it has none).
 	attrs readMostlyMap[resourceapi.FullyQualifiedName, []*resourceapi.DeviceAttribute]
+
+	// traps caches sliceTrapFree per requestData.trapKey and features.
+	traps readMostlyMap[trapCacheKey, bool]
 }
 
 // attribute returns device i's attribute with the fully qualified name.

@@ -1,6 +1,7 @@
 package allocator
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math"
 
@@ -58,6 +59,9 @@ type requestData struct {
 	// classExprs and requestExprs are the compiled selectors, in order.
 	classExprs   []*compiled
 	requestExprs []*compiled
+	// trapKey identifies the selectors for sliceTrapFree's cache; empty
+	// when a selector has no compiled expression.
+	trapKey string
 }
 
 // constraintSpec is one claim constraint.
@@ -234,4 +238,22 @@ func (a *Allocator) validateRequest(claim *resourceapi.ResourceClaim, rd *reques
 	for _, selector := range rd.selectors {
 		rd.requestExprs = append(rd.requestExprs, a.cache.compile(a.celFeatures, false, selector.CEL.Expression))
 	}
+	rd.trapKey = trapKey(rd.classExprs, rd.requestExprs)
+}
+
+// trapKey joins the expression IDs: class selectors, a separator, request
+// selectors. Expression IDs are unique per compiled expression and
+// features for the cache's lifetime, as are the slices keyed by it.
+func trapKey(class, request []*compiled) string {
+	b := make([]byte, 0, 8*(len(class)+len(request)+1))
+	for _, exprs := range [][]*compiled{class, request} {
+		for _, e := range exprs {
+			if e == nil {
+				return ""
+			}
+			b = binary.LittleEndian.AppendUint64(b, uint64(e.id))
+		}
+		b = append(b, '|')
+	}
+	return string(b)
 }

@@ -144,6 +144,18 @@ type search struct {
 	// search.
 	draws      []counterDrawRef
 	drawsSized bool
+
+	// budget limits the steps of a BestFit search; 0 for none.
+	budget int64
+
+	// BestFit's buffers (bestFitOrder): busy units, levels that can hold
+	// the request, free units per level and group, sort keys, the
+	// permutation.
+	busy  []bool
+	holds []bool
+	free  []int
+	keys  []int
+	perm  []int
 }
 
 // placementChunk is how many placements placementStack allocates at once.
@@ -192,6 +204,9 @@ func (s *search) allocateOne(r pos, allocSub bool, start int) (bool, error) {
 	s.stats.steps++
 	if s.ctx.Err() != nil {
 		return false, s.abortError()
+	}
+	if s.budget > 0 && s.stats.steps > s.budget {
+		return false, errBudget
 	}
 	if r.claim >= len(s.claims) {
 		return true, nil
