@@ -22,11 +22,11 @@ package dra
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
-	"sync"
-
 	v1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
@@ -75,6 +75,10 @@ type Plugin struct {
 	// cache keeps compiled CEL, prepared slices and selector results
 	// across scheduling cycles.
 	cache *allocator.Cache
+	// policy and topology are the allocation policy (allocation.policy)
+	// and its topology attributes.
+	policy   allocator.Policy
+	topology []resourceapi.FullyQualifiedName
 
 	// podsByClaim indexes pods by the claims they reference, so that a
 	// claim event only evaluates the pods that use it.
@@ -165,6 +169,8 @@ func newPlugin(ctx context.Context, obj runtime.Object, fh fwk.Handle, opts Proc
 		tracker:        t,
 		fence:          opts.Fence,
 		cache:          sharedCache,
+		policy:         allocator.Policy(args.Allocation.Policy),
+		topology:       args.Allocation.TopologyAttributes,
 	}
 	if fts.EnableDRASchedulerFilterTimeout {
 		pl.filterTimeout = args.FilterTimeout.Duration
@@ -179,6 +185,15 @@ func newPlugin(ctx context.Context, obj runtime.Object, fh fwk.Handle, opts Proc
 	registerPlugin(ctx, fh, pl)
 	return pl, nil
 }
+
+// allocatorOptions are the options of every drasched allocator the plugin
+// builds: the shared cache and the configured policy.
+func (pl *Plugin) allocatorOptions() allocator.Options {
+	return allocator.Options{Cache: pl.cache, Policy: pl.policy, TopologyAttributes: pl.topology}
+}
+
+// bestFit: the plugin's allocators take BestFit.
+func (pl *Plugin) bestFit() bool { return pl.policy == allocator.PolicyBestFit && !pl.upstream }
 
 // fencedClient returns the client the plugin writes with. Under leader
 // election it is a client of its own whose transport refuses writes once

@@ -673,7 +673,7 @@ func (pl *Plugin) allocatorWith(ctx context.Context, s *stateData, edits allocat
 	} else {
 		state := editedState(s.base, edits)
 		if ours {
-			na, err := allocator.New(ctx, pl.features, state, pl.tracker.DeviceClasses(), s.slices, allocator.Options{Cache: pl.cache})
+			na, err := allocator.New(ctx, pl.features, state, pl.tracker.DeviceClasses(), s.slices, pl.allocatorOptions())
 			if err != nil {
 				return nil, err
 			}

@@ -224,7 +224,7 @@ func (pl *Plugin) newAllocator(ctx context.Context, s *stateData, upstream bool)
 		s.slices = slices
 		return structured.NewAllocator(ctx, pl.features, *state, pl.tracker.DeviceClasses(), slices, pl.celCache())
 	}
-	return allocator.New(ctx, pl.features, *state, pl.tracker.DeviceClasses(), slices, allocator.Options{Cache: pl.cache})
+	return allocator.New(ctx, pl.features, *state, pl.tracker.DeviceClasses(), slices, pl.allocatorOptions())
 }
 
 // explainer returns drasched's allocator for the cycle's inputs, for

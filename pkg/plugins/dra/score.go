@@ -12,6 +12,7 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/helper"
 
 	"github.com/drasched/drasched/apis/config"
+	"github.com/drasched/drasched/pkg/allocator"
 )
 
 // Score ranks nodes, first like upstream by the prioritized lists (a
@@ -19,6 +20,9 @@ import (
 // breaker within the same prioritized-list score, by device usage: with
 // MostAllocated, nodes whose devices are already in use come first, which
 // keeps whole nodes free for large pods; with LeastAllocated the opposite.
+// With allocation policy BestFit, the device-aware part also counts the
+// topology groups the allocation breaks, so that of two nodes equally full
+// the one where the pod fills a partly used group wins.
 func (pl *Plugin) Score(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, nodeInfo fwk.NodeInfo) (int64, *fwk.Status) {
 	logger := klog.FromContext(ctx)
 	s, err := getState(cs)
@@ -78,7 +82,7 @@ func prioritizedListScore(s *stateData, results []resourceapi.AllocationResult) 
 
 // usageScore is 0..MaxNodeScore: the share of the node's devices in use
 // once this pod's devices are allocated (MostAllocated), or free
-// (LeastAllocated).
+// (LeastAllocated); with BestFit, averaged with wholeScore.
 func (pl *Plugin) usageScore(ctx context.Context, s *stateData, node *v1.Node, results []resourceapi.AllocationResult) int64 {
 	a, err := s.explainer(ctx, pl)
 	if err != nil {
@@ -94,9 +98,28 @@ func (pl *Plugin) usageScore(ctx context.Context, s *stateData, node *v1.Node, r
 	used = min(used, total)
 	share := int64(used) * fwk.MaxScore / int64(total)
 	if pl.scoring == config.DeviceScoringLeastAllocated {
-		return fwk.MaxScore - share
+		share = fwk.MaxScore - share
 	}
-	return share
+	if !pl.bestFit() {
+		return share
+	}
+	whole, err := wholeScore(a, node, results)
+	if err != nil {
+		klog.FromContext(ctx).V(4).Info("No topology score", "node", klog.KObj(node), "err", err)
+		return share
+	}
+	return (share + whole) / 2
+}
+
+// wholeScore is 0..MaxNodeScore: the share of the node's whole topology
+// groups that stay whole once this pod's devices are allocated;
+// MaxNodeScore where none is whole, as the pod can break none.
+func wholeScore(a *allocator.Allocator, node *v1.Node, results []resourceapi.AllocationResult) (int64, error) {
+	whole, broken, err := a.GroupsBroken(node, results)
+	if err != nil || whole == 0 {
+		return fwk.MaxScore, err
+	}
+	return int64(whole-broken) * fwk.MaxScore / int64(whole), nil
 }
 
 // ScoreExtensions normalizes scores to 0..MaxNodeScore.

@@ -1,0 +1,90 @@
+package dra
+
+import (
+	"fmt"
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
+
+	"github.com/drasched/drasched/internal/builder"
+	"github.com/drasched/drasched/pkg/allocator"
+)
+
+// TestBestFitScore: two nodes equally full, one with each PCIe root half
+// used, one with a root full and a root whole. MostAllocated ranks them
+// equal; with BestFit, the node where the pod breaks no whole root wins,
+// and Filter chose the device that fills a half-used root.
+func TestBestFitScore(t *testing.T) {
+	const root = "resource.kubernetes.io/pcieRoot"
+	slice := func(node string) *resourceapi.ResourceSlice {
+		return builder.MakeSlice(node).Node(node).Devices(builder.Devices("gpu", 4, func(i int, d *builder.DeviceWrapper) {
+			d.String(root, fmt.Sprintf("pci%d", i/2))
+		})...).Obj()
+	}
+	on := func(name, node, device string) *resourceapi.ResourceClaim {
+		claim := builder.MakeClaim(name).Request("gpu", gpuClass, 1).Obj()
+		claim.Finalizers = []string{resourceapi.Finalizer}
+		claim.Status.Allocation = &resourceapi.AllocationResult{
+			Devices: resourceapi.DeviceAllocationResult{Results: []resourceapi.DeviceRequestAllocationResult{{
+				Request: "gpu", Driver: "gpu.example.com", Pool: node, Device: device,
+			}}},
+			NodeSelector: &v1.NodeSelector{NodeSelectorTerms: []v1.NodeSelectorTerm{{
+				MatchFields: []v1.NodeSelectorRequirement{{Key: "metadata.name", Operator: v1.NodeSelectorOpIn, Values: []string{node}}},
+			}}},
+		}
+		return claim
+	}
+	objects := []runtime.Object{
+		gpuClaim("gpu").Obj(), builder.MakeClass(gpuClass), slice("node-a"), slice("node-b"),
+		// node-a: gpu-0 and gpu-2, one of each root; node-b: both of pci0.
+		on("a0", "node-a", "gpu-0"), on("a2", "node-a", "gpu-2"),
+		on("b0", "node-b", "gpu-0"), on("b1", "node-b", "gpu-1"),
+	}
+	for name, tc := range map[string]struct {
+		policy allocator.Policy
+		want   map[string]int64
+		device string
+	}{
+		// 3 of 4 devices in use after the pod, on both.
+		"FirstFit": {policy: allocator.PolicyFirstFit, want: map[string]int64{"node-a": 75, "node-b": 75}, device: "gpu-1"},
+		// node-a: no whole root to break (100); node-b: its only whole root
+		// broken (0).
+		"BestFit": {policy: allocator.PolicyBestFit, want: map[string]int64{"node-a": 87, "node-b": 37}, device: "gpu-1"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			pod := podWithClaims("gpu")
+			env := newPluginEnv(t, pod, objects...)
+			pl := env.plugin
+			pl.policy, pl.topology = tc.policy, []resourceapi.FullyQualifiedName{root}
+			cs := framework.NewCycleState()
+			if _, status := pl.PreFilter(env.ctx, cs, pod, nil); !status.IsSuccess() {
+				t.Fatalf("PreFilter: %v", status)
+			}
+			for _, node := range []*v1.Node{nodeA, nodeB} {
+				nodeInfo := framework.NewNodeInfo()
+				nodeInfo.SetNode(node)
+				if status := pl.Filter(env.ctx, cs, pod, nodeInfo); !status.IsSuccess() {
+					t.Fatalf("Filter %s: %v", node.Name, status)
+				}
+				score, status := pl.Score(env.ctx, cs, pod, nodeInfo)
+				if !status.IsSuccess() {
+					t.Fatalf("Score %s: %v", node.Name, status)
+				}
+				if score != tc.want[node.Name] {
+					t.Errorf("Score %s: %d, want %d", node.Name, score, tc.want[node.Name])
+				}
+			}
+			s, err := getState(cs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			results, _ := s.results.allocation("node-a")
+			if len(results) != 1 || results[0].Devices.Results[0].Device != tc.device {
+				t.Errorf("allocation on node-a: %v, want %s", results, tc.device)
+			}
+		})
+	}
+}
