@@ -2,6 +2,7 @@ package framework
 
 import (
 	"fmt"
+	resourceapi "k8s.io/api/resource/v1"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -56,6 +57,23 @@ func UseAllocator(allocator draschedconfig.AllocatorName) func(*config.KubeSched
 			for j := range cfg.Profiles[i].PluginConfig {
 				if args, ok := cfg.Profiles[i].PluginConfig[j].Args.(*draschedconfig.StructuredDRAArgs); ok {
 					args.Allocator = allocator
+				}
+			}
+		}
+	}
+}
+
+// UseAllocation returns a Configure function that sets StructuredDRA's
+// allocation policy and, if not nil, its topology attributes.
+func UseAllocation(policy draschedconfig.AllocationPolicy, topology []resourceapi.FullyQualifiedName) func(*config.KubeSchedulerConfiguration) {
+	return func(cfg *config.KubeSchedulerConfiguration) {
+		for i := range cfg.Profiles {
+			for j := range cfg.Profiles[i].PluginConfig {
+				if args, ok := cfg.Profiles[i].PluginConfig[j].Args.(*draschedconfig.StructuredDRAArgs); ok {
+					args.Allocation.Policy = policy
+					if topology != nil {
+						args.Allocation.TopologyAttributes = topology
+					}
 				}
 			}
 		}
