@@ -626,7 +626,7 @@ func (s *search) computeTrapFree(nr *nodeRequest) bool {
 	// only: their verdict is kept per slice (sliceTrapFree). Derived
 	// attributes, capacity requests and consumed capacity are checked per
 	// device.
-	perDevice := rd.trapKey == "" || rd.capacity != nil && s.a.features.ConsumableCapacity
+	perDevice := rd.trapID == 0 || rd.capacity != nil && s.a.features.ConsumableCapacity
 	for i := range constraints {
 		if _, derived := rd.derived[constraints[i].attribute]; derived && constraints[i].appliesTo(rd) {
 			perDevice = true
@@ -689,7 +689,7 @@ func (s *search) candTrapFree(nr *nodeRequest, ci int) bool {
 // trapCacheKey is what sliceTrapFree's verdict depends on besides the
 // slice: the selectors and the features that change the checks.
 type trapCacheKey struct {
-	selectors                                       string
+	selectors                                       int64
 	bindingConditions, consumable, fractionalRanges bool
 }
 
@@ -703,7 +703,7 @@ const maxTrapKeysPerSlice = 64
 // nodes and cycles.
 func (s *search) sliceTrapFree(rd *requestData, c cand) bool {
 	key := trapCacheKey{
-		selectors:         rd.trapKey,
+		selectors:         rd.trapID,
 		bindingConditions: s.a.features.DeviceBindingAndStatus,
 		consumable:        s.a.features.ConsumableCapacity,
 		fractionalRanges:  s.a.features.FractionalCapacityRange,

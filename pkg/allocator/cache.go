@@ -55,7 +55,24 @@ type Cache struct {
 	index       *sliceIndex
 	indexSlices []*resourceapi.ResourceSlice
 
+	// trapIDs numbers the selector lists of requests (trapKey) for the
+	// slices' trap verdicts; lastTrapID only grows, so that an ID is never
+	// given to another list, also after trapIDs started over.
+	trapIDs    readMostlyMap[string, int64]
+	lastTrapID atomic.Int64
+
 	stats cacheStats
+}
+
+// maxTrapIDs bounds the selector lists trapIDs remembers.
+const maxTrapIDs = 4096
+
+// trapID returns the ID of a selector list, non-zero.
+func (c *Cache) trapID(key string) int64 {
+	if id, ok := c.trapIDs.load(key); ok {
+		return id
+	}
+	return c.trapIDs.loadOrStore(key, maxTrapIDs, func() int64 { return c.lastTrapID.Add(1) })
 }
 
 // NewCache returns an empty cache that keeps up to compileCacheSize compiled

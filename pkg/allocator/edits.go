@@ -42,6 +42,9 @@ func (a *Allocator) WithEdits(edits Edits) *Allocator {
 		classes:     a.classes,
 		slices:      a.slices,
 		cache:       a.cache,
+		bestFit:     a.bestFit,
+		topoAttrs:   a.topoAttrs,
+		topoKey:     a.topoKey,
 	}
 	e.idx = a.index()
 	e.indexOnce.Do(func() {})

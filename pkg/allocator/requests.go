@@ -59,9 +59,9 @@ type requestData struct {
 	// classExprs and requestExprs are the compiled selectors, in order.
 	classExprs   []*compiled
 	requestExprs []*compiled
-	// trapKey identifies the selectors for sliceTrapFree's cache; empty
-	// when a selector has no compiled expression.
-	trapKey string
+	// trapID identifies the selectors for sliceTrapFree's cache; 0 when
+	// a selector has no compiled expression.
+	trapID int64
 }
 
 // constraintSpec is one claim constraint.
@@ -238,7 +238,9 @@ func (a *Allocator) validateRequest(claim *resourceapi.ResourceClaim, rd *reques
 	for _, selector := range rd.selectors {
 		rd.requestExprs = append(rd.requestExprs, a.cache.compile(a.celFeatures, false, selector.CEL.Expression))
 	}
-	rd.trapKey = trapKey(rd.classExprs, rd.requestExprs)
+	if key := trapKey(rd.classExprs, rd.requestExprs); key != "" {
+		rd.trapID = a.cache.trapID(key)
+	}
 }
 
 // trapKey joins the expression IDs: class selectors, a separator, request
