@@ -264,3 +264,21 @@ func TestGroupsBroken(t *testing.T) {
 		})
 	}
 }
+
+// TestBestFitWithEdits: an allocator with edits (preemption's dry run, the
+// devices held for nominated pods) chooses as its base's policy does.
+func TestBestFitWithEdits(t *testing.T) {
+	a, err := allocator.New(context.Background(), structured.Features{}, allocatedOn("node-0"), ClassLister{gpuClass}, []*resourceapi.ResourceSlice{hgx()},
+		allocator.Options{Policy: allocator.PolicyBestFit, TopologyAttributes: topologyAttributes})
+	if err != nil {
+		t.Fatal(err)
+	}
+	edited := a.WithEdits(allocator.Edits{Added: allocatedOn("node-0", "gpu-2")})
+	results, err := edited.Allocate(context.Background(), MakeNode("node-0"), []*resourceapi.ResourceClaim{MakeClaim("c").Request("gpu", "gpu", 1).Obj()})
+	if err != nil || len(results) != 1 {
+		t.Fatalf("got %v, %v; want one result", results, err)
+	}
+	if got := results[0].Devices.Results[0].Device; got != "gpu-3" {
+		t.Errorf("got %s, want gpu-3, the other GPU of the root the edits use", got)
+	}
+}
