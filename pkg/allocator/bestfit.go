@@ -54,9 +54,9 @@ const (
 //  3. then upstream's order.
 //
 // A device without a level's attribute is a group of its own at that level.
-// For n, the largest exact count of the pod's requests is taken: the order is
-// one per search, so a pod with requests of different sizes gets the order
-// of its largest one.
+// n is the pod's device count, the exact counts of all its requests
+// (requestSize): the order is one per search, and a pod's devices are best
+// kept together.
 
 // topology is what BestFit knows about a node view's candidates for one
 // list of topology attributes. It depends only on the view, so it is kept
