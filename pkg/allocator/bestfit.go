@@ -355,12 +355,14 @@ func (s *search) trapFreeAll() bool {
 	return true
 }
 
-// GroupsBroken says how many of the node's topology groups (over all
-// levels of Options.TopologyAttributes) are whole before this cycle, and
-// how many of those the results would break: a group is whole while none of
-// its units is in use. Scoring prefers nodes where a pod breaks none. It
-// returns zeros without topology attributes.
-func (a *Allocator) GroupsBroken(node *v1.Node, results []resourceapi.AllocationResult) (whole, broken int, err error) {
+// WholeFree says where the node's free units would be once the results
+// are allocated, summed over the levels of Options.TopologyAttributes:
+// free is the free units (once per level), whole those of them in groups
+// with no unit in use. A pod that fills a partly used group leaves more of
+// the free units whole than one that breaks a whole group, and a pod that
+// takes a node's last free units leaves nothing to strand; scoring
+// prefers both. It returns zeros without topology attributes.
+func (a *Allocator) WholeFree(node *v1.Node, results []resourceapi.AllocationResult) (whole, free int, err error) {
 	if len(a.topoAttrs) == 0 {
 		return 0, 0, nil
 	}
@@ -369,30 +371,29 @@ func (a *Allocator) GroupsBroken(node *v1.Node, results []resourceapi.Allocation
 		return 0, 0, fmt.Errorf("gather pool information: %w", v.err)
 	}
 	t := a.topology(v)
-	before := a.busyUnits(v, t, nil)
-	after := slices.Clone(before)
+	busy := a.busyUnits(v, t, nil)
 	for _, r := range results {
 		for _, d := range r.Devices.Results {
 			if ci, ok := t.cand[structured.MakeDeviceID(d.Driver, d.Pool, d.Device)]; ok {
-				after[t.unit[ci]] = true
+				busy[t.unit[ci]] = true
 			}
 		}
 	}
+	counts := t.freeCounts(busy, nil)
 	for level, n := range t.groups {
-		usedBefore, usedAfter := make([]bool, n), make([]bool, n)
+		used := make([]bool, n)
 		for u := range t.units {
-			g := t.group[level*t.units+u]
-			usedBefore[g] = usedBefore[g] || before[u]
-			usedAfter[g] = usedAfter[g] || after[u]
+			if busy[u] {
+				used[t.group[level*t.units+u]] = true
+			}
 		}
 		for g := range n {
-			if !usedBefore[g] {
-				whole++
-				if usedAfter[g] {
-					broken++
-				}
+			f := counts[t.offset[level]+g]
+			free += f
+			if !used[g] {
+				whole += f
 			}
 		}
 	}
-	return whole, broken, nil
+	return whole, free, nil
 }

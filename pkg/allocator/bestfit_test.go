@@ -233,16 +233,21 @@ func TestUnknownPolicy(t *testing.T) {
 	}
 }
 
-func TestGroupsBroken(t *testing.T) {
+func TestWholeFree(t *testing.T) {
 	for name, tc := range map[string]struct {
-		state         structured.AllocatedState
-		devices       []string
-		whole, broken int
+		state       structured.AllocatedState
+		devices     []string
+		whole, free int
 	}{
-		// 4 roots + 1 NVLink domain + 2 NUMA nodes.
-		"empty node, one GPU":              {state: allocatedOn("node-0"), devices: []string{"gpu-0"}, whole: 7, broken: 3},
-		"the other GPU of a used root":     {state: allocatedOn("node-0", "gpu-0"), devices: []string{"gpu-1"}, whole: 4, broken: 0},
-		"a whole root of a used NUMA node": {state: allocatedOn("node-0", "gpu-0"), devices: []string{"gpu-2", "gpu-3"}, whole: 4, broken: 1},
+		// Levels: 4 roots of 2, 1 NVLink domain of 8, 2 NUMA nodes of 4.
+		// 7 free per level: 6 in whole roots, 0 in the broken domain, 4
+		// in the whole NUMA node.
+		"empty node, one GPU": {state: allocatedOn("node-0"), devices: []string{"gpu-0"}, whole: 6 + 0 + 4, free: 3 * 7},
+		// 6 free per level: all 6 in whole roots, 4 in NUMA node 1.
+		"the other GPU of a used root": {state: allocatedOn("node-0", "gpu-0"), devices: []string{"gpu-1"}, whole: 6 + 0 + 4, free: 3 * 6},
+		// 5 free per level: gpu-1 stranded on root 0, 4 in whole roots.
+		"a whole root of a used NUMA node": {state: allocatedOn("node-0", "gpu-0"), devices: []string{"gpu-2", "gpu-3"}, whole: 4 + 0 + 4, free: 3 * 5},
+		"the last free GPU":                {state: allocatedOn("node-0", "gpu-0", "gpu-1", "gpu-2", "gpu-3", "gpu-4", "gpu-5", "gpu-6"), devices: []string{"gpu-7"}, whole: 0, free: 0},
 	} {
 		t.Run(name, func(t *testing.T) {
 			a, err := allocator.New(context.Background(), structured.Features{}, tc.state, ClassLister{gpuClass}, []*resourceapi.ResourceSlice{hgx()},
@@ -254,12 +259,12 @@ func TestGroupsBroken(t *testing.T) {
 			for _, d := range tc.devices {
 				results.Devices.Results = append(results.Devices.Results, resourceapi.DeviceRequestAllocationResult{Driver: gpuDriver, Pool: "node-0", Device: d})
 			}
-			whole, broken, err := a.GroupsBroken(MakeNode("node-0"), []resourceapi.AllocationResult{results})
+			whole, free, err := a.WholeFree(MakeNode("node-0"), []resourceapi.AllocationResult{results})
 			if err != nil {
 				t.Fatal(err)
 			}
-			if whole != tc.whole || broken != tc.broken {
-				t.Errorf("got %d whole, %d broken; want %d, %d", whole, broken, tc.whole, tc.broken)
+			if whole != tc.whole || free != tc.free {
+				t.Errorf("got %d of %d free units whole; want %d of %d", whole, free, tc.whole, tc.free)
 			}
 		})
 	}

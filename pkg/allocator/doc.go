@@ -40,7 +40,8 @@
 // groups (Options.TopologyAttributes) with the fewest free units that hold
 // the pod's devices. It finds a fit on exactly the nodes where the default
 // policy finds one and reports the same errors; only which devices differ.
-// GroupsBroken tells scoring how many whole groups an allocation breaks.
+// WholeFree tells scoring how much of a node's free capacity an allocation
+// leaves in whole groups.
 //
 // # Speed
 //

@@ -20,9 +20,10 @@ import (
 // breaker within the same prioritized-list score, by device usage: with
 // MostAllocated, nodes whose devices are already in use come first, which
 // keeps whole nodes free for large pods; with LeastAllocated the opposite.
-// With allocation policy BestFit, the device-aware part also counts the
-// topology groups the allocation breaks, so that of two nodes equally full
-// the one where the pod fills a partly used group wins.
+// With allocation policy BestFit, the device-aware part also counts how
+// much of the node's free capacity the allocation leaves in whole topology
+// groups, so that of two nodes equally full the one where the pod fills a
+// partly used group wins.
 func (pl *Plugin) Score(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, nodeInfo fwk.NodeInfo) (int64, *fwk.Status) {
 	logger := klog.FromContext(ctx)
 	s, err := getState(cs)
@@ -111,15 +112,15 @@ func (pl *Plugin) usageScore(ctx context.Context, s *stateData, node *v1.Node, r
 	return (share + whole) / 2
 }
 
-// wholeScore is 0..MaxNodeScore: the share of the node's whole topology
-// groups that stay whole once this pod's devices are allocated;
-// MaxNodeScore where none is whole, as the pod can break none.
+// wholeScore is 0..MaxNodeScore: the share of the node's free units that
+// are in whole topology groups once this pod's devices are allocated;
+// MaxNodeScore where none is free, as nothing is stranded.
 func wholeScore(a *allocator.Allocator, node *v1.Node, results []resourceapi.AllocationResult) (int64, error) {
-	whole, broken, err := a.GroupsBroken(node, results)
-	if err != nil || whole == 0 {
+	whole, free, err := a.WholeFree(node, results)
+	if err != nil || free == 0 {
 		return fwk.MaxScore, err
 	}
-	return int64(whole-broken) * fwk.MaxScore / int64(whole), nil
+	return int64(whole) * fwk.MaxScore / int64(free), nil
 }
 
 // ScoreExtensions normalizes scores to 0..MaxNodeScore.

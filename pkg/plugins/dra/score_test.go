@@ -13,10 +13,11 @@ import (
 	"github.com/drasched/drasched/pkg/allocator"
 )
 
-// TestBestFitScore: two nodes equally full, one with each PCIe root half
-// used, one with a root full and a root whole. MostAllocated ranks them
-// equal; with BestFit, the node where the pod breaks no whole root wins,
-// and Filter chose the device that fills a half-used root.
+// TestBestFitScore: two nodes of two PCIe roots with two GPUs each, one
+// with a GPU in use, one with a root in use. MostAllocated prefers the
+// fuller node, where a 1-GPU pod breaks the whole root and strands its
+// other GPU; with BestFit, the node where the pod completes the half-used
+// root and leaves a whole root free wins.
 func TestBestFitScore(t *testing.T) {
 	const root = "resource.kubernetes.io/pcieRoot"
 	slice := func(node string) *resourceapi.ResourceSlice {
@@ -39,8 +40,7 @@ func TestBestFitScore(t *testing.T) {
 	}
 	objects := []runtime.Object{
 		gpuClaim("gpu").Obj(), builder.MakeClass(gpuClass), slice("node-a"), slice("node-b"),
-		// node-a: gpu-0 and gpu-2, one of each root; node-b: both of pci0.
-		on("a0", "node-a", "gpu-0"), on("a2", "node-a", "gpu-2"),
+		on("a0", "node-a", "gpu-0"),
 		on("b0", "node-b", "gpu-0"), on("b1", "node-b", "gpu-1"),
 	}
 	for name, tc := range map[string]struct {
@@ -48,11 +48,11 @@ func TestBestFitScore(t *testing.T) {
 		want   map[string]int64
 		device string
 	}{
-		// 3 of 4 devices in use after the pod, on both.
-		"FirstFit": {policy: allocator.PolicyFirstFit, want: map[string]int64{"node-a": 75, "node-b": 75}, device: "gpu-1"},
-		// node-a: no whole root to break (100); node-b: its only whole root
-		// broken (0).
-		"BestFit": {policy: allocator.PolicyBestFit, want: map[string]int64{"node-a": 87, "node-b": 37}, device: "gpu-1"},
+		// Devices in use after the pod: 2 of 4, 3 of 4.
+		"FirstFit": {policy: allocator.PolicyFirstFit, want: map[string]int64{"node-a": 50, "node-b": 75}, device: "gpu-1"},
+		// The averages with the free GPUs left in whole roots: node-a 2 of
+		// 2, node-b 0 of 1.
+		"BestFit": {policy: allocator.PolicyBestFit, want: map[string]int64{"node-a": 75, "node-b": 37}, device: "gpu-1"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			pod := podWithClaims("gpu")
