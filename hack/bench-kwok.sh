@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # The kwok end-to-end benchmark: upstream's kube-scheduler (in-tree
-# DynamicResources) and drasched (StructuredDRA), each as its own process
-# against its own fresh kwok cluster made with identical settings, on the
-# same GPU nodes and the same workloads (bench/kwok):
+# DynamicResources) and drasched (StructuredDRA, its shipped configuration),
+# each as its own process against its own fresh kwok cluster made with
+# identical settings, on the same GPU nodes and the same workloads
+# (bench/kwok), and a third run, drasched-bestfit (the shipped configuration
+# with StructuredDRA's allocation policy BestFit), of the fragmentation
+# cases only:
 #
 #   fill   pods of 8, 4, 2 and 1 H100 GPUs up to 90% of the H100 GPUs,
 #          created at once (largest first)
@@ -15,9 +18,18 @@
 #          for at most 60 s: they fit only if low-priority pods are evicted,
 #          which upstream's DynamicResources cannot do; also counts the
 #          high-priority pods bound and the pods preempted
+#   fragmentation  a churn of 1-, 2- and 4-GPU pods keeping 70% of the H100
+#          GPUs requested, sizes and lifetimes (in steps) drawn from a fixed
+#          seed, so every scheduler gets the same creations and deletions;
+#          then H100 nodes with all 8 GPUs free, NUMA nodes with 4 free GPUs,
+#          and 8-GPU pods placed (as many as a perfect packing would leave
+#          room for); the series of whole free nodes per step is the plot
+#   fragmentation_mig  the same, at the same time, with 1g/2g/3g MIG pods on
+#          the A100 nodes, then pods of one whole GPU in MIG mode
 #
-# It measures pods/s and the p50/p90/p99 of creation → bound latency,
-# checks every allocation after each case, and writes
+# It measures pods/s and the p50/p90/p99 of creation → bound latency (what
+# the churns leave whole, for the fragmentation cases), checks every
+# allocation after each case, and writes
 # _output/bench/kwok/kwok.json (bench/internal/results format); `make bench`
 # merges it into bench/results/.
 #
@@ -25,11 +37,18 @@
 #   NODES=N          nodes per cluster (default 1000; 100 with QUICK=1): a
 #                    tenth each L40S and A100 MIG nodes, the rest H100, 8
 #                    GPUs each
-#   QUICK=1          100 nodes and 20 s of churn: both schedulers in ~5 min
+#   QUICK=1          100 nodes, 20 s of churn and 16 fragmentation steps:
+#                    the three runs in ~5-6 min
 #   RUNS=N           runs per scheduler, each on a fresh cluster (default 1;
 #                    the order of the schedulers alternates)
 #   CHURN_RATE=P     pods/s of the churn workload (default 10)
 #   CHURN_DURATION=D how long churn creates pods (default 60s; 20s QUICK)
+#   FRAG_STEPS=N     steps of the fragmentation churns after the initial
+#                    fill, half a second or more each (default 24, pods
+#                    living 8 steps on average; 16 QUICK, living 6)
+#   FRAG_SEED=S      seed of the fragmentation churns (default 1)
+#   CASES=A,B        only these cases (default all); drasched-bestfit runs
+#                    the fragmentation cases among them, if any
 #   BENCH_COMMAND    the command recorded in the results as how to reproduce them
 #
 # Clusters: kwokctl create cluster --runtime binary with the binaries of
@@ -40,15 +59,22 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
 
+# The fragmentation churns run until the pods of the initial fill are gone
+# (2·lifetime−1 steps) and then some: QUICK keeps them to ~20-30 s.
 if [[ "${QUICK:-}" == 1 ]]; then
 	nodes=${NODES:-100}
 	churn_duration=${CHURN_DURATION:-20s}
+	frag_steps=${FRAG_STEPS:-16}
+	frag_lifetime=6
 else
 	nodes=${NODES:-1000}
 	churn_duration=${CHURN_DURATION:-60s}
+	frag_steps=${FRAG_STEPS:-24}
+	frag_lifetime=8
 fi
 runs=${RUNS:-1}
 churn_rate=${CHURN_RATE:-10}
+frag_seed=${FRAG_SEED:-1}
 command=${BENCH_COMMAND:-hack/bench-kwok.sh}
 
 bin_dir=${root}/_output/bin
@@ -65,7 +91,16 @@ export KWOK_KUBECTL_BINARY=${cluster_bin}/kubectl
 declare -A binaries=(
 	[upstream]=${cluster_bin}/kube-scheduler
 	[drasched]=${bin_dir}/scheduler
+	[drasched-bestfit]=${bin_dir}/scheduler
 )
+# The cases of upstream's and drasched's runs (all if empty), and those of
+# drasched-bestfit's: the fragmentation cases among them. The other cases
+# measure speed, which the allocation policy is not about.
+cases=${CASES:-}
+bestfit_cases=fragmentation,fragmentation_mig
+if [[ -n "${cases}" ]]; then
+	bestfit_cases=$(tr ',' '\n' <<<"${cases}" | grep -xE 'fragmentation|fragmentation_mig' | paste -sd, -) || true
+fi
 # shellcheck source=hack/lib/processes.sh
 source hack/lib/processes.sh
 
@@ -132,6 +167,12 @@ build() {
 # run_scheduler SCHEDULER RUN: one run of one scheduler on a fresh cluster.
 run_scheduler() {
 	local s=$1 run=$2 cluster kubeconfig config rc=0
+	local config_args=(--scheduler "${s}") run_args=()
+	[[ -z "${cases}" ]] || run_args=(--cases "${cases}")
+	if [[ "${s}" == drasched-bestfit ]]; then
+		config_args=(--scheduler drasched --allocation-policy BestFit)
+		run_args=(--cases "${bestfit_cases}")
+	fi
 	cluster=$(cluster_name "${s}")
 	kubeconfig=${out}/${s}.kubeconfig
 	config=${out}/${s}-scheduler-config.yaml
@@ -151,11 +192,12 @@ run_scheduler() {
 	chmod 600 "${kubeconfig}"
 	"${bench}" nodes --kubeconfig "${kubeconfig}" --nodes "${nodes}" >&2
 
-	"${bench}" scheduler-config --kubeconfig "${kubeconfig}" --scheduler "${s}" --out "${config}"
+	"${bench}" scheduler-config --kubeconfig "${kubeconfig}" "${config_args[@]}" --out "${config}"
 	log "${s} run ${run}: starting ${binaries[${s}]#"${root}"/}"
 	start_process "${s}" "${binaries[${s}]}" --config "${config}" --leader-elect=false --secure-port=0 -v=1
 	run_watching "${bench}" run --kubeconfig "${kubeconfig}" --scheduler "${s}" --run "${run}" \
 		--churn-rate "${churn_rate}" --churn-duration "${churn_duration}" \
+		--frag-steps "${frag_steps}" --frag-lifetime "${frag_lifetime}" --frag-seed "${frag_seed}" "${run_args[@]}" \
 		--out "${raw_dir}/${s}-${run}.json" >&2 || rc=$?
 	if ((rc != 0)); then
 		echo "--- last lines of ${log_dir#"${root}"/}/${s}.log" >&2
@@ -176,12 +218,13 @@ trap on_exit EXIT
 trap 'exit 130' INT TERM
 
 build
-log "${runs} run(s) per scheduler, ${nodes} nodes, churn ${churn_rate} pods/s for ${churn_duration}"
+log "${runs} run(s) per scheduler, ${nodes} nodes, churn ${churn_rate} pods/s for ${churn_duration}, fragmentation ${frag_steps} steps of pods living ${frag_lifetime} (seed ${frag_seed})"
 status=0
 for ((run = 1; run <= runs; run++)); do
-	order=(upstream drasched)
-	((run % 2 == 0)) && order=(drasched upstream)
+	order=(upstream drasched drasched-bestfit)
+	((run % 2 == 0)) && order=(drasched-bestfit drasched upstream)
 	for s in "${order[@]}"; do
+		[[ "${s}" != drasched-bestfit || -n "${bestfit_cases}" ]] || continue
 		run_scheduler "${s}" "${run}" || status=1
 	done
 done

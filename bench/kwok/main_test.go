@@ -11,6 +11,7 @@ import (
 	"k8s.io/kubernetes/cmd/kube-scheduler/app/options"
 	"k8s.io/kubernetes/pkg/scheduler/apis/config"
 
+	draconfig "github.com/drasched/drasched/apis/config"
 	_ "github.com/drasched/drasched/apis/config/scheme" // StructuredDRAArgs
 )
 
@@ -36,7 +37,7 @@ func TestSchedulerConfigs(t *testing.T) {
 	dir := t.TempDir()
 	loaded := map[string]*config.KubeSchedulerConfiguration{}
 	for _, s := range []string{upstream, drasched} {
-		data, err := schedulerConfig(s, repoRoot+"/config/scheduler-config.yaml", "/k/kubeconfig", "bench", 4000, 3000)
+		data, err := schedulerConfig(s, repoRoot+"/config/scheduler-config.yaml", "", "/k/kubeconfig", "bench", 4000, 3000)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -65,8 +66,84 @@ func TestSchedulerConfigs(t *testing.T) {
 			t.Errorf("%s: plugins %v, want %s and not %s", s, names, want[0], want[1])
 		}
 	}
-	if _, err := schedulerConfig("other", "", "/k", "bench", 1, 1); err == nil {
+	if _, err := schedulerConfig("other", "", "", "/k", "bench", 1, 1); err == nil {
 		t.Error("unknown scheduler: no error")
+	}
+	if _, err := schedulerConfig(upstream, "", "BestFit", "/k", "bench", 1, 1); err == nil {
+		t.Error("upstream with an allocation policy: no error")
+	}
+}
+
+// structuredDRAArgs returns the StructuredDRA args of a loaded profile.
+func structuredDRAArgs(t *testing.T, p config.KubeSchedulerProfile) *draconfig.StructuredDRAArgs {
+	t.Helper()
+	for _, pc := range p.PluginConfig {
+		if pc.Name == structuredDRA {
+			args, ok := pc.Args.(*draconfig.StructuredDRAArgs)
+			if !ok {
+				t.Fatalf("StructuredDRA args are a %T", pc.Args)
+			}
+			return args
+		}
+	}
+	t.Fatal("no StructuredDRA args")
+	return nil
+}
+
+// TestSchedulerConfigPolicy: --allocation-policy BestFit gives drasched's
+// shipped configuration the BestFit policy and changes nothing else of
+// StructuredDRA's args; without it the shipped policy (FirstFit) stays.
+func TestSchedulerConfigPolicy(t *testing.T) {
+	logger, _ := ktesting.NewTestContext(t)
+	dir := t.TempDir()
+	load := func(in, policy string) *config.KubeSchedulerConfiguration {
+		t.Helper()
+		data, err := schedulerConfig(drasched, in, policy, "/k/kubeconfig", "bench", 4000, 3000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		path := filepath.Join(dir, "config.yaml")
+		if err := os.WriteFile(path, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := options.LoadConfigFromFile(logger, path)
+		if err != nil {
+			t.Fatalf("%v\n%s", err, data)
+		}
+		return cfg
+	}
+	shipped := repoRoot + "/config/scheduler-config.yaml"
+	firstFit := structuredDRAArgs(t, load(shipped, "").Profiles[0])
+	bestFit := structuredDRAArgs(t, load(shipped, "BestFit").Profiles[0])
+	if firstFit.Allocation.Policy != draconfig.AllocationPolicyFirstFit {
+		t.Errorf("shipped policy %q, want FirstFit", firstFit.Allocation.Policy)
+	}
+	if bestFit.Allocation.Policy != draconfig.AllocationPolicyBestFit {
+		t.Errorf("policy %q, want BestFit", bestFit.Allocation.Policy)
+	}
+	want := firstFit.DeepCopy()
+	want.Allocation.Policy = draconfig.AllocationPolicyBestFit
+	if diff := cmp.Diff(want, bestFit); diff != "" {
+		t.Errorf("args besides the policy changed (-want +got):\n%s", diff)
+	}
+
+	// A configuration without StructuredDRA args gets them.
+	bare := filepath.Join(dir, "bare.yaml")
+	if err := os.WriteFile(bare, []byte(`apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+profiles:
+- schedulerName: drasched
+  plugins:
+    multiPoint:
+      enabled:
+      - name: StructuredDRA
+      disabled:
+      - name: DynamicResources
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if got := structuredDRAArgs(t, load(bare, "BestFit").Profiles[0]).Allocation.Policy; got != draconfig.AllocationPolicyBestFit {
+		t.Errorf("bare configuration: policy %q, want BestFit", got)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -13,10 +14,14 @@ import (
 	"github.com/drasched/drasched/bench/internal/results"
 )
 
-// Schedulers, as results name them.
+// Schedulers, as results name them. draschedBestFit is drasched with the
+// BestFit allocation policy, which runs the fragmentation cases only: their
+// drasched column is its, and drasched's (the shipped configuration,
+// FirstFit) is a line of the note.
 const (
-	upstream = "upstream"
-	drasched = "drasched"
+	upstream        = "upstream"
+	drasched        = "drasched"
+	draschedBestFit = "drasched-bestfit"
 )
 
 // Metrics of the suite beyond those of results.
@@ -47,12 +52,18 @@ type metric struct {
 	name   string
 	better results.Better
 	value  func(caseResult) float64
-	// only is the case the metric is of; every case if empty.
-	only string
+	// only are the cases the metric is of; if none, every case that
+	// measures scheduling speed (not the fragmentation cases).
+	only []string
 }
 
 // of says whether the case has the metric.
-func (m metric) of(name string) bool { return m.only == "" || m.only == name }
+func (m metric) of(name string) bool {
+	if len(m.only) == 0 {
+		return !fragmentationCase(name)
+	}
+	return slices.Contains(m.only, name)
+}
 
 // Metrics of the preempt case only.
 const (
@@ -61,26 +72,58 @@ const (
 	metricWastedGPUs        = "wasted_gpus"
 )
 
+// Metrics of the fragmentation cases. The series of the plot is
+// metricWholeFreeNodes (metricWholeFreeGPUs) after each step of the churn.
+const (
+	metricWholeFreeNodes      = "whole_free_nodes"
+	metricFree4GPUNUMA        = "free_4gpu_numa"
+	metricLargePodsPlaced     = "large_pods_placed"
+	metricIdealWholeFreeNodes = "ideal_whole_free_nodes"
+	metricWholeFreeGPUs       = "whole_free_gpus"
+	metricIdealWholeFreeGPUs  = "ideal_whole_free_gpus"
+)
+
+// wholeFreeMetric is the metric of a fragmentation case's WholeFree.
+func wholeFreeMetric(name string) string {
+	if name == caseFragmentationMIG {
+		return metricWholeFreeGPUs
+	}
+	return metricWholeFreeNodes
+}
+
 var metrics = []metric{
 	{"pods_per_second", results.Higher, func(c caseResult) float64 {
 		return sample{latencies: c.Latencies, seconds: c.Seconds}.podsPerSecond()
-	}, ""},
-	{"p50_seconds", results.Lower, func(c caseResult) float64 { return percentile(c.Latencies, 0.5) }, ""},
-	{"p90_seconds", results.Lower, func(c caseResult) float64 { return percentile(c.Latencies, 0.9) }, ""},
-	{"p99_seconds", results.Lower, func(c caseResult) float64 { return percentile(c.Latencies, 0.99) }, ""},
-	{metricAllocationErrors, results.Lower, func(c caseResult) float64 { return float64(c.AllocationErrors) }, ""},
+	}, nil},
+	{"p50_seconds", results.Lower, func(c caseResult) float64 { return percentile(c.Latencies, 0.5) }, nil},
+	{"p90_seconds", results.Lower, func(c caseResult) float64 { return percentile(c.Latencies, 0.9) }, nil},
+	{"p99_seconds", results.Lower, func(c caseResult) float64 { return percentile(c.Latencies, 0.99) }, nil},
+	{metricAllocationErrors, results.Lower, func(c caseResult) float64 { return float64(c.AllocationErrors) }, caseNames},
 	// The high-priority pods bound, and at what cost: fewer evictions for
 	// the same pods bound is better.
-	{metricHighPriorityBound, results.Higher, func(c caseResult) float64 { return float64(c.HighPriorityBound) }, casePreempt},
-	{metricPreemptedPods, results.Lower, func(c caseResult) float64 { return float64(c.Preempted) }, casePreempt},
-	{metricWastedGPUs, results.Lower, func(c caseResult) float64 { return float64(c.WastedGPUs) }, casePreempt},
+	{metricHighPriorityBound, results.Higher, func(c caseResult) float64 { return float64(c.HighPriorityBound) }, []string{casePreempt}},
+	{metricPreemptedPods, results.Lower, func(c caseResult) float64 { return float64(c.Preempted) }, []string{casePreempt}},
+	{metricWastedGPUs, results.Lower, func(c caseResult) float64 { return float64(c.WastedGPUs) }, []string{casePreempt}},
+	// What the churns leave whole, and what a perfect packing of the same
+	// pods would: both schedulers' ideals are alike where all their pods
+	// were bound.
+	{metricWholeFreeNodes, results.Higher, func(c caseResult) float64 { return float64(c.WholeFree) }, []string{caseFragmentation}},
+	{metricFree4GPUNUMA, results.Higher, func(c caseResult) float64 { return float64(c.Free4GPUNUMA) }, []string{caseFragmentation}},
+	{metricWholeFreeGPUs, results.Higher, func(c caseResult) float64 { return float64(c.WholeFree) }, []string{caseFragmentationMIG}},
+	{metricLargePodsPlaced, results.Higher, func(c caseResult) float64 { return float64(c.LargePodsPlaced) }, []string{caseFragmentation, caseFragmentationMIG}},
+	{metricIdealWholeFreeNodes, results.Higher, func(c caseResult) float64 { return float64(c.IdealWholeFree) }, []string{caseFragmentation}},
+	{metricIdealWholeFreeGPUs, results.Higher, func(c caseResult) float64 { return float64(c.IdealWholeFree) }, []string{caseFragmentationMIG}},
 }
 
-// suiteFile turns the runs of both schedulers into the suite's file of the
+// suiteFile turns the runs of the schedulers into the suite's file of the
 // results format: per case and metric the median of each scheduler's runs,
-// the targets of the issue (fill: p99 latency no worse than upstream's;
-// preempt: every high-priority pod bound; no allocation errors), notes on what each workload is and on pods that were
-// not bound, and the series for plots (throughput over time, latency CDF).
+// the targets of the issues (fill: p99 latency no worse than upstream's;
+// preempt: every high-priority pod bound; fragmentation: BestFit at least
+// twice upstream's whole free nodes and within 10% of the ideal; no
+// allocation errors), notes on what each workload is and on pods that were
+// not bound, and the series for plots (throughput over time, latency CDF,
+// whole free capacity over the churn). The drasched column of the
+// fragmentation cases is drasched-bestfit's where it ran them.
 func suiteFile(runs []runResult, command string, seconds float64) (results.File, error) {
 	byScheduler := map[string][]runResult{}
 	for _, r := range runs {
@@ -90,6 +133,8 @@ func suiteFile(runs []runResult, command string, seconds float64) (results.File,
 		if len(byScheduler[s]) == 0 {
 			return results.File{}, fmt.Errorf("no run of %s", s)
 		}
+	}
+	for s := range byScheduler {
 		slices.SortFunc(byScheduler[s], func(a, b runResult) int { return a.Run - b.Run })
 	}
 	f := results.File{
@@ -102,18 +147,35 @@ func suiteFile(runs []runResult, command string, seconds float64) (results.File,
 		f.Commands = []string{command}
 	}
 	for _, name := range caseNames {
+		// The runs behind each column.
+		columns := map[string]string{upstream: upstream, drasched: drasched}
+		if fragmentationCase(name) && hasCase(byScheduler[draschedBestFit], name) {
+			columns[drasched] = draschedBestFit
+		}
 		cases := map[string][]caseResult{}
-		for _, s := range []string{upstream, drasched} {
+		for column, s := range columns {
 			for _, r := range byScheduler[s] {
 				if c, ok := findCase(r, name); ok {
-					cases[s] = append(cases[s], c)
+					cases[column] = append(cases[column], c)
 				}
 			}
 		}
 		if len(cases[upstream]) == 0 || len(cases[drasched]) == 0 {
 			continue
 		}
-		first := true
+		var notes []string
+		notes = append(notes, caseNote(name, byScheduler[upstream][0], cases, columns[drasched]))
+		if columns[drasched] == draschedBestFit {
+			var firstFit []caseResult
+			for _, r := range byScheduler[drasched] {
+				if c, ok := findCase(r, name); ok {
+					firstFit = append(firstFit, c)
+				}
+			}
+			if line := firstFitLine(name, firstFit); line != "" {
+				notes = append(notes, line)
+			}
+		}
 		for _, m := range metrics {
 			if !m.of(name) {
 				continue
@@ -138,13 +200,21 @@ func suiteFile(runs []runResult, command string, seconds float64) (results.File,
 					met = met && d.Pods > 0 && d.HighPriorityBound == d.Pods
 				}
 				c.TargetMet = ptr.To(met)
+			case m.name == metricWholeFreeNodes && columns[drasched] == draschedBestFit:
+				var ideal []float64
+				for _, d := range cases[drasched] {
+					ideal = append(ideal, float64(d.IdealWholeFree))
+				}
+				c.Target = "BestFit ≥ 2× upstream's and ≥ 90% of the ideal"
+				c.TargetMet = ptr.To(c.Drasched > 0 && c.Drasched >= 2*c.Upstream && c.Drasched >= 0.9*results.Median(ideal))
 			case m.name == metricAllocationErrors:
 				c.Target = "no allocation errors"
 				c.TargetMet = ptr.To(slices.Max(dr) == 0)
 			}
-			if first {
-				c.Note = caseNote(name, byScheduler[upstream][0], cases)
-				first = false
+			// The notes go with the first metrics, one each: Markdown
+			// prints each as a line below the table.
+			if len(notes) > 0 {
+				c.Note, notes = notes[0], notes[1:]
 			}
 			f.Cases = append(f.Cases, c)
 		}
@@ -159,12 +229,77 @@ func suiteFile(runs []runResult, command string, seconds float64) (results.File,
 					results.Series{Suite: results.SuiteKwok, Case: name, Scheduler: s, Run: r.Run, Metric: metricLatencyCDF, Points: cdfSeries(c.Latencies, cdfPoints)})
 			}
 		}
+		// Every scheduler's line on the plot of a fragmentation case, the
+		// shipped configuration's too.
+		for _, s := range []string{upstream, drasched, draschedBestFit} {
+			for _, r := range byScheduler[s] {
+				c, _ := findCase(r, name)
+				if len(c.WholeFreeSeries) == 0 {
+					continue
+				}
+				f.Series = append(f.Series, results.Series{Suite: results.SuiteKwok, Case: name, Scheduler: s, Run: r.Run, Metric: wholeFreeMetric(name), Points: c.WholeFreeSeries})
+			}
+		}
 	}
 	if len(f.Cases) == 0 {
 		return f, fmt.Errorf("no case measured for both schedulers")
 	}
 	return f, nil
 }
+
+func hasCase(runs []runResult, name string) bool {
+	for _, r := range runs {
+		if _, ok := findCase(r, name); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// firstFitLine is the line of the report with the figures of drasched's
+// shipped configuration (FirstFit) in a fragmentation case whose drasched
+// column is BestFit: medians of its runs, "" if it has none.
+func firstFitLine(name string, runs []caseResult) string {
+	if len(runs) == 0 {
+		return ""
+	}
+	median := func(value func(caseResult) int) float64 {
+		var v []float64
+		for _, c := range runs {
+			v = append(v, float64(value(c)))
+		}
+		return results.Median(v)
+	}
+	wholeFree := median(func(c caseResult) int { return c.WholeFree })
+	ideal := median(func(c caseResult) int { return c.IdealWholeFree })
+	placed := median(func(c caseResult) int { return c.LargePodsPlaced })
+	large := median(func(c caseResult) int { return c.LargePods })
+	line := "drasched with its shipped configuration (FirstFit + MostAllocated): "
+	switch name {
+	case caseFragmentation:
+		line += fmt.Sprintf("%s whole free H100 nodes (ideal %s), %s free 4-GPU NUMA nodes, %s of %s %d-GPU pods placed",
+			count(wholeFree), count(ideal), count(median(func(c caseResult) int { return c.Free4GPUNUMA })), count(placed), count(large), largeGPUs)
+	case caseFragmentationMIG:
+		line += fmt.Sprintf("%s whole free GPUs in MIG mode (ideal %s), %s of %s whole-GPU pods placed",
+			count(wholeFree), count(ideal), count(placed), count(large))
+	}
+	var problems []string
+	for i, c := range runs {
+		if c.Unbound > 0 {
+			problems = append(problems, fmt.Sprintf("run %d: %d of %d pods never bound", i+1, c.Unbound, c.Pods))
+		}
+		if c.AllocationErrors > 0 {
+			problems = append(problems, fmt.Sprintf("run %d: %d allocation errors", i+1, c.AllocationErrors))
+		}
+	}
+	if len(problems) > 0 {
+		line += "; " + strings.Join(problems, "; ")
+	}
+	return line + "."
+}
+
+// count prints a median of counts: whole, or with .5 between two.
+func count(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }
 
 func findCase(r runResult, name string) (caseResult, bool) {
 	for _, c := range r.Cases {
@@ -176,8 +311,8 @@ func findCase(r runResult, name string) (caseResult, bool) {
 }
 
 // caseNote says what the workload was, and which runs left pods unbound
-// or had errors.
-func caseNote(name string, r runResult, cases map[string][]caseResult) string {
+// or had errors; dr is the scheduler of the drasched column.
+func caseNote(name string, r runResult, cases map[string][]caseResult, dr string) string {
 	pods := cases[upstream][0].Pods
 	var what string
 	switch name {
@@ -197,19 +332,44 @@ func caseNote(name string, r runResult, cases map[string][]caseResult) string {
 		what = fmt.Sprintf("The %d H100 nodes 100%% full of low-priority pods of 2 and 1 GPUs, then %d high-priority pods of 8 and 4 GPUs (%.0f%% of the GPUs) created at once, "+
 			"waited for at most %s; latencies and pods/s are of the high-priority pods bound, preempted pods are the low-priority pods evicted.",
 			r.NodeMix[kindH100], pods, r.PreemptShare*100, time.Duration(r.PreemptWaitSeconds*float64(time.Second)))
+	case caseFragmentation:
+		what = fmt.Sprintf("A churn of %d pods of 1, 2 or 4 H100 GPUs (sizes and lifetimes drawn from seed %d, the same for every scheduler) on %d H100 nodes, "+
+			"%.0f%% of the GPUs requested throughout: %d steps after the initial fill, each deleting the pods whose lifetime (1 to %d steps) ended and creating pods up to %.0f%% again. "+
+			"Then, from the API: H100 nodes with all 8 GPUs free, NUMA nodes with 4 free GPUs (the H100 inventory has 2 GPUs per PCIe root, so no 4-GPU request fits on one), "+
+			"and %d-GPU pods, as many as the ideal (free GPUs / 8), placed within %s. The ideal is the same pods packed perfectly.",
+			pods, r.FragSeed, r.NodeMix[kindH100], r.FragUse*100, r.FragSteps, 2*r.FragLifetimeSteps-1, r.FragUse*100,
+			largeGPUs, time.Duration(r.FragLargeWaitSeconds*float64(time.Second)))
+	case caseFragmentationMIG:
+		what = fmt.Sprintf("The fragmentation churn (same steps, run at the same time) of %d pods of one MIG device of 1g.5gb, 2g.10gb or 3g.20gb "+
+			"(drawn as often as the cluster has devices of them) on %d A100 nodes, %.0f%% of their memory slices requested throughout. "+
+			"Then GPUs in MIG mode with no device in use, and pods of one whole GPU in MIG mode, as many as the ideal, placed: the inventory configures fixed MIG devices, "+
+			"so a 7g.40gb exists on one GPU per node only, and the whole GPU is what the churn breaks. The ideal is the MIG devices in use moved to as few GPUs as their configured devices allow.",
+			pods, r.NodeMix[kindA100], r.FragUse*100)
+	}
+	if dr == draschedBestFit {
+		what += " drasched is BestFit + MostAllocated."
+	} else if fragmentationCase(name) {
+		what += " drasched is its shipped configuration (FirstFit + MostAllocated): no BestFit run."
 	}
 	var problems []string
 	for _, s := range []string{upstream, drasched} {
+		label := s
+		if s == drasched {
+			label = dr
+		}
 		for i, c := range cases[s] {
 			if c.Unbound > 0 {
-				what := "pods"
-				if name == casePreempt {
-					what = "high-priority pods"
+				what := "pods not bound"
+				switch {
+				case name == casePreempt:
+					what = "high-priority pods not bound"
+				case fragmentationCase(name):
+					what = "churn pods never bound"
 				}
-				problems = append(problems, fmt.Sprintf("%s run %d: %d of %d %s not bound", s, i+1, c.Unbound, c.Pods, what))
+				problems = append(problems, fmt.Sprintf("%s run %d: %d of %d %s", label, i+1, c.Unbound, c.Pods, what))
 			}
 			if n := len(c.Errors); n > 0 && c.Unbound == 0 && c.AllocationErrors == 0 {
-				problems = append(problems, fmt.Sprintf("%s run %d: %s", s, i+1, c.Errors[0]))
+				problems = append(problems, fmt.Sprintf("%s run %d: %s", label, i+1, c.Errors[0]))
 			}
 		}
 	}

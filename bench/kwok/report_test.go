@@ -16,7 +16,7 @@ func testRun(scheduler string, run int, latency float64, unbound, allocationErro
 		Fraction: 0.9, ChurnBase: 0.3, ChurnRate: 10, ChurnLifetimeSeconds: 5,
 		PreemptShare: 0.25, PreemptWaitSeconds: 60,
 	}
-	for _, name := range caseNames {
+	for _, name := range speedCases() {
 		c := caseResult{Name: name, Pods: 4 + unbound, Unbound: unbound, AllocationErrors: allocationErrors, Seconds: 2}
 		for i := range 4 {
 			c.Latencies = append(c.Latencies, latency*float64(i+1))
@@ -33,6 +33,18 @@ func testRun(scheduler string, run int, latency float64, unbound, allocationErro
 	return r
 }
 
+// speedCases are the cases that measure scheduling speed: all but the
+// fragmentation cases.
+func speedCases() []string {
+	var out []string
+	for _, name := range caseNames {
+		if !fragmentationCase(name) {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
 func TestSuiteFile(t *testing.T) {
 	runs := []runResult{
 		testRun(upstream, 1, 1, 0, 0),
@@ -44,9 +56,10 @@ func TestSuiteFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Every metric of every case, but high_priority_bound,
-	// preempted_pods and wasted_gpus only of preempt.
-	if got, want := len(f.Cases), len(caseNames)*(len(metrics)-3)+3; got != want {
+	// Pods/s, three latencies and allocation errors of every case, and
+	// high_priority_bound, preempted_pods and wasted_gpus of preempt; the
+	// runs have no fragmentation case.
+	if got, want := len(f.Cases), len(speedCases())*5+3; got != want {
 		t.Fatalf("%d cases, want %d", got, want)
 	}
 	get := func(name, metric string) results.Case {
@@ -92,7 +105,7 @@ func TestSuiteFile(t *testing.T) {
 	}
 
 	// Two series (throughput, latency CDF) per case, scheduler and run.
-	if got, want := len(f.Series), len(caseNames)*2*2*2; got != want {
+	if got, want := len(f.Series), len(speedCases())*2*2*2; got != want {
 		t.Errorf("%d series, want %d", got, want)
 	}
 	for _, s := range f.Series {
@@ -171,7 +184,11 @@ func TestSuiteFilePreemptUpstreamNone(t *testing.T) {
 		t.Errorf("Markdown lacks %q:\n%s", want, md.String())
 	}
 	// A drasched run that leaves one unbound misses the target.
-	dr.Cases[len(dr.Cases)-1].HighPriorityBound = 3
+	for i := range dr.Cases {
+		if dr.Cases[i].Name == casePreempt {
+			dr.Cases[i].HighPriorityBound = 3
+		}
+	}
 	f, err = suiteFile([]runResult{up, dr}, "", 0)
 	if err != nil {
 		t.Fatal(err)
@@ -179,6 +196,134 @@ func TestSuiteFilePreemptUpstreamNone(t *testing.T) {
 	for _, c := range f.Cases {
 		if c.Name == casePreempt && c.Metric == metricHighPriorityBound && (c.TargetMet == nil || *c.TargetMet) {
 			t.Errorf("target met with 3 of 4 bound: %+v", c)
+		}
+	}
+}
+
+// fragRun is a run of the fragmentation cases only, with these counts of
+// fragmentation (whole free nodes, free 4-GPU NUMA nodes, 8-GPU pods
+// placed; the ideal is 24) and fragmentation_mig (whole free GPUs, pods
+// placed; the ideal is 30).
+func fragRun(scheduler string, wholeFree, numa, placed, migWholeFree, migPlaced int) runResult {
+	r := runResult{
+		Scheduler: scheduler, Run: 1, Nodes: 100,
+		NodeMix:  map[string]int{kindH100: 80, kindL40S: 10, kindA100: 10},
+		FragSeed: 1, FragUse: 0.7, FragSteps: 24, FragLifetimeSteps: 8, FragIntervalSeconds: 1, FragLargeWaitSeconds: 30,
+	}
+	r.Cases = append(r.Cases,
+		caseResult{Name: caseFragmentation, Pods: 900, Seconds: 30, WholeFree: wholeFree, IdealWholeFree: 24, Free4GPUNUMA: numa, IdealFree4GPUNUMA: 48,
+			FreeGPUs: 192, LargePods: 24, LargePodsPlaced: placed, WholeFreeSeries: [][2]float64{{0, 24}, {1, float64(wholeFree)}}},
+		caseResult{Name: caseFragmentationMIG, Pods: 700, Seconds: 30, WholeFree: migWholeFree, IdealWholeFree: 30,
+			LargePods: 30, LargePodsPlaced: migPlaced, WholeFreeSeries: [][2]float64{{0, 30}, {1, float64(migWholeFree)}}})
+	return r
+}
+
+// TestSuiteFileFragmentation: the drasched column of the fragmentation
+// cases is BestFit's, the shipped configuration's figures are a line
+// below the table, every scheduler has its line on the plot, and the
+// target asks for twice upstream's whole free nodes and 90% of the ideal.
+func TestSuiteFileFragmentation(t *testing.T) {
+	up := testRun(upstream, 1, 1, 0, 0)
+	up.Cases = append(up.Cases, fragRun(upstream, 3, 20, 3, 12, 12).Cases...)
+	dr := testRun(drasched, 1, 0.5, 0, 0)
+	dr.Cases = append(dr.Cases, fragRun(drasched, 16, 50, 16, 20, 20).Cases...)
+	dr.FragSeed, dr.FragUse, dr.FragSteps, dr.FragLifetimeSteps = 1, 0.7, 24, 8
+	up.FragSeed, up.FragUse, up.FragSteps, up.FragLifetimeSteps, up.FragLargeWaitSeconds = 1, 0.7, 24, 8, 30
+	best := fragRun(draschedBestFit, 22, 55, 22, 26, 25)
+	best.Cases[0].Unbound = 2
+
+	f, err := suiteFile([]runResult{up, dr, best}, "", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	byMetric := map[[2]string]results.Case{}
+	for _, c := range f.Cases {
+		byMetric[[2]string{c.Name, c.Metric}] = c
+	}
+	for _, want := range []struct {
+		name, metric       string
+		upstream, drasched float64
+	}{
+		{caseFragmentation, metricWholeFreeNodes, 3, 22},
+		{caseFragmentation, metricFree4GPUNUMA, 20, 55},
+		{caseFragmentation, metricLargePodsPlaced, 3, 22},
+		{caseFragmentation, metricIdealWholeFreeNodes, 24, 24},
+		{caseFragmentation, metricAllocationErrors, 0, 0},
+		{caseFragmentationMIG, metricWholeFreeGPUs, 12, 26},
+		{caseFragmentationMIG, metricLargePodsPlaced, 12, 25},
+		{caseFragmentationMIG, metricIdealWholeFreeGPUs, 30, 30},
+	} {
+		c, ok := byMetric[[2]string{want.name, want.metric}]
+		if !ok || c.Upstream != want.upstream || c.Drasched != want.drasched || c.Better != results.Higher && want.metric != metricAllocationErrors {
+			t.Errorf("%s %s: %+v, want %v → %v", want.name, want.metric, c, want.upstream, want.drasched)
+		}
+	}
+	for _, metric := range []string{"pods_per_second", "p99_seconds", metricWholeFreeGPUs} {
+		if _, ok := byMetric[[2]string{caseFragmentation, metric}]; ok {
+			t.Errorf("fragmentation has metric %s", metric)
+		}
+	}
+	whole := byMetric[[2]string{caseFragmentation, metricWholeFreeNodes}]
+	if whole.TargetMet == nil || !*whole.TargetMet || !strings.Contains(whole.Target, "2× upstream's") {
+		t.Errorf("target %q met %v, want met (22 ≥ 2·3 and ≥ 0.9·24)", whole.Target, whole.TargetMet)
+	}
+
+	var md strings.Builder
+	if err := results.Markdown(&md, f); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"| fragmentation | – | – | – | – | 0 → 0 (–) | – | – | – | 3 → 22 (7.33×) | 20 → 55 (2.75×) | 3 → 22 (7.33×) | 24 → 24 (1.00×) | – | – |",
+		"\nfragmentation: A churn of 900 pods of 1, 2 or 4 H100 GPUs (sizes and lifetimes drawn from seed 1, the same for every scheduler) on 80 H100 nodes, 70% of the GPUs requested throughout: 24 steps",
+		"lifetime (1 to 15 steps)",
+		"drasched is BestFit + MostAllocated. drasched-bestfit run 1: 2 of 900 churn pods never bound.",
+		"\nfragmentation: drasched with its shipped configuration (FirstFit + MostAllocated): 16 whole free H100 nodes (ideal 24), 50 free 4-GPU NUMA nodes, 16 of 24 8-GPU pods placed.\n",
+		"\nfragmentation_mig: drasched with its shipped configuration (FirstFit + MostAllocated): 20 whole free GPUs in MIG mode (ideal 30), 20 of 30 whole-GPU pods placed.\n",
+		"BestFit ≥ 2× upstream's and ≥ 90% of the ideal ✓",
+	} {
+		if !strings.Contains(md.String(), want) {
+			t.Errorf("Markdown lacks %q:\n%s", want, md.String())
+		}
+	}
+
+	series := map[string][]string{}
+	for _, s := range f.Series {
+		if fragmentationCase(s.Case) {
+			series[s.Case+" "+s.Metric] = append(series[s.Case+" "+s.Metric], s.Scheduler)
+		}
+	}
+	if diff := cmp.Diff(map[string][]string{
+		"fragmentation whole_free_nodes":    {upstream, drasched, draschedBestFit},
+		"fragmentation_mig whole_free_gpus": {upstream, drasched, draschedBestFit},
+	}, series); diff != "" {
+		t.Errorf("fragmentation series by scheduler (-want +got):\n%s", diff)
+	}
+
+	// Short of 90% of the ideal: missed.
+	best.Cases[0].WholeFree = 20
+	if f, err = suiteFile([]runResult{up, dr, best}, "", 0); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range f.Cases {
+		if c.Name == caseFragmentation && c.Metric == metricWholeFreeNodes && (c.TargetMet == nil || *c.TargetMet) {
+			t.Errorf("target met with 20 of an ideal 24: %+v", c)
+		}
+	}
+
+	// Without a BestFit run, drasched's column is the shipped
+	// configuration's, and the target is not judged.
+	if f, err = suiteFile([]runResult{up, dr}, "", 0); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range f.Cases {
+		if c.Name != caseFragmentation {
+			continue
+		}
+		if c.Metric == metricWholeFreeNodes && (c.Drasched != 16 || c.Target != "") {
+			t.Errorf("without BestFit: %+v", c)
+		}
+		if strings.Contains(c.Note, "shipped configuration (FirstFit + MostAllocated): 16") {
+			t.Errorf("without BestFit, a FirstFit line: %q", c.Note)
 		}
 	}
 }

@@ -33,9 +33,37 @@ const (
 	caseMatch   = "match"
 	caseMIG     = "mig"
 	casePreempt = "preempt"
+	// caseFragmentation and caseFragmentationMIG: see fragmentation.go.
 )
 
-var caseNames = []string{caseFill, caseChurn, caseMatch, caseMIG, casePreempt}
+var caseNames = []string{caseFill, caseChurn, caseMatch, caseMIG, casePreempt, caseFragmentation, caseFragmentationMIG}
+
+// batches groups the cases to run (all if none are named) into what runs
+// at once, in the order of caseNames: each case alone, but the
+// fragmentation cases together.
+func batches(cases []string) ([][]string, error) {
+	for _, name := range cases {
+		if !slices.Contains(caseNames, name) {
+			return nil, fmt.Errorf("unknown case %q (cases: %s)", name, strings.Join(caseNames, ", "))
+		}
+	}
+	var out [][]string
+	frag := -1 // the batch of the fragmentation cases
+	for _, name := range caseNames {
+		if len(cases) > 0 && !slices.Contains(cases, name) {
+			continue
+		}
+		if fragmentationCase(name) && frag >= 0 {
+			out[frag] = append(out[frag], name)
+			continue
+		}
+		if fragmentationCase(name) {
+			frag = len(out)
+		}
+		out = append(out, []string{name})
+	}
+	return out, nil
+}
 
 // runConfig says what a run measures and how.
 type runConfig struct {
@@ -59,6 +87,22 @@ type runConfig struct {
 	// them.
 	PreemptShare float64
 	PreemptWait  time.Duration
+	// Cases are the cases to run; all if empty.
+	Cases []string
+	// FragUse is the share of the devices (H100 GPUs; memory slices of
+	// the MIG devices churned) that the fragmentation churns keep
+	// requested, for FragSteps steps after the initial fill, at most one
+	// step per FragInterval, each pod living FragLifetime steps on average;
+	// FragSeed draws the sequence. A step waits for its pods until none
+	// has been bound for FragStall; the large pods are waited for at most
+	// FragLargeWait.
+	FragSeed      uint64
+	FragUse       float64
+	FragSteps     int
+	FragLifetime  int
+	FragInterval  time.Duration
+	FragStall     time.Duration
+	FragLargeWait time.Duration
 	// Workers create pods in parallel.
 	Workers int
 	// Timeout is how long the pods of a case may take to be bound, plus
@@ -76,12 +120,20 @@ type runResult struct {
 	NodeMix map[string]int `json:"node_mix"`
 	// Fraction, ChurnBase, ChurnRate, ChurnLifetimeSeconds, PreemptShare
 	// and PreemptWaitSeconds are those of the runConfig.
-	Fraction             float64      `json:"fraction"`
-	ChurnBase            float64      `json:"churn_base"`
-	ChurnRate            float64      `json:"churn_rate"`
-	ChurnLifetimeSeconds float64      `json:"churn_lifetime_seconds"`
-	PreemptShare         float64      `json:"preempt_share,omitempty"`
-	PreemptWaitSeconds   float64      `json:"preempt_wait_seconds,omitempty"`
+	Fraction             float64 `json:"fraction"`
+	ChurnBase            float64 `json:"churn_base"`
+	ChurnRate            float64 `json:"churn_rate"`
+	ChurnLifetimeSeconds float64 `json:"churn_lifetime_seconds"`
+	PreemptShare         float64 `json:"preempt_share,omitempty"`
+	PreemptWaitSeconds   float64 `json:"preempt_wait_seconds,omitempty"`
+	// FragSeed ... FragLargeWaitSeconds are those of the runConfig, if
+	// it ran a fragmentation case.
+	FragSeed             uint64       `json:"frag_seed,omitempty"`
+	FragUse              float64      `json:"frag_use,omitempty"`
+	FragSteps            int          `json:"frag_steps,omitempty"`
+	FragLifetimeSteps    int          `json:"frag_lifetime_steps,omitempty"`
+	FragIntervalSeconds  float64      `json:"frag_interval_seconds,omitempty"`
+	FragLargeWaitSeconds float64      `json:"frag_large_wait_seconds,omitempty"`
 	Cases                []caseResult `json:"cases"`
 }
 
@@ -109,6 +161,31 @@ type caseResult struct {
 	// high-priority pod got was an evicted pod's, and the rest were
 	// evicted for nothing (or for pods not bound in time).
 	WastedGPUs int `json:"wasted_gpus,omitempty"`
+	// Of the fragmentation cases (Pods are the churn's, Unbound those
+	// never seen bound, Seconds the churn's duration), at the end of the
+	// churn: WholeFree counts the H100 nodes with all GPUs free
+	// (fragmentation) or the GPUs in MIG mode with no device in use
+	// (fragmentation_mig), IdealWholeFree what the same devices in use
+	// would leave whole if perfectly packed; Free4GPUNUMA and
+	// IdealFree4GPUNUMA the places for 4 GPUs on one NUMA node and
+	// FreeGPUs the free H100 GPUs (fragmentation); MIGInUse the MIG
+	// devices in use by profile (fragmentation_mig). LargePods were
+	// then created, as many as IdealWholeFree, and LargePodsPlaced
+	// bound. WholeFreeSeries is WholeFree after each step of the churn,
+	// points (step, count).
+	WholeFree         int            `json:"whole_free,omitempty"`
+	IdealWholeFree    int            `json:"ideal_whole_free,omitempty"`
+	Free4GPUNUMA      int            `json:"free_4gpu_numa,omitempty"`
+	IdealFree4GPUNUMA int            `json:"ideal_free_4gpu_numa,omitempty"`
+	FreeGPUs          int            `json:"free_gpus,omitempty"`
+	MIGInUse          map[string]int `json:"mig_in_use,omitempty"`
+	LargePods         int            `json:"large_pods,omitempty"`
+	LargePodsPlaced   int            `json:"large_pods_placed,omitempty"`
+	WholeFreeSeries   [][2]float64   `json:"whole_free_series,omitempty"`
+	// ByUse says where the pods went at the end of the churn: H100 nodes
+	// by GPUs in use (fragmentation), GPUs in MIG mode by memory slices
+	// in use, or "whole" (fragmentation_mig).
+	ByUse map[string]int `json:"by_use,omitempty"`
 	// AllocationErrors counts what kwokcluster.Verify found.
 	AllocationErrors int `json:"allocation_errors"`
 	// Errors are the first errors of the case, for the report.
@@ -141,6 +218,10 @@ type runner struct {
 // ready, and whose scheduler runs. Cases that fail are recorded and the
 // next one runs; the error says which failed.
 func (r *runner) run(ctx context.Context) ([]caseResult, error) {
+	runBatches, err := batches(r.cfg.Cases)
+	if err != nil {
+		return nil, err
+	}
 	if err := r.setup(ctx); err != nil {
 		return nil, err
 	}
@@ -161,8 +242,7 @@ func (r *runner) run(ctx context.Context) ([]caseResult, error) {
 
 	// The first pod waits for the scheduler's and the claim controller's
 	// informers; it is not measured.
-	warmup := caseResult{Name: "warm-up"}
-	r.measureBatch(ctx, &warmup, []podSpec{{name: "warmup", template: h100Template(1)}})
+	warmup := r.measureBatch(ctx, "warm-up", []podSpec{{name: "warmup", template: h100Template(1)}})
 	if warmup.failed() {
 		return nil, fmt.Errorf("warm-up pod: %s", strings.Join(warmup.Errors, "; "))
 	}
@@ -172,30 +252,41 @@ func (r *runner) run(ctx context.Context) ([]caseResult, error) {
 
 	var results []caseResult
 	var failed []string
-	for _, name := range caseNames {
-		c := caseResult{Name: name}
-		switch name {
+	for _, batch := range runBatches {
+		var cases []caseResult
+		switch name := batch[0]; name {
 		case caseFill:
-			r.measureBatch(ctx, &c, fillPods(caseFill, capa.h100, r.cfg.Fraction))
+			cases = []caseResult{r.measureBatch(ctx, name, fillPods(caseFill, capa.h100, r.cfg.Fraction))}
 		case caseChurn:
+			c := caseResult{Name: name}
 			r.measureChurn(ctx, &c, capa)
+			cases = []caseResult{c}
 		case caseMatch:
-			r.measureBatch(ctx, &c, matchPods(capa.matchSlots, r.cfg.Fraction))
+			cases = []caseResult{r.measureBatch(ctx, name, matchPods(capa.matchSlots, r.cfg.Fraction))}
 		case caseMIG:
-			r.measureBatch(ctx, &c, migPods(capa.mig, r.cfg.Fraction))
+			cases = []caseResult{r.measureBatch(ctx, name, migPods(capa.mig, r.cfg.Fraction))}
 		case casePreempt:
+			c := caseResult{Name: name}
 			r.measurePreempt(ctx, &c, capa)
+			cases = []caseResult{c}
+		default:
+			cases = r.measureFragmentation(ctx, batch, sliceList.Items)
 		}
 		if ctx.Err() != nil {
 			return results, ctx.Err()
 		}
+		// The cases of a batch ran at once, on disjoint nodes: one
+		// verification of the namespace covers them, and what it finds
+		// counts for each.
 		errs := r.verify(ctx)
-		c.AllocationErrors = len(errs)
-		c.addErrors(errs...)
-		r.report(c)
-		results = append(results, c)
-		if c.failed() {
-			failed = append(failed, name)
+		for _, c := range cases {
+			c.AllocationErrors = len(errs)
+			c.addErrors(errs...)
+			r.report(c)
+			results = append(results, c)
+			if c.failed() {
+				failed = append(failed, c.Name)
+			}
 		}
 		if err := r.cleanup(ctx); err != nil {
 			return results, err
@@ -359,7 +450,8 @@ func (r *runner) timeout(pods int) time.Duration {
 }
 
 // measureBatch creates the pods at once and waits until all are bound.
-func (r *runner) measureBatch(ctx context.Context, c *caseResult, pods []podSpec) {
+func (r *runner) measureBatch(ctx context.Context, name string, pods []podSpec) caseResult {
+	c := &caseResult{Name: name}
 	names := podNames(pods)
 	c.Pods = len(pods)
 	start := time.Now()
@@ -370,6 +462,7 @@ func (r *runner) measureBatch(ctx context.Context, c *caseResult, pods []podSpec
 		c.addErrors(err)
 	}
 	r.fill(c, names, start)
+	return *c
 }
 
 // fill puts the measurements of the pods into the case.
@@ -650,6 +743,10 @@ func (r *runner) cleanup(ctx context.Context) error {
 
 // report prints a case's result.
 func (r *runner) report(c caseResult) {
+	if fragmentationCase(c.Name) {
+		r.reportFragmentation(c)
+		return
+	}
 	s := sample{latencies: c.Latencies, seconds: c.Seconds}
 	_, _ = fmt.Fprintf(r.out, "    %-6s %d pods, %.1f pods/s, latency p50 %s p90 %s p99 %s, %d allocation errors\n",
 		c.Name, c.Pods, s.podsPerSecond(), seconds(percentile(c.Latencies, 0.5)), seconds(percentile(c.Latencies, 0.9)),
@@ -657,6 +754,24 @@ func (r *runner) report(c caseResult) {
 	if c.Name == casePreempt {
 		_, _ = fmt.Fprintf(r.out, "    %-6s %d of %d high-priority pods bound, %d low-priority pods preempted, %d of their GPUs wasted\n",
 			c.Name, c.HighPriorityBound, c.Pods, c.Preempted, c.WastedGPUs)
+	}
+	for _, e := range c.Errors {
+		_, _ = fmt.Fprintf(r.out, "      error: %s\n", e)
+	}
+}
+
+// reportFragmentation prints the result of a fragmentation case.
+func (r *runner) reportFragmentation(c caseResult) {
+	switch c.Name {
+	case caseFragmentation:
+		_, _ = fmt.Fprintf(r.out, "    %s  %d pods in %.0f s (%d never bound): %d whole free H100 nodes (ideal %d), %d free 4-GPU NUMA nodes (ideal %d), "+
+			"%d of %d %d-GPU pods placed, %d allocation errors; nodes by GPUs in use %v\n",
+			c.Name, c.Pods, c.Seconds, c.Unbound, c.WholeFree, c.IdealWholeFree, c.Free4GPUNUMA, c.IdealFree4GPUNUMA,
+			c.LargePodsPlaced, c.LargePods, largeGPUs, c.AllocationErrors, c.ByUse)
+	case caseFragmentationMIG:
+		_, _ = fmt.Fprintf(r.out, "    %s  %d pods in %.0f s (%d never bound): %d whole free GPUs in MIG mode (ideal %d), MIG devices in use %v, "+
+			"%d of %d whole-GPU pods placed, %d allocation errors; GPUs by memory slices in use %v\n",
+			c.Name, c.Pods, c.Seconds, c.Unbound, c.WholeFree, c.IdealWholeFree, c.MIGInUse, c.LargePodsPlaced, c.LargePods, c.AllocationErrors, c.ByUse)
 	}
 	for _, e := range c.Errors {
 		_, _ = fmt.Fprintf(r.out, "      error: %s\n", e)

@@ -74,30 +74,18 @@ type capacity struct {
 // capacityOf counts the devices of the GPU driver in the newest
 // generation of each pool.
 func capacityOf(all []resourceapi.ResourceSlice) capacity {
-	newest := map[string]int64{}
-	for _, s := range all {
-		if g, ok := newest[s.Spec.Pool.Name]; !ok || s.Spec.Pool.Generation > g {
-			newest[s.Spec.Pool.Name] = s.Spec.Pool.Generation
-		}
-	}
 	c := capacity{mig: map[string]int{}}
 	l40sPerRoot := map[[2]string]int{} // (pool, root) -> GPUs
-	for _, s := range all {
-		if s.Spec.Driver != gpu.DefaultDriverName || s.Spec.Pool.Generation != newest[s.Spec.Pool.Name] {
-			continue
+	eachDevice(all, func(pool string, d *resourceapi.Device) {
+		switch {
+		case attribute(d, "type") == "mig":
+			c.mig[attribute(d, "profile")]++
+		case attribute(d, "type") == "gpu" && attribute(d, "productName") == productH100:
+			c.h100++
+		case attribute(d, "type") == "gpu" && attribute(d, "productName") == productL40S:
+			l40sPerRoot[[2]string{pool, attribute(d, pcieRootAttribute)}]++
 		}
-		for _, d := range s.Spec.Devices {
-			str := func(name resourceapi.QualifiedName) string { return ptr.Deref(d.Attributes[name].StringValue, "") }
-			switch {
-			case str("type") == "mig":
-				c.mig[str("profile")]++
-			case str("type") == "gpu" && str("productName") == productH100:
-				c.h100++
-			case str("type") == "gpu" && str("productName") == productL40S:
-				l40sPerRoot[[2]string{s.Spec.Pool.Name, str(pcieRootAttribute)}]++
-			}
-		}
-	}
+	})
 	for _, n := range l40sPerRoot {
 		c.matchSlots += n / matchSize
 	}
@@ -119,6 +107,11 @@ type podSpec struct {
 func h100Template(gpus int) string { return fmt.Sprintf("h100-%d", gpus) }
 
 const matchTemplate = "l40s-4-one-pcie-root"
+
+// migWholeTemplate asks for one whole GPU in MIG mode, the large pod of
+// fragmentation_mig: it fits only on a GPU none of whose MIG devices is in
+// use (see fragmentation.go).
+const migWholeTemplate = "gpu-whole-mig-mode"
 
 func migTemplate(profile string) string { return "mig-" + strings.ReplaceAll(profile, ".", "-") }
 
@@ -300,6 +293,7 @@ func claimTemplates(namespace string, migProfiles []string) []*resourceapi.Resou
 	for _, p := range migProfiles {
 		out = append(out, template(migTemplate(p), migClass, 1, fmt.Sprintf("%s == %q", attr("profile"), p), nil))
 	}
+	out = append(out, template(migWholeTemplate, gpuClass, 1, attr("migEnabled")+" == true", nil))
 	return out
 }
 

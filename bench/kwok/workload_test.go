@@ -247,6 +247,8 @@ func TestTemplatesFit(t *testing.T) {
 		migTemplate("2g.10gb"): {kindA100: capa.mig["2g.10gb"]},
 		migTemplate("3g.20gb"): {kindA100: capa.mig["3g.20gb"]},
 		migTemplate("7g.40gb"): {kindA100: capa.mig["7g.40gb"]},
+		// GPUs 0-5 of the A100 inventory are in MIG mode.
+		migWholeTemplate: {kindA100: 6},
 	} {
 		t.Run(name, func(t *testing.T) {
 			for kind, node := range nodes {
@@ -256,8 +258,8 @@ func TestTemplatesFit(t *testing.T) {
 			}
 		})
 	}
-	if len(templates) != len(fillSizes)+1+len(capa.mig) {
-		t.Errorf("%d templates, want one per fill size, one for match, one per MIG profile", len(templates))
+	if len(templates) != len(fillSizes)+1+len(capa.mig)+1 {
+		t.Errorf("%d templates, want one per fill size, one for match, one per MIG profile, one for a whole GPU in MIG mode", len(templates))
 	}
 }
 

@@ -76,6 +76,10 @@ func writePlotLinks(md *bytes.Buffer, out string, plots []plotFile) error {
 			fmt.Fprint(md, "\nThroughput over time, per case:")
 		case metricLatencyCDF:
 			fmt.Fprint(md, "\nCreation → bound latency (CDF), per case:")
+		case metricWholeFreeNodes:
+			fmt.Fprint(md, "\nH100 nodes with all GPUs free over the churn, per case:")
+		case metricWholeFreeGPUs:
+			fmt.Fprint(md, "\nGPUs in MIG mode with no device in use over the churn, per case:")
 		default:
 			fmt.Fprintf(md, "\n%s, per case:", m)
 		}

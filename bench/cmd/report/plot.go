@@ -24,9 +24,12 @@ type plotFile struct {
 }
 
 // colors of the schedulers; runs of one scheduler share its color.
+// drasched-bestfit is drasched with the BestFit allocation policy, which
+// only the kwok fragmentation cases run.
 var colors = map[string]color.Color{
-	"upstream": color.RGBA{R: 0x4c, G: 0x72, B: 0xb0, A: 0xff},
-	"drasched": color.RGBA{R: 0xdd, G: 0x84, B: 0x52, A: 0xff},
+	"upstream":         color.RGBA{R: 0x4c, G: 0x72, B: 0xb0, A: 0xff},
+	"drasched":         color.RGBA{R: 0xdd, G: 0x84, B: 0x52, A: 0xff},
+	"drasched-bestfit": color.RGBA{R: 0x55, G: 0xa8, B: 0x68, A: 0xff},
 }
 
 // Series metrics with plots of their own kind.
@@ -36,7 +39,17 @@ const (
 	// metricLatencyCDF series are (latency in seconds, fraction of pods
 	// bound within it): a distribution, not a time series.
 	metricLatencyCDF = "latency_cdf"
+	// metricWholeFreeNodes and metricWholeFreeGPUs series are (step of
+	// the churn, H100 nodes with all GPUs free or GPUs in MIG mode with no
+	// device in use) of the kwok fragmentation cases.
+	metricWholeFreeNodes = "whole_free_nodes"
+	metricWholeFreeGPUs  = "whole_free_gpus"
 )
+
+// mainMetrics are the series metrics whose plot is a case's own,
+// <suite>_<case>.svg: throughput, or for the cases that measure placement
+// instead (which have no throughput series) what the churn leaves whole.
+var mainMetrics = []string{metricThroughput, metricWholeFreeNodes, metricWholeFreeGPUs}
 
 // axes says how a series metric is drawn: title (after "suite case: "),
 // axis labels, and whether the values are fractions (y from 0 to 1, the
@@ -47,21 +60,40 @@ func axes(metric string) (title, x, y string, fraction bool) {
 		return "pods/s over time", "seconds since the first sample", "pods/s", false
 	case metricLatencyCDF:
 		return "creation → bound latency (CDF)", "latency (s)", "fraction of pods bound", true
+	case metricWholeFreeNodes:
+		return "H100 nodes with all GPUs free", "churn step", "whole free nodes", false
+	case metricWholeFreeGPUs:
+		return "GPUs in MIG mode with no device in use", "churn step", "whole free GPUs", false
 	}
 	return metric + " over time", "seconds since the first sample", metric, false
 }
 
-// plotPath names a plot's file: <suite>_<case>.svg for throughput, as
-// before there were other kinds, and <suite>_<case>_<metric>.svg for others.
+// plotPath names a plot's file: <suite>_<case>.svg for the main metrics
+// (throughput, as before there were other kinds), and
+// <suite>_<case>_<metric>.svg for others.
 func plotPath(dir, suite, name, metric string) string {
 	base := suite + "_" + name
-	if metric != metricThroughput {
+	if !slices.Contains(mainMetrics, metric) {
 		base += "_" + metric
 	}
 	return filepath.Join(dir, unsafeName.ReplaceAllString(base, "_")+".svg")
 }
 
 var unsafeName = regexp.MustCompile(`[^a-zA-Z0-9_.-]+`)
+
+const draschedBestFit = "drasched-bestfit"
+
+// legend names a scheduler in a legend: beside drasched-bestfit, drasched
+// is its shipped configuration, FirstFit.
+func legend(scheduler string, bestFit bool) string {
+	switch {
+	case scheduler == draschedBestFit:
+		return "drasched BestFit"
+	case scheduler == "drasched" && bestFit:
+		return "drasched FirstFit"
+	}
+	return scheduler
+}
 
 // drawPlots draws one SVG per suite, case and series metric: each run of
 // each scheduler as a line.
@@ -101,6 +133,7 @@ func drawPlots(dir string, files []results.File) ([]plotFile, error) {
 		p.Legend.Top = !fraction
 		p.Legend.Left = !fraction
 		maxY := 0.0
+		bestFit := slices.ContainsFunc(series, func(s results.Series) bool { return s.Scheduler == draschedBestFit })
 		for _, s := range series {
 			pts := make(plotter.XYs, len(s.Points))
 			for i, pt := range s.Points {
@@ -117,7 +150,7 @@ func drawPlots(dir string, files []results.File) ([]plotFile, error) {
 				line.Dashes = []vg.Length{vg.Points(4), vg.Points(2)}
 			}
 			p.Add(line)
-			p.Legend.Add(fmt.Sprintf("%s run %d", s.Scheduler, s.Run), line)
+			p.Legend.Add(fmt.Sprintf("%s run %d", legend(s.Scheduler, bestFit), s.Run), line)
 		}
 		if fraction {
 			// A CDF rises to the top left; the legend sits bottom right.

@@ -169,6 +169,8 @@ func TestPlotPath(t *testing.T) {
 		{"scheduler_perf", "empty_500nodes", metricThroughput, "p/scheduler_perf_empty_500nodes.svg"},
 		{"kwok", "fill", metricLatencyCDF, "p/kwok_fill_latency_cdf.svg"},
 		{"kwok", "a b/c", "other", "p/kwok_a_b_c_other.svg"},
+		{"kwok", "fragmentation", metricWholeFreeNodes, "p/kwok_fragmentation.svg"},
+		{"kwok", "fragmentation_mig", metricWholeFreeGPUs, "p/kwok_fragmentation_mig.svg"},
 	} {
 		if got := plotPath("p", tc.suite, tc.name, tc.metric); got != tc.want {
 			t.Errorf("plotPath(%q, %q, %q) = %q, want %q", tc.suite, tc.name, tc.metric, got, tc.want)
@@ -179,5 +181,71 @@ func TestPlotPath(t *testing.T) {
 	}
 	if _, _, y, fraction := axes(metricThroughput); fraction || y != "pods/s" {
 		t.Errorf("throughput axes: y %q, fraction %v", y, fraction)
+	}
+}
+
+// TestFragmentationPlot: the whole-free series of a kwok fragmentation
+// case make its own plot, kwok_<case>.svg, a line per scheduler, drasched
+// named by its allocation policy beside drasched-bestfit.
+func TestFragmentationPlot(t *testing.T) {
+	dir := t.TempDir()
+	points := func(v ...float64) [][2]float64 {
+		var out [][2]float64
+		for i, y := range v {
+			out = append(out, [2]float64{float64(i), y})
+		}
+		return out
+	}
+	kwok := results.File{
+		Date: "2026-01-02T10:30:00Z",
+		Cases: []results.Case{
+			{Suite: results.SuiteKwok, Name: "fragmentation", Metric: "whole_free_nodes", Upstream: 2, Drasched: 20, Ratio: 10, Better: results.Higher,
+				Note: "the churn"},
+			{Suite: results.SuiteKwok, Name: "fragmentation", Metric: "free_4gpu_numa", Upstream: 0, Drasched: 41, Better: results.Higher,
+				Note: "drasched with its shipped configuration (FirstFit + MostAllocated): 12 whole free H100 nodes (ideal 24)."},
+		},
+		Series: []results.Series{
+			{Suite: results.SuiteKwok, Case: "fragmentation", Scheduler: "upstream", Run: 1, Metric: metricWholeFreeNodes, Points: points(20, 8, 3, 2)},
+			{Suite: results.SuiteKwok, Case: "fragmentation", Scheduler: "drasched", Run: 1, Metric: metricWholeFreeNodes, Points: points(24, 15, 13, 12)},
+			{Suite: results.SuiteKwok, Case: "fragmentation", Scheduler: draschedBestFit, Run: 1, Metric: metricWholeFreeNodes, Points: points(24, 22, 20, 20)},
+			{Suite: results.SuiteKwok, Case: "fragmentation_mig", Scheduler: "upstream", Run: 1, Metric: metricWholeFreeGPUs, Points: points(30, 14)},
+		},
+	}
+	in := filepath.Join(dir, "kwok.json")
+	if err := results.Write(in, kwok); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "results")
+	if err := run([]string{"merge", "-out", out, in}); err != nil {
+		t.Fatal(err)
+	}
+	svg, err := os.ReadFile(filepath.Join(out, "plots", "kwok_fragmentation.svg"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"upstream run 1", "drasched FirstFit run 1", "drasched BestFit run 1", "whole free nodes", "churn step"} {
+		if !strings.Contains(string(svg), want) {
+			t.Errorf("fragmentation plot lacks %q", want)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(out, "plots", "kwok_fragmentation_mig.svg")); err != nil {
+		t.Errorf("no MIG plot: %v", err)
+	}
+	md, err := os.ReadFile(filepath.Join(out, "latest.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"| fragmentation | 2 → 20 (10.0×) | 0 → 41 (–) |",
+		"\nfragmentation: drasched with its shipped configuration (FirstFit + MostAllocated): 12 whole free H100 nodes (ideal 24).\n",
+		"\nH100 nodes with all GPUs free over the churn, per case: [fragmentation](plots/kwok_fragmentation.svg)\n",
+		"\nGPUs in MIG mode with no device in use over the churn, per case: [fragmentation_mig](plots/kwok_fragmentation_mig.svg)\n",
+	} {
+		if !strings.Contains(string(md), want) {
+			t.Errorf("latest.md lacks %q:\n%s", want, md)
+		}
+	}
+	if got := legend("drasched", false); got != "drasched" {
+		t.Errorf("drasched alone is %q", got)
 	}
 }

@@ -31,6 +31,13 @@ var MetricTitles = map[string]string{
 	"high_priority_bound": "high-priority pods bound",
 	"preempted_pods":      "pods preempted",
 	"wasted_gpus":         "GPUs evicted for nothing",
+	// The kwok fragmentation cases.
+	"whole_free_nodes":       "whole free H100 nodes",
+	"free_4gpu_numa":         "free 4-GPU NUMA nodes",
+	"large_pods_placed":      "large pods placed",
+	"ideal_whole_free_nodes": "ideal whole free nodes",
+	"whole_free_gpus":        "whole free MIG-mode GPUs",
+	"ideal_whole_free_gpus":  "ideal whole free MIG-mode GPUs",
 }
 
 // CountMetrics are metrics that count something besides errors
@@ -39,6 +46,13 @@ var CountMetrics = map[string]bool{
 	"high_priority_bound": true,
 	"preempted_pods":      true,
 	"wasted_gpus":         true,
+	// The kwok fragmentation cases: none left whole is a result.
+	"whole_free_nodes":       true,
+	"free_4gpu_numa":         true,
+	"large_pods_placed":      true,
+	"ideal_whole_free_nodes": true,
+	"whole_free_gpus":        true,
+	"ideal_whole_free_gpus":  true,
 }
 
 // IsCount says whether a metric counts something, so that its 0 is shown

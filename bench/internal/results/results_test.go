@@ -176,7 +176,7 @@ func TestMarkdownCounts(t *testing.T) {
 	if !strings.Contains(buf.String(), want) {
 		t.Errorf("Markdown lacks %q:\n%s", want, buf.String())
 	}
-	for metric, want := range map[string]bool{"allocation_errors": true, "high_priority_bound": true, "preempted_pods": true, "wasted_gpus": true, "p99_seconds": false, "pods_per_second": false} {
+	for metric, want := range map[string]bool{"allocation_errors": true, "high_priority_bound": true, "preempted_pods": true, "wasted_gpus": true, "whole_free_nodes": true, "free_4gpu_numa": true, "large_pods_placed": true, "ideal_whole_free_gpus": true, "p99_seconds": false, "pods_per_second": false} {
 		if got := IsCount(metric); got != want {
 			t.Errorf("IsCount(%q) = %v, want %v", metric, got, want)
 		}
