@@ -16,11 +16,14 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/events"
+	featuregatetesting "k8s.io/component-base/featuregate/testing"
 	rbacvalidation "k8s.io/component-helpers/auth/rbac/validation"
 	"k8s.io/klog/v2/ktesting"
+	"k8s.io/kubernetes/pkg/features"
 	"k8s.io/kubernetes/pkg/scheduler"
 	schedconfig "k8s.io/kubernetes/pkg/scheduler/apis/config"
 	schedscheme "k8s.io/kubernetes/pkg/scheduler/apis/config/scheme"
@@ -328,9 +331,12 @@ func extensionPoints(p *schedconfig.Plugins) map[string][]schedconfig.Plugin {
 // TestRBAC compares what the ServiceAccount may do cluster-wide with what
 // kube-scheduler's bootstrap roles (system:kube-scheduler and
 // system:volume-scheduler, with this Kubernetes version's default feature
-// gates) allow: neither may grant anything the other does not, except the
-// documented differences in rbac.yaml.
+// gates plus GenericWorkload) allow: neither may grant anything the other
+// does not, except the documented differences in rbac.yaml.
 func TestRBAC(t *testing.T) {
+	// The roles for gang scheduling are shipped whether or not the gate
+	// is on (rbac.yaml).
+	featuregatetesting.SetFeatureGateDuringTest(t, utilfeature.DefaultFeatureGate, features.GenericWorkload, true)
 	objects := decodeFile(t, "scheduler/rbac.yaml")
 	bootstrap := map[string]rbacv1.ClusterRole{}
 	for _, role := range bootstrappolicy.ClusterRoles() {

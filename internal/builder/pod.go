@@ -80,6 +80,13 @@ func (w *PodWrapper) SchedulingGate(name string) *PodWrapper {
 	return w
 }
 
+// PodGroup makes the pod one of the PodGroup's (spec.schedulingGroup), for
+// gang scheduling.
+func (w *PodWrapper) PodGroup(name string) *PodWrapper {
+	w.Spec.SchedulingGroup = &v1.PodSchedulingGroup{PodGroupName: ptr.To(name)}
+	return w
+}
+
 // NodeSelector adds a node label the pod requires.
 func (w *PodWrapper) NodeSelector(key, value string) *PodWrapper {
 	if w.Spec.NodeSelector == nil {

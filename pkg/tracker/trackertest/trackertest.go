@@ -53,7 +53,8 @@ func NewManager(ctx context.Context, client kubernetes.Interface, factory inform
 
 // VersionedClientset returns a fake clientset that names, identifies and
 // versions ResourceClaims as the API server does: a name from
-// GenerateName, a UID on create, and a new resourceVersion on every write.
+// GenerateName, a UID on create, a new resourceVersion on every write, and
+// a conflict for an update based on an older resourceVersion.
 // The claim cache compares resourceVersions, which the plain fake leaves
 // empty.
 func VersionedClientset(objects ...runtime.Object) *fake.Clientset {
@@ -69,12 +70,20 @@ func VersionedClientset(objects ...runtime.Object) *fake.Clientset {
 		if !ok {
 			return false, nil, nil
 		}
-		if action.GetVerb() == "create" {
+		switch action.GetVerb() {
+		case "create":
 			if claim.Name == "" {
 				claim.Name = claim.GenerateName + "x1y2z"
 			}
 			if claim.UID == "" {
 				claim.UID = types.UID("uid-" + claim.Name)
+			}
+		case "update":
+			// Optimistic concurrency: an update based on an older
+			// version conflicts.
+			current, err := client.Tracker().Get(action.GetResource(), action.GetNamespace(), claim.Name)
+			if err == nil && claim.ResourceVersion != "" && current.(*resourceapi.ResourceClaim).ResourceVersion != claim.ResourceVersion {
+				return true, nil, apierrors.NewConflict(action.GetResource().GroupResource(), claim.Name, errors.New("the object has been modified"))
 			}
 		}
 		claim.ResourceVersion = strconv.FormatInt(version.Add(1), 10)

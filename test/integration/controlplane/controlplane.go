@@ -122,6 +122,7 @@ func startAPIServer(tb *processTB, storage *storagebackend.Config) (kubeapiserve
 		// pods need pods/finalizers (extended resource claims have them).
 		"--authorization-mode=RBAC",
 		"--enable-admission-plugins=OwnerReferencesPermissionEnforcement",
+		"--runtime-config=" + RuntimeConfig,
 	}
 	options := kubeapiservertesting.NewDefaultTestServerOptions()
 	// The invariant checks scrape apiserver metrics for problems of the

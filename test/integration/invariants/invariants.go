@@ -22,8 +22,8 @@ import (
 // Check returns every violation of these invariants, as sentences:
 //
 //   - every bound pod of the namespace has all its claims allocated, on its
-//     node (the allocation's node selector matches the node), and is listed
-//     in each claim's status.reservedFor;
+//     node (the allocation's node selector matches the node), and it or its
+//     PodGroup is listed in each claim's status.reservedFor;
 //   - no claim of the namespace is reserved for a pod that does not exist,
 //     and no claim generated for a pod that does not exist is allocated;
 //   - across all claims, no device is allocated twice, except where sharing
@@ -73,7 +73,9 @@ func checkBoundPods(pods []v1.Pod, claims map[string]*resourceapi.ResourceClaim,
 				problems = append(problems, fmt.Sprintf("bound pod %s: ResourceClaim %s does not exist", klog.KObj(pod), *name))
 			case claim.Status.Allocation == nil:
 				problems = append(problems, fmt.Sprintf("bound pod %s: ResourceClaim %s is not allocated", klog.KObj(pod), *name))
-			case !ReservedFor(claim, pod.UID):
+			case !resourceclaim.IsReservedForPod(pod, claim, true):
+				// Reserved for the pod, or for its PodGroup (a PodGroup's
+				// claim, DRAWorkloadResourceClaims).
 				problems = append(problems, fmt.Sprintf("bound pod %s: ResourceClaim %s is not reserved for it (reservedFor %v)", klog.KObj(pod), *name, claim.Status.ReservedFor))
 			case node == nil:
 				problems = append(problems, fmt.Sprintf("bound pod %s: node %s does not exist", klog.KObj(pod), pod.Spec.NodeName))

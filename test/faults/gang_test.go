@@ -1,0 +1,121 @@
+//go:build faults
+
+package faults
+
+import (
+	"context"
+	"fmt"
+	"syscall"
+	"testing"
+	"time"
+
+	schedulingapi "k8s.io/api/scheduling/v1beta1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/drasched/drasched/internal/builder"
+	"github.com/drasched/drasched/test/integration/framework"
+)
+
+// The drasched binary, leader of two, is killed (SIGKILL) while it binds
+// gangs (GenericWorkload): ten PodGroups of 8 pods of one GPU, which fit
+// in the 100 GPUs of 10 nodes, and one of 8 pods of 16 GPUs, which fits
+// on no node. A gang whose pods the dead leader had reserved but not all
+// bound is completed by the new leader; the fault suite's invariants hold
+// (no device in two claims, no claim reserved for a pod that is gone, no
+// pod left waiting), every fitting gang ends fully bound and the other
+// fully pending, its claims unallocated.
+func TestSchedulerKilledDuringGang(t *testing.T) {
+	const (
+		gangs    = 10
+		gangSize = 8
+	)
+	env := framework.Setup(t)
+	for _, node := range env.CreateNodes(10) {
+		env.PublishSlices(env.NodeSlice(node, builder.Devices("gpu", 10, nil)...).Obj())
+	}
+	class := env.CreateClass("gpu")
+	env.CreateTemplate(builder.MakeTemplate("one", builder.MakeClaim("").Request("gpu", class, 1)))
+	env.CreateTemplate(builder.MakeTemplate("sixteen", builder.MakeClaim("").Request("gpu", class, 16)))
+	var pods []*builder.PodWrapper
+	for g := range gangs + 1 {
+		name, template := fmt.Sprintf("gang-%02d", g), "one"
+		if g == gangs {
+			name, template = "too-large", "sixteen"
+		}
+		group := &schedulingapi.PodGroup{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: env.Namespace},
+			Spec: schedulingapi.PodGroupSpec{SchedulingPolicy: schedulingapi.PodGroupSchedulingPolicy{
+				Gang: &schedulingapi.GangSchedulingPolicy{MinCount: gangSize},
+			}},
+		}
+		if _, err := env.Client.SchedulingV1beta1().PodGroups(env.Namespace).Create(env.Ctx, group, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		for i := range gangSize {
+			pods = append(pods, env.MakePod(fmt.Sprintf("%s-%d", name, i)).PodGroup(name).ClaimFromTemplate("gpu", template))
+		}
+	}
+
+	lease := testLeaderElection(t, env)
+	first := startScheduler(t, env, "first", processOptions{leader: lease})
+	firstIdentity := lease.waitForHolder(env, "")
+	someBound := env.BoundPods(restartAfter)
+	env.CreatePods(pods)
+	waitClosed(t, someBound, fmt.Sprintf("%d pods bound", restartAfter))
+	first.signal(t, syscall.SIGKILL)
+	if !first.waitExit(time.Minute) {
+		t.Fatalf("first still runs a minute after SIGKILL")
+	}
+	atKill, err := gangBound(env.Ctx, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	partial := 0
+	for _, n := range atKill {
+		if n > 0 && n < gangSize {
+			partial++
+		}
+	}
+	t.Logf("killed first with pods bound per gang %v: %d gangs partially bound", atKill, partial)
+
+	startScheduler(t, env, "second", processOptions{leader: lease})
+	lease.waitForHolder(env, firstIdentity)
+	settle(t, env, nil, gangs*gangSize, 5*time.Second, settleTimeout)
+
+	bound, err := gangBound(env.Ctx, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for g := range gangs {
+		if name := fmt.Sprintf("gang-%02d", g); bound[name] != gangSize {
+			t.Errorf("gang %s: %d of %d pods bound, want all", name, bound[name], gangSize)
+		}
+	}
+	if bound["too-large"] != 0 {
+		t.Errorf("gang too-large: %d pods bound, want none", bound["too-large"])
+	}
+	claims, err := env.Client.ResourceV1().ResourceClaims(env.Namespace).List(env.Ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, claim := range claims.Items {
+		if claim.Spec.Devices.Requests[0].Exactly.Count == 16 && claim.Status.Allocation != nil {
+			t.Errorf("claim %s of gang too-large is allocated", claim.Name)
+		}
+	}
+}
+
+// gangBound counts the bound pods of each PodGroup.
+func gangBound(ctx context.Context, env *framework.Env) (map[string]int, error) {
+	pods, err := env.Client.CoreV1().Pods(env.Namespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	bound := map[string]int{}
+	for _, pod := range pods.Items {
+		if pod.Spec.SchedulingGroup != nil && pod.Spec.SchedulingGroup.PodGroupName != nil && pod.Spec.NodeName != "" {
+			bound[*pod.Spec.SchedulingGroup.PodGroupName]++
+		}
+	}
+	return bound, nil
+}
