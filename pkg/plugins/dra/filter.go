@@ -29,7 +29,7 @@ var errBindingTimeout = errors.New("device binding timeout")
 // Filter checks that the pod's allocated claims can be used on the node and
 // allocates the others there. The allocation is remembered for Reserve. If
 // the claims do not fit, the status says why, per request.
-func (pl *Plugin) Filter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, nodeInfo fwk.NodeInfo) *fwk.Status {
+func (pl *Plugin) Filter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, nodeInfo fwk.NodeInfo) (status *fwk.Status) {
 	if pl.resizeDeferred(pod) {
 		return nil
 	}
@@ -42,6 +42,14 @@ func (pl *Plugin) Filter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, no
 		return nil
 	}
 	node := nodeInfo.Node()
+	// Once the claims fit: the node's room for the resources of their
+	// devices that stand for CPU or memory (nodeallocatable.go).
+	var results []resourceapi.AllocationResult
+	defer func() {
+		if status.IsSuccess() {
+			status = pl.filterNodeAllocatable(ctx, s, pod, nodeInfo, results)
+		}
+	}()
 
 	var unavailable []int
 	for i, claim := range s.claims {
@@ -68,6 +76,10 @@ func (pl *Plugin) Filter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, no
 				logger.V(5).Info("Claim's binding conditions failed or timed out", "pod", klog.KObj(pod), "node", klog.KObj(node), "claim", klog.KObj(claim), "err", err)
 				unavailable = append(unavailable, i)
 			}
+		}
+		// pod groups: podgroup.go passes the group's pending allocations.
+		if status := pl.checkNodeAllocatableSharing(s, pod, i, nil); status != nil {
+			return status
 		}
 	}
 	if len(unavailable) > 0 {
@@ -116,7 +128,7 @@ func (pl *Plugin) Filter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, no
 		}
 	}
 	start := time.Now()
-	results, err := a.Allocate(allocCtx, node, claims)
+	results, err = a.Allocate(allocCtx, node, claims)
 	observeFilter(start, results != nil, err)
 	switch {
 	case errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil:

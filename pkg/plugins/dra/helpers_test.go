@@ -156,6 +156,9 @@ func TestUnsupportedFeatures(t *testing.T) {
 	if err := unsupportedFeatures(feature.Features{EnableDynamicResourceAllocation: true, EnableDRAExtendedResource: true}); err != nil {
 		t.Errorf("default features rejected: %v", err)
 	}
+	if err := unsupportedFeatures(feature.Features{EnableDynamicResourceAllocation: true, EnableDRANodeAllocatableResources: true}); err != nil {
+		t.Errorf("DRANodeAllocatableResources rejected: %v", err)
+	}
 	err := unsupportedFeatures(feature.Features{EnableGenericWorkload: true, EnableDRAWorkloadResourceClaims: true})
 	if err == nil || !strings.Contains(err.Error(), "GenericWorkload") || !strings.Contains(err.Error(), "DRAWorkloadResourceClaims") {
 		t.Errorf("got %v, want both gates named", err)

@@ -219,7 +219,7 @@ func (pl *Plugin) Name() string { return Name }
 // unsupportedFeatures rejects alpha features, off by default in 1.37, that
 // the plugin does not implement yet, instead of scheduling their pods
 // wrongly: claims of pod groups (and pod group scheduling, which needs
-// PodGroupPostFilter) and node-allocatable resources backed by devices.
+// PodGroupPostFilter).
 func unsupportedFeatures(fts feature.Features) error {
 	var names []string
 	if fts.EnableGenericWorkload {
@@ -227,9 +227,6 @@ func unsupportedFeatures(fts feature.Features) error {
 	}
 	if fts.EnableDRAWorkloadResourceClaims {
 		names = append(names, string(features.DRAWorkloadResourceClaims))
-	}
-	if fts.EnableDRANodeAllocatableResources {
-		names = append(names, string(features.DRANodeAllocatableResources))
 	}
 	if len(names) > 0 {
 		return fmt.Errorf("plugin %s does not support the feature gates %v yet; disable them for drasched or use the in-tree %s plugin", Name, names, "DynamicResources")

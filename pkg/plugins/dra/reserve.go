@@ -26,6 +26,10 @@ func (pl *Plugin) Reserve(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, n
 	if err != nil {
 		return statusError(logger, err)
 	}
+	// Devices that stand for CPU or memory (nodeallocatable.go).
+	if status := pl.reserveNodeAllocatable(logger, s, pod, nodeName); status != nil {
+		return status
+	}
 	if s.allocator == nil {
 		return nil
 	}
@@ -81,4 +85,6 @@ func (pl *Plugin) Unreserve(ctx context.Context, cs fwk.CycleState, pod *v1.Pod,
 	}
 	// The claim for extended resources (extended.go).
 	pl.unreserveExtended(ctx, s, pod)
+	// Devices that stand for CPU or memory (nodeallocatable.go).
+	pl.unreserveNodeAllocatable(ctx, s, pod)
 }
