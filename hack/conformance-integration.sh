@@ -26,12 +26,12 @@
 #     allocator: upstream (upstream's allocator inside StructuredDRA),
 #     unchanged.
 #  4. Entry point all: StructuredDRA refuses to start with the feature gates
-#     GenericWorkload, DRAWorkloadResourceClaims and
-#     DRANodeAllocatableResources, which it does not implement yet (issue
-#     "Workload-aware scheduling"), so all runs with them off, and the tests
-#     that need them are skipped: PodGroup, WorkloadResourceClaims,
-#     DRANodeAllocatableResources and the two podgroup-* cases of
-#     OptionalNodeOperations.
+#     GenericWorkload and DRAWorkloadResourceClaims, which it does not
+#     implement yet (issue "Workload-aware scheduling"), so all runs with
+#     them off, and the tests that need them are skipped: PodGroup,
+#     WorkloadResourceClaims and the two podgroup-* cases of
+#     OptionalNodeOperations. DRANodeAllocatableResources stays on, and its
+#     tests run.
 #
 # Usage: hack/conformance-integration.sh [test binary flags...]
 #   ENTRIES="default all"   the suite's entry points to run (ga and api also
@@ -129,7 +129,7 @@ flags=(-drasched.upstream-allocator-for='^TestDRA/[^/]+/FilterTimeout/enabled$')
 
 # 4. Entry point all without the workload gates, and the tests that need
 # them skipped (shown as SKIP).
-for gate in DRANodeAllocatableResources DRAWorkloadResourceClaims GenericWorkload; do
+for gate in DRAWorkloadResourceClaims GenericWorkload; do
 	line=$(grep -E "^\s*features\.${gate}:\s+true," "${pkg}/dra.go" || true)
 	if [[ -z "${line}" ]]; then
 		echo "conformance-integration: the suite changed: no \"features.${gate}: true\" in dra.go" >&2
@@ -137,9 +137,6 @@ for gate in DRANodeAllocatableResources DRAWorkloadResourceClaims GenericWorkloa
 	fi
 	replace_once "${pkg}/dra.go" "${line}" "${line/true,/false, // drasched: not implemented yet}"
 done
-replace_once "${pkg}/dra.go" \
-	'runSubTest(tCtx, "DRANodeAllocatableResources", func(tCtx ktesting.TContext) { testNodeAllocatableResources(tCtx, true) })' \
-	'runSubTest(tCtx, "DRANodeAllocatableResources", draschedSkipWorkload)'
 replace_once "${pkg}/dra.go" \
 	'runSubTest(tCtx, "PodGroup", testPodGroup)' \
 	'runSubTest(tCtx, "PodGroup", draschedSkipWorkload)'

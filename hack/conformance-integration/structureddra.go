@@ -169,10 +169,10 @@ func pluginSets(plugins *config.Plugins) []*config.PluginSet {
 }
 
 // draschedSkipWorkload stands in for the tests of entry point all that need
-// the feature gates GenericWorkload, DRAWorkloadResourceClaims or
-// DRANodeAllocatableResources: StructuredDRA refuses to start with them.
+// the feature gates GenericWorkload or DRAWorkloadResourceClaims:
+// StructuredDRA refuses to start with them.
 func draschedSkipWorkload(tCtx ktesting.TContext) {
-	tCtx.Skip("drasched: StructuredDRA does not implement pod groups, workload ResourceClaims and node-allocatable resources yet (issue \"Workload-aware scheduling\"); the suite runs with their feature gates off")
+	tCtx.Skip("drasched: StructuredDRA does not implement pod groups and workload ResourceClaims yet (issue \"Workload-aware scheduling\"); the suite runs with their feature gates off")
 }
 
 // inTreeFailure is the one reason that the in-tree plugin gives when its
