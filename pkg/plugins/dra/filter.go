@@ -39,7 +39,8 @@ func (pl *Plugin) Filter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, no
 		return statusError(logger, err)
 	}
 	if len(s.claims) == 0 && s.extended == nil {
-		return nil
+		// Devices' CPU the cache does not count yet (nodeallocatable.go).
+		return pl.filterUncounted(pod, nodeInfo)
 	}
 	node := nodeInfo.Node()
 	// Once the claims fit: the node's room for the resources of their

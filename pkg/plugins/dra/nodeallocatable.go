@@ -16,16 +16,19 @@ package dra
 // the statuses for the chosen node, PreBind patches them into the pod's
 // status, and Unreserve clears them.
 //
-// One gap remains (see Reserve below): kube-scheduler copies the statuses
-// into the assumed pod before its cache counts the pod, from upstream's
-// own cycle state only, so the cache counts a pod of this plugin without
-// its devices' resources until the bound pod comes back from the API.
+// kube-scheduler copies the statuses into the assumed pod before its cache
+// counts the pod, from upstream's own cycle state only, so its cache counts
+// a pod of this plugin without its devices' resources until the bound pod
+// comes back from the API. Filter makes up for it (uncountedPods below):
+// for every pod, also those without claims, while such pods are on the
+// node.
 
 import (
 	"context"
 	"fmt"
 	"slices"
 	"sort"
+	"sync"
 
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
@@ -147,7 +150,8 @@ func (pl *Plugin) filterNodeAllocatable(ctx context.Context, s *stateData, pod *
 	if err != nil {
 		return statusError(logger, err, "pod", klog.KObj(pod), "node", klog.KObj(nodeInfo.Node()))
 	}
-	if len(statuses) == 0 {
+	uncounted := pl.uncounted.on(nodeInfo)
+	if len(statuses) == 0 && uncounted == nil {
 		return nil
 	}
 	withDevices := pod.DeepCopy()
@@ -155,11 +159,7 @@ func (pl *Plugin) filterNodeAllocatable(ctx context.Context, s *stateData, pod *
 	if status := pl.podLevelResourcesCoverDevices(withDevices); status != nil {
 		return status
 	}
-	demand := resourcehelper.PodRequests(withDevices, resourcehelper.PodResourcesOptions{
-		SkipPodLevelResources:                    !pl.fts.EnablePodLevelResources,
-		UseDRANodeAllocatableResourceClaimStatus: true,
-	})
-	if status := fitsNode(nodeInfo, framework.NewResource(demand)); status != nil {
+	if status := fitsNode(nodeInfo, pl.podDemand(withDevices), uncounted); status != nil {
 		logger.V(5).Info("Node lacks the pod's resources with its devices'", "pod", klog.KObj(pod), "node", klog.KObj(nodeInfo.Node()), "reasons", status.Reasons())
 		return status
 	}
@@ -451,12 +451,25 @@ func (pl *Plugin) podLevelResourcesCoverDevices(pod *v1.Pod) *fwk.Status {
 	return nil
 }
 
+// podDemand is what the pod requests of its node, with the resources of
+// the devices in its status.
+func (pl *Plugin) podDemand(pod *v1.Pod) *framework.Resource {
+	return framework.NewResource(resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{
+		SkipPodLevelResources:                    !pl.fts.EnablePodLevelResources,
+		UseDRANodeAllocatableResourceClaimStatus: true,
+	}))
+}
+
 // fitsNode checks the pod's demand for CPU, memory, ephemeral storage and
-// hugepages against what the node has left. It is Unschedulable if
-// evicting pods could make room, UnschedulableAndUnresolvable if the node
-// is too small for it.
-func fitsNode(nodeInfo fwk.NodeInfo, demand *framework.Resource) *fwk.Status {
+// hugepages against what the node has left, with the node's pods
+// requesting uncounted more than nodeInfo says (nil: nothing). It is
+// Unschedulable if evicting pods could make room,
+// UnschedulableAndUnresolvable if the node is too small for it.
+func fitsNode(nodeInfo fwk.NodeInfo, demand, uncounted *framework.Resource) *fwk.Status {
 	allocatable, requested := nodeInfo.GetAllocatable(), nodeInfo.GetRequested()
+	if uncounted == nil {
+		uncounted = &framework.Resource{}
+	}
 	var reasons []string
 	code := fwk.Unschedulable
 	check := func(name v1.ResourceName, want, capacity, used int64) {
@@ -468,9 +481,9 @@ func fitsNode(nodeInfo fwk.NodeInfo, demand *framework.Resource) *fwk.Status {
 			code = fwk.UnschedulableAndUnresolvable
 		}
 	}
-	check(v1.ResourceCPU, demand.MilliCPU, allocatable.GetMilliCPU(), requested.GetMilliCPU())
-	check(v1.ResourceMemory, demand.Memory, allocatable.GetMemory(), requested.GetMemory())
-	check(v1.ResourceEphemeralStorage, demand.EphemeralStorage, allocatable.GetEphemeralStorage(), requested.GetEphemeralStorage())
+	check(v1.ResourceCPU, demand.MilliCPU, allocatable.GetMilliCPU(), requested.GetMilliCPU()+uncounted.MilliCPU)
+	check(v1.ResourceMemory, demand.Memory, allocatable.GetMemory(), requested.GetMemory()+uncounted.Memory)
+	check(v1.ResourceEphemeralStorage, demand.EphemeralStorage, allocatable.GetEphemeralStorage(), requested.GetEphemeralStorage()+uncounted.EphemeralStorage)
 	names := make([]v1.ResourceName, 0, len(demand.ScalarResources))
 	for name := range demand.ScalarResources {
 		if v1helper.IsHugePageResourceName(name) {
@@ -479,7 +492,7 @@ func fitsNode(nodeInfo fwk.NodeInfo, demand *framework.Resource) *fwk.Status {
 	}
 	slices.Sort(names)
 	for _, name := range names {
-		check(name, demand.ScalarResources[name], allocatable.GetScalarResources()[name], requested.GetScalarResources()[name])
+		check(name, demand.ScalarResources[name], allocatable.GetScalarResources()[name], requested.GetScalarResources()[name]+uncounted.ScalarResources[name])
 	}
 	if len(reasons) == 0 {
 		return nil
@@ -508,7 +521,11 @@ func (pl *Plugin) reserveNodeAllocatable(logger klog.Logger, s *stateData, pod *
 		return statusError(logger, err, "pod", klog.KObj(pod), "node", nodeName)
 	}
 	s.nodeAllocatable.statuses = statuses
-	pod.Status.NodeAllocatableResourceClaimStatuses = statuses
+	if len(statuses) > 0 {
+		without := pl.podDemand(pod)
+		pod.Status.NodeAllocatableResourceClaimStatuses = statuses
+		pl.uncounted.add(pod, nodeName, subtract(pl.podDemand(pod), without))
+	}
 	return nil
 }
 
@@ -538,6 +555,7 @@ func (pl *Plugin) unreserveNodeAllocatable(ctx context.Context, s *stateData, po
 	if s.nodeAllocatable == nil || len(s.nodeAllocatable.statuses) == 0 {
 		return
 	}
+	pl.uncounted.remove(pod.UID)
 	logger := klog.FromContext(ctx)
 	patch := fmt.Appendf(nil, `{"metadata":{"uid":%q},"status":{"nodeAllocatableResourceClaimStatuses":[]}}`, pod.UID)
 	if _, err := pl.client.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.MergePatchType, patch, metav1.PatchOptions{}, "status"); err != nil {
@@ -546,4 +564,143 @@ func (pl *Plugin) unreserveNodeAllocatable(ctx context.Context, s *stateData, po
 		return
 	}
 	logger.V(5).Info("Cleared node-allocatable claim statuses", "pod", klog.KObj(pod))
+}
+
+// uncountedPods are the pods that Reserve gave devices standing for CPU or
+// memory and that the scheduler's cache counts without them: it counted
+// each pod's requests when it assumed it, before Reserve, and without the
+// statuses, which kube-scheduler takes from the in-tree plugin's cycle
+// state only. Until the cache replaces its object of the pod with the
+// bound pod from the API (which has the statuses, written by PreBind), the
+// pod's node looks emptier than it is, and another pod could get the
+// CPU of its devices. Filter adds what the cache misses, for every pod
+// while there are such pods (prefilter.go does not skip pods without
+// claims then).
+//
+// A pod is known by the object that Reserve got, which is the one the
+// cache holds while the pod is assumed: a node's pods in the snapshot
+// include that very object only until the cache has the pod from the API.
+// Pods that other profiles reserved are not seen.
+type uncountedPods struct {
+	// mutex guards pods: Filter runs for many nodes in parallel.
+	mutex sync.Mutex
+	pods  map[types.UID]uncountedPod
+}
+
+type uncountedPod struct {
+	node string
+	// pod is the assumed pod's object in the scheduler's cache.
+	pod *v1.Pod
+	// missing is the part of the pod's requests that the cache lacks.
+	missing *framework.Resource
+}
+
+func (u *uncountedPods) add(pod *v1.Pod, node string, missing *framework.Resource) {
+	u.mutex.Lock()
+	defer u.mutex.Unlock()
+	if u.pods == nil {
+		u.pods = make(map[types.UID]uncountedPod)
+	}
+	u.pods[pod.UID] = uncountedPod{node: node, pod: pod, missing: missing}
+}
+
+func (u *uncountedPods) remove(uid types.UID) {
+	u.mutex.Lock()
+	defer u.mutex.Unlock()
+	delete(u.pods, uid)
+}
+
+// empty: no pod is uncounted.
+func (u *uncountedPods) empty() bool {
+	u.mutex.Lock()
+	defer u.mutex.Unlock()
+	return len(u.pods) == 0
+}
+
+// on returns what the node's pods request beyond what nodeInfo counts; nil
+// if nothing. A pod that preemption's dry run removed from nodeInfo does
+// not count.
+func (u *uncountedPods) on(nodeInfo fwk.NodeInfo) *framework.Resource {
+	u.mutex.Lock()
+	defer u.mutex.Unlock()
+	node := nodeInfo.Node()
+	if len(u.pods) == 0 || node == nil {
+		return nil
+	}
+	var sum *framework.Resource
+	for _, p := range u.pods {
+		if p.node != node.Name || !holds(nodeInfo, p.pod) {
+			continue
+		}
+		if sum == nil {
+			sum = &framework.Resource{}
+		}
+		sum.MilliCPU += p.missing.MilliCPU
+		sum.Memory += p.missing.Memory
+		sum.EphemeralStorage += p.missing.EphemeralStorage
+		for name, q := range p.missing.ScalarResources {
+			sum.AddScalar(name, q)
+		}
+	}
+	return sum
+}
+
+// sweep forgets the pods that the cache counts now: the scheduler's
+// snapshot no longer holds their assumed object on their node.
+func (u *uncountedPods) sweep(nodeInfos func(node string) (fwk.NodeInfo, error)) {
+	u.mutex.Lock()
+	defer u.mutex.Unlock()
+	for uid, p := range u.pods {
+		if nodeInfo, err := nodeInfos(p.node); err != nil || !holds(nodeInfo, p.pod) {
+			delete(u.pods, uid)
+		}
+	}
+}
+
+// holds: the node's pods include this very object.
+func holds(nodeInfo fwk.NodeInfo, pod *v1.Pod) bool {
+	for _, podInfo := range nodeInfo.GetPods() {
+		if podInfo.GetPod() == pod {
+			return true
+		}
+	}
+	return false
+}
+
+// subtract returns what a has beyond b, per resource.
+func subtract(a, b *framework.Resource) *framework.Resource {
+	diff := &framework.Resource{
+		MilliCPU:         max(a.MilliCPU-b.MilliCPU, 0),
+		Memory:           max(a.Memory-b.Memory, 0),
+		EphemeralStorage: max(a.EphemeralStorage-b.EphemeralStorage, 0),
+	}
+	for name, q := range a.ScalarResources {
+		if d := q - b.ScalarResources[name]; d > 0 {
+			diff.SetScalar(name, d)
+		}
+	}
+	return diff
+}
+
+// preFilterUncounted: with uncounted pods, pods without claims go through
+// Filter too; it also forgets the pods the cache counts by now.
+func (pl *Plugin) preFilterUncounted() *fwk.Status {
+	if pl.uncounted.empty() {
+		return fwk.NewStatus(fwk.Skip)
+	}
+	pl.uncounted.sweep(pl.fh.SnapshotSharedLister().NodeInfos().Get)
+	if pl.uncounted.empty() {
+		return fwk.NewStatus(fwk.Skip)
+	}
+	return nil
+}
+
+// filterUncounted checks a pod without claims against the node with the
+// uncounted pods' devices' resources.
+func (pl *Plugin) filterUncounted(pod *v1.Pod, nodeInfo fwk.NodeInfo) *fwk.Status {
+	uncounted := pl.uncounted.on(nodeInfo)
+	if uncounted == nil {
+		return nil
+	}
+	return fitsNode(nodeInfo, pl.podDemand(pod), uncounted)
 }

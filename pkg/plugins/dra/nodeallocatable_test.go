@@ -3,6 +3,7 @@ package dra
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 
@@ -60,6 +61,23 @@ func overheadDevice() *builder.DeviceWrapper {
 
 func cpuSlice() *resourceapi.ResourceSlice {
 	return builder.MakeSlice("node-a").Node("node-a").Devices(cpuDevice("cpus-4", "4"), cpuDevice("cpus-16", "16"), cpuDevice("plain", ""), poolDevice(), overheadDevice()).Obj()
+}
+
+// cpuClass selects the devices "cpus-N" of kindSlice.
+var cpuClass = builder.MakeClass(gpuClass, `device.attributes["gpu.example.com"].kind == "cpus"`)
+
+// kindSlice is cpuSlice with an attribute "kind": "cpus" for the devices
+// "cpus-N", "other" for the others.
+func kindSlice() *resourceapi.ResourceSlice {
+	slice := cpuSlice()
+	for i := range slice.Spec.Devices {
+		kind := "other"
+		if strings.HasPrefix(slice.Spec.Devices[i].Name, "cpus-") {
+			kind = "cpus"
+		}
+		slice.Spec.Devices[i].Attributes = map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{"kind": {StringValue: ptr.To(kind)}}
+	}
+	return slice
 }
 
 // allocation allocates devices of node-a's pool.
@@ -289,7 +307,7 @@ func TestFitsNode(t *testing.T) {
 		"other resources are not checked here": {nodeInfo: nodeWithCPU("8", ""), demand: v1.ResourceList{"example.com/unknown": resource.MustParse("3")}},
 	} {
 		t.Run(name, func(t *testing.T) {
-			status := fitsNode(tc.nodeInfo, demand(tc.demand))
+			status := fitsNode(tc.nodeInfo, demand(tc.demand), nil)
 			if tc.want == nil {
 				if status != nil {
 					t.Errorf("got %v, want success", status)
@@ -387,18 +405,6 @@ func TestSlicesForNode(t *testing.T) {
 // TestNodeAllocatableWalk walks pods through the extension points as the
 // framework calls them and checks Filter's verdict and what the API gets.
 func TestNodeAllocatableWalk(t *testing.T) {
-	cpuClass := builder.MakeClass(gpuClass, `device.attributes["gpu.example.com"].kind == "cpus"`)
-	cpuSlice := func() *resourceapi.ResourceSlice {
-		slice := cpuSlice()
-		for i := range slice.Spec.Devices {
-			kind := "other"
-			if strings.HasPrefix(slice.Spec.Devices[i].Name, "cpus-") {
-				kind = "cpus"
-			}
-			slice.Spec.Devices[i].Attributes = map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{"kind": {StringValue: ptr.To(kind)}}
-		}
-		return slice
-	}
 	claim := builder.MakeClaim("c").Request("cpu", gpuClass, 1)
 	allocatedCPUs := func(uids ...types.UID) *resourceapi.ResourceClaim {
 		c := claim.Obj().DeepCopy()
@@ -431,7 +437,7 @@ func TestNodeAllocatableWalk(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			pod := podWithClaims("c")
-			env := newPluginEnv(t, pod, tc.claim, cpuClass, cpuSlice())
+			env := newPluginEnv(t, pod, tc.claim, cpuClass, kindSlice())
 			pl, ctx := env.plugin, env.ctx
 			pl.fts.EnableDRANodeAllocatableResources = true
 			pl.fts.EnablePodLevelResources = true
@@ -510,4 +516,134 @@ func fakeSlices(slices ...*resourceapi.ResourceSlice) *trackertest.Fake {
 		f.Add(slice)
 	}
 	return f
+}
+
+func TestUncountedPods(t *testing.T) {
+	assumed := builder.MakePod("assumed").Obj()
+	assumed.UID = "assumed"
+	fromAPI := assumed.DeepCopy()
+	missing := framework.NewResource(v1.ResourceList{v1.ResourceCPU: resource.MustParse("4"), "hugepages-2Mi": resource.MustParse("4Mi")})
+	holding := func(node string, pods ...*v1.Pod) fwk.NodeInfo {
+		nodeInfo := framework.NewNodeInfo(pods...)
+		nodeInfo.SetNode(builder.MakeNode(node))
+		return nodeInfo
+	}
+	var u uncountedPods
+	if got := u.on(holding("node-a", assumed)); got != nil {
+		t.Errorf("nothing recorded: got %v", got)
+	}
+	u.add(assumed, "node-a", missing)
+	if got := u.on(holding("node-a", assumed)); got == nil || got.MilliCPU != 4000 || got.ScalarResources["hugepages-2Mi"] != 4<<20 {
+		t.Errorf("assumed pod on its node: got %+v, want 4 CPUs and 4Mi hugepages", got)
+	}
+	if got := u.on(holding("node-a", fromAPI)); got != nil {
+		t.Errorf("the cache has the pod from the API: got %v, want nothing", got)
+	}
+	if got := u.on(holding("node-a")); got != nil {
+		t.Errorf("preemption's dry run removed the pod: got %v, want nothing", got)
+	}
+	if got := u.on(holding("node-b", assumed)); got != nil {
+		t.Errorf("another node: got %v, want nothing", got)
+	}
+
+	// sweep keeps the pod while the cache holds the assumed object.
+	nodes := map[string]fwk.NodeInfo{"node-a": holding("node-a", assumed)}
+	get := func(node string) (fwk.NodeInfo, error) {
+		if n, ok := nodes[node]; ok {
+			return n, nil
+		}
+		return nil, errors.New("not found")
+	}
+	u.sweep(get)
+	if u.empty() {
+		t.Fatal("sweep forgot a pod the cache still counts without its devices")
+	}
+	nodes["node-a"] = holding("node-a", fromAPI)
+	u.sweep(get)
+	if !u.empty() {
+		t.Error("sweep kept a pod that the cache has from the API")
+	}
+	u.add(assumed, "node-gone", missing)
+	u.sweep(get)
+	if !u.empty() {
+		t.Error("sweep kept a pod of a node that is gone")
+	}
+	u.add(assumed, "node-a", missing)
+	u.remove(assumed.UID)
+	if !u.empty() {
+		t.Error("remove kept the pod")
+	}
+}
+
+// TestUncountedWalk: pod A gets 4 CPUs through its claim on node-a (8
+// CPUs); until the cache has A from the API, B (no claims, 6 CPUs) does
+// not fit there, although the cache counts A with nothing.
+func TestUncountedWalk(t *testing.T) {
+	podA := podWithClaims("c")
+	env := newPluginEnv(t, podA, builder.MakeClaim("c").Request("cpu", gpuClass, 1).Obj(), cpuClass, kindSlice())
+	pl, ctx := env.plugin, env.ctx
+	pl.fts.EnableDRANodeAllocatableResources = true
+
+	cs := framework.NewCycleState()
+	if _, status := pl.PreFilter(ctx, cs, podA, nil); !status.IsSuccess() {
+		t.Fatalf("PreFilter A: %v", status)
+	}
+	if status := pl.Filter(ctx, cs, podA, nodeWithCPU("8", "")); !status.IsSuccess() {
+		t.Fatalf("Filter A: %v", status)
+	}
+	assumedA := podA.DeepCopy()
+	assumedA.Spec.NodeName = "node-a"
+	// The cache counts A as it was when assumed: without the statuses.
+	cached := nodeWithCPU("8", "")
+	cached.(*framework.NodeInfo).AddPod(assumedA)
+	if status := pl.Reserve(ctx, cs, assumedA, "node-a"); !status.IsSuccess() {
+		t.Fatalf("Reserve A: %v", status)
+	}
+	pl.fh = snapshotHandle{testHandle: pl.fh.(testHandle), nodes: map[string]fwk.NodeInfo{"node-a": cached}}
+
+	podB := builder.MakePod("b").Containers(builder.Container("ctr", map[v1.ResourceName]string{v1.ResourceCPU: "6"})).Obj()
+	podB.UID = "b"
+	csB := framework.NewCycleState()
+	if _, status := pl.PreFilter(ctx, csB, podB, nil); status != nil {
+		t.Fatalf("PreFilter B: %v, want Filter to run", status)
+	}
+	(&wantStatus{code: fwk.Unschedulable, message: "Insufficient cpu"}).check(t, "Filter B", pl.Filter(ctx, csB, podB, cached))
+
+	// The bound pod arrives from the API: the cache counts its devices.
+	bound := nodeWithCPU("8", "")
+	bound.(*framework.NodeInfo).AddPod(assumedA.DeepCopy())
+	pl.fh = snapshotHandle{testHandle: pl.fh.(snapshotHandle).testHandle, nodes: map[string]fwk.NodeInfo{"node-a": bound}}
+	if _, status := pl.PreFilter(ctx, framework.NewCycleState(), podB, nil); !status.IsSkip() {
+		t.Errorf("PreFilter B after the cache caught up: %v, want Skip", status)
+	}
+}
+
+// snapshotHandle adds the scheduler's snapshot of nodes to testHandle.
+type snapshotHandle struct {
+	testHandle
+	nodes map[string]fwk.NodeInfo
+}
+
+func (h snapshotHandle) SnapshotSharedLister() fwk.SharedLister {
+	return snapshotLister{nodes: nodeInfoLister{nodes: h.nodes}}
+}
+
+// snapshotLister serves the nodes only.
+type snapshotLister struct {
+	fwk.SharedLister
+	nodes nodeInfoLister
+}
+
+func (l snapshotLister) NodeInfos() fwk.NodeInfoLister { return l.nodes }
+
+type nodeInfoLister struct {
+	fwk.NodeInfoLister
+	nodes map[string]fwk.NodeInfo
+}
+
+func (l nodeInfoLister) Get(name string) (fwk.NodeInfo, error) {
+	if n, ok := l.nodes[name]; ok {
+		return n, nil
+	}
+	return nil, errors.New("not found")
 }

@@ -93,6 +93,10 @@ type Plugin struct {
 	// finds pods' claims for them (extended.go).
 	extendedResources extendedResources
 
+	// uncounted are pods whose devices' CPU and memory the scheduler's
+	// cache does not count yet (nodeallocatable.go).
+	uncounted uncountedPods
+
 	// upstreamCEL is the compile cache of allocator: upstream.
 	upstreamCELOnce sync.Once
 	upstreamCEL     *cel.Cache

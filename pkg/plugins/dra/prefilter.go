@@ -89,7 +89,8 @@ func (pl *Plugin) PreFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod,
 		return nil, status
 	}
 	if len(claims) == 0 && s.extended == nil {
-		return nil, fwk.NewStatus(fwk.Skip)
+		// Skip, unless devices' CPU is uncounted (nodeallocatable.go).
+		return nil, pl.preFilterUncounted()
 	}
 	s.claims = claims
 	s.info = make([]claimInfo, len(claims))
