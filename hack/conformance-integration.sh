@@ -25,12 +25,9 @@
 #     unschedulable instead of in error. That test runs with
 #     allocator: upstream (upstream's allocator inside StructuredDRA),
 #     unchanged.
-#  4. Entry point all: StructuredDRA refuses to start with the feature gate
-#     DRANodeAllocatableResources, which it does not implement yet, so all
-#     runs with it off, and the test that needs it is skipped:
-#     DRANodeAllocatableResources. GenericWorkload and
-#     DRAWorkloadResourceClaims stay on: PodGroup, WorkloadResourceClaims
-#     and OptionalNodeOperations/podgroup-* run unchanged.
+#  4. Entry point all runs with every feature gate upstream sets, the
+#     workload gates (GenericWorkload, DRAWorkloadResourceClaims,
+#     DRANodeAllocatableResources) included: no test is skipped.
 #
 # Usage: hack/conformance-integration.sh [test binary flags...]
 #   ENTRIES="default all"   the suite's entry points to run (ga and api also
@@ -125,20 +122,6 @@ replace_once "${pkg}/node_allocatable_resources.go" \
 
 # 3. FilterTimeout/enabled with upstream's allocator.
 flags=(-drasched.upstream-allocator-for='^TestDRA/[^/]+/FilterTimeout/enabled$')
-
-# 4. Entry point all without DRANodeAllocatableResources, and the test that
-# needs it skipped (shown as SKIP).
-for gate in DRANodeAllocatableResources; do
-	line=$(grep -E "^\s*features\.${gate}:\s+true," "${pkg}/dra.go" || true)
-	if [[ -z "${line}" ]]; then
-		echo "conformance-integration: the suite changed: no \"features.${gate}: true\" in dra.go" >&2
-		exit 1
-	fi
-	replace_once "${pkg}/dra.go" "${line}" "${line/true,/false, // drasched: not implemented yet}"
-done
-replace_once "${pkg}/dra.go" \
-	'runSubTest(tCtx, "DRANodeAllocatableResources", func(tCtx ktesting.TContext) { testNodeAllocatableResources(tCtx, true) })' \
-	'runSubTest(tCtx, "DRANodeAllocatableResources", draschedSkipWorkload)'
 
 # Only now, so that the checks above count upstream's text only.
 tail -n +2 "${hooks}" >"${pkg}/zz_drasched.go"

@@ -11,6 +11,7 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/component-helpers/nodedeclaredfeatures/features/draoptionalnodeoperations"
 	"k8s.io/dynamic-resource-allocation/structured"
@@ -29,7 +30,7 @@ var errBindingTimeout = errors.New("device binding timeout")
 // Filter checks that the pod's allocated claims can be used on the node and
 // allocates the others there. The allocation is remembered for Reserve. If
 // the claims do not fit, the status says why, per request.
-func (pl *Plugin) Filter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, nodeInfo fwk.NodeInfo) *fwk.Status {
+func (pl *Plugin) Filter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, nodeInfo fwk.NodeInfo) (status *fwk.Status) {
 	if pl.resizeDeferred(pod) {
 		return nil
 	}
@@ -39,10 +40,27 @@ func (pl *Plugin) Filter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, no
 		return statusError(logger, err)
 	}
 	if len(s.claims) == 0 && s.extended == nil {
-		return nil
+		// Devices' CPU the cache does not count yet (nodeallocatable.go).
+		return pl.filterUncounted(pod, nodeInfo)
 	}
 	node := nodeInfo.Node()
+	// Once the claims fit: the node's room for the resources of their
+	// devices that stand for CPU or memory (nodeallocatable.go).
+	var results []resourceapi.AllocationResult
+	defer func() {
+		if status.IsSuccess() {
+			status = pl.filterNodeAllocatable(ctx, s, pod, nodeInfo, results)
+		}
+	}()
 
+	// The pods of the pod group cycle that share allocations in flight
+	// (podgroup.go), for the node-allocatable sharing check.
+	var sharers pendingSharers
+	if group, err := groupStateIn(cs.GetPodGroupSchedulingCycle(), false); err != nil {
+		return statusError(logger, err)
+	} else if group != nil {
+		sharers = func(claim types.UID) sets.Set[types.UID] { return group.pending[claim] }
+	}
 	var unavailable []int
 	for i, claim := range s.claims {
 		allocation := claim.Status.Allocation
@@ -73,6 +91,9 @@ func (pl *Plugin) Filter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, no
 				logger.V(5).Info("Claim's binding conditions failed or timed out", "pod", klog.KObj(pod), "node", klog.KObj(node), "claim", klog.KObj(claim), "err", err)
 				unavailable = append(unavailable, i)
 			}
+		}
+		if status := pl.checkNodeAllocatableSharing(s, pod, i, sharers); status != nil {
+			return status
 		}
 	}
 	if len(unavailable) > 0 {
@@ -121,7 +142,7 @@ func (pl *Plugin) Filter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, no
 		}
 	}
 	start := time.Now()
-	results, err := a.Allocate(allocCtx, node, claims)
+	results, err = a.Allocate(allocCtx, node, claims)
 	observeFilter(start, results != nil, err)
 	switch {
 	case errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil:

@@ -9,7 +9,6 @@ import (
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/feature"
 
 	"github.com/drasched/drasched/internal/builder"
 )
@@ -149,19 +148,5 @@ func TestRequiresOptionalNodeOperations(t *testing.T) {
 	allocation.Devices.Results[0].SkipNodeOperations = []resourceapi.SkipNodeOperation{resourceapi.SkipNodeOperationNodePrepareResources}
 	if !requiresOptionalNodeOperations(allocation) {
 		t.Error("allocation that skips node operations does not need them")
-	}
-}
-
-func TestUnsupportedFeatures(t *testing.T) {
-	if err := unsupportedFeatures(feature.Features{EnableDynamicResourceAllocation: true, EnableDRAExtendedResource: true}); err != nil {
-		t.Errorf("default features rejected: %v", err)
-	}
-	workload := feature.Features{EnableDynamicResourceAllocation: true, EnableGenericWorkload: true, EnableDRAWorkloadResourceClaims: true, EnableTopologyAwareWorkloadScheduling: true}
-	if err := unsupportedFeatures(workload); err != nil {
-		t.Errorf("workload features rejected: %v", err)
-	}
-	err := unsupportedFeatures(feature.Features{EnableDRANodeAllocatableResources: true})
-	if err == nil || !strings.Contains(err.Error(), "DRANodeAllocatableResources") {
-		t.Errorf("got %v, want the gate named", err)
 	}
 }

@@ -39,7 +39,6 @@ import (
 	"k8s.io/dynamic-resource-allocation/structured"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
-	"k8s.io/kubernetes/pkg/features"
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/dynamicresources"
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/feature"
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
@@ -93,6 +92,10 @@ type Plugin struct {
 	// finds pods' claims for them (extended.go).
 	extendedResources extendedResources
 
+	// uncounted are pods whose devices' CPU and memory the scheduler's
+	// cache does not count yet (nodeallocatable.go).
+	uncounted uncountedPods
+
 	// upstreamCEL is the compile cache of allocator: upstream.
 	upstreamCELOnce sync.Once
 	upstreamCEL     *cel.Cache
@@ -144,9 +147,6 @@ func newPlugin(ctx context.Context, obj runtime.Object, fh fwk.Handle, opts Proc
 	fts := feature.NewSchedulerFeaturesFromGates(utilfeature.DefaultFeatureGate)
 	if !fts.EnableDynamicResourceAllocation {
 		return nil, fmt.Errorf("plugin %s needs the DynamicResourceAllocation feature", Name)
-	}
-	if err := unsupportedFeatures(fts); err != nil {
-		return nil, err
 	}
 	if fh.SharedDRAManager() == nil {
 		return nil, fmt.Errorf("plugin %s needs the scheduler's DRA manager, which kube-scheduler creates when DynamicResourceAllocation is enabled", Name)
@@ -216,20 +216,6 @@ func fencedClient(fh fwk.Handle, fence *leaderfence.Fence) (kubernetes.Interface
 
 // Name returns the plugin's name.
 func (pl *Plugin) Name() string { return Name }
-
-// unsupportedFeatures rejects alpha features, off by default in 1.37, that
-// the plugin does not implement yet, instead of scheduling their pods
-// wrongly: node-allocatable resources backed by devices.
-func unsupportedFeatures(fts feature.Features) error {
-	var names []string
-	if fts.EnableDRANodeAllocatableResources {
-		names = append(names, string(features.DRANodeAllocatableResources))
-	}
-	if len(names) > 0 {
-		return fmt.Errorf("plugin %s does not support the feature gates %v yet; disable them for drasched or use the in-tree %s plugin", Name, names, "DynamicResources")
-	}
-	return nil
-}
 
 // sharedCache is the allocator cache of the process, shared by all
 // profiles that run the plugin: the slices and expressions are the same.

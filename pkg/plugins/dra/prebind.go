@@ -62,6 +62,10 @@ func (pl *Plugin) PreBind(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, n
 	if err := pl.bindExtended(ctx, s, pod); err != nil {
 		return statusError(logger, err, "pod", klog.KObj(pod), "node", nodeName)
 	}
+	// Devices that stand for CPU or memory (nodeallocatable.go).
+	if err := pl.preBindNodeAllocatable(ctx, s, pod); err != nil {
+		return statusError(logger, err, "pod", klog.KObj(pod), "node", nodeName)
+	}
 
 	if !pl.bindingConditions() || !hasBindingConditions(s.claims) && !hasBindingConditions(s.extended.boundExtended()) {
 		return nil

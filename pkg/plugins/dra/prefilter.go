@@ -112,7 +112,8 @@ func (pl *Plugin) PreFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod,
 		return nil, status
 	}
 	if len(claims) == 0 && s.extended == nil {
-		return nil, fwk.NewStatus(fwk.Skip)
+		// Skip, unless devices' CPU is uncounted (nodeallocatable.go).
+		return nil, pl.preFilterUncounted()
 	}
 	s.claims = claims
 	s.info = make([]claimInfo, len(claims))
@@ -166,6 +167,10 @@ func (pl *Plugin) PreFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod,
 		s.toAllocate = append(s.toAllocate, i)
 	}
 
+	// Claims with devices that stand for CPU or memory (nodeallocatable.go).
+	if status := pl.preFilterNodeAllocatable(logger, s); status != nil {
+		return nil, status
+	}
 	s.pending = make([]*resourceapi.ResourceClaim, len(s.toAllocate))
 	for k, i := range s.toAllocate {
 		s.pending[k] = s.claims[i]

@@ -38,6 +38,10 @@ func (pl *Plugin) Reserve(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, n
 		group.share(claim.UID, pod.UID)
 		logger.V(5).Info("Sharing allocation in flight", "pod", klog.KObj(pod), "claim", klog.KObj(claim))
 	}
+	// Devices that stand for CPU or memory (nodeallocatable.go).
+	if status := pl.reserveNodeAllocatable(logger, s, pod, nodeName); status != nil {
+		return status
+	}
 	if s.allocator == nil {
 		return nil
 	}
@@ -104,4 +108,6 @@ func (pl *Plugin) Unreserve(ctx context.Context, cs fwk.CycleState, pod *v1.Pod,
 	}
 	// The claim for extended resources (extended.go).
 	pl.unreserveExtended(ctx, s, pod)
+	// Devices that stand for CPU or memory (nodeallocatable.go).
+	pl.unreserveNodeAllocatable(ctx, s, pod)
 }

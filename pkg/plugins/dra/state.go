@@ -51,6 +51,9 @@ type stateData struct {
 	// extended is the claim for the pod's extended resources backed by
 	// DRA, nil without such resources; see extended.go.
 	extended *extendedClaim
+	// nodeAllocatable: devices that stand for CPU or memory
+	// (nodeallocatable.go); nil with DRANodeAllocatableResources off.
+	nodeAllocatable *nodeAllocatable
 
 	// results are what Filter found, shared by all clones of the state.
 	results *filterResults
@@ -138,6 +141,7 @@ func (s *stateData) Clone() fwk.StateData {
 		slices:     s.slices,
 		dryRun:     s.dryRun.clone(),
 	}
+	c.nodeAllocatable = s.nodeAllocatable
 	return c
 }
 
