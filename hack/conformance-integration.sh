@@ -25,13 +25,12 @@
 #     unschedulable instead of in error. That test runs with
 #     allocator: upstream (upstream's allocator inside StructuredDRA),
 #     unchanged.
-#  4. Entry point all: StructuredDRA refuses to start with the feature gates
-#     GenericWorkload, DRAWorkloadResourceClaims and
-#     DRANodeAllocatableResources, which it does not implement yet (issue
-#     "Workload-aware scheduling"), so all runs with them off, and the tests
-#     that need them are skipped: PodGroup, WorkloadResourceClaims,
-#     DRANodeAllocatableResources and the two podgroup-* cases of
-#     OptionalNodeOperations.
+#  4. Entry point all: StructuredDRA refuses to start with the feature gate
+#     DRANodeAllocatableResources, which it does not implement yet, so all
+#     runs with it off, and the test that needs it is skipped:
+#     DRANodeAllocatableResources. GenericWorkload and
+#     DRAWorkloadResourceClaims stay on: PodGroup, WorkloadResourceClaims
+#     and OptionalNodeOperations/podgroup-* run unchanged.
 #
 # Usage: hack/conformance-integration.sh [test binary flags...]
 #   ENTRIES="default all"   the suite's entry points to run (ga and api also
@@ -127,9 +126,9 @@ replace_once "${pkg}/node_allocatable_resources.go" \
 # 3. FilterTimeout/enabled with upstream's allocator.
 flags=(-drasched.upstream-allocator-for='^TestDRA/[^/]+/FilterTimeout/enabled$')
 
-# 4. Entry point all without the workload gates, and the tests that need
-# them skipped (shown as SKIP).
-for gate in DRANodeAllocatableResources DRAWorkloadResourceClaims GenericWorkload; do
+# 4. Entry point all without DRANodeAllocatableResources, and the test that
+# needs it skipped (shown as SKIP).
+for gate in DRANodeAllocatableResources; do
 	line=$(grep -E "^\s*features\.${gate}:\s+true," "${pkg}/dra.go" || true)
 	if [[ -z "${line}" ]]; then
 		echo "conformance-integration: the suite changed: no \"features.${gate}: true\" in dra.go" >&2
@@ -140,22 +139,6 @@ done
 replace_once "${pkg}/dra.go" \
 	'runSubTest(tCtx, "DRANodeAllocatableResources", func(tCtx ktesting.TContext) { testNodeAllocatableResources(tCtx, true) })' \
 	'runSubTest(tCtx, "DRANodeAllocatableResources", draschedSkipWorkload)'
-replace_once "${pkg}/dra.go" \
-	'runSubTest(tCtx, "PodGroup", testPodGroup)' \
-	'runSubTest(tCtx, "PodGroup", draschedSkipWorkload)'
-replace_once "${pkg}/dra.go" \
-	'runSubTest(tCtx, "WorkloadResourceClaims", func(tCtx ktesting.TContext) { testWorkloadResourceClaims(tCtx, true, true) })' \
-	'runSubTest(tCtx, "WorkloadResourceClaims", draschedSkipWorkload)'
-# OptionalNodeOperations/podgroup-*: two of its four cases use a PodGroup.
-replace_once "${pkg}/optional_node_operations.go" \
-	'		tCtx.Run(name, func(tCtx ktesting.TContext) {
-			tCtx.Parallel()
-' '		tCtx.Run(name, func(tCtx ktesting.TContext) {
-			if tt.usePodGroup {
-				draschedSkipWorkload(tCtx)
-			}
-			tCtx.Parallel()
-'
 
 # Only now, so that the checks above count upstream's text only.
 tail -n +2 "${hooks}" >"${pkg}/zz_drasched.go"

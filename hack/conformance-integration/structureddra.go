@@ -10,8 +10,8 @@
 //	util.StartScheduler(schedulerCtx, cfg, draschedScheduler(schedulerCtx, testName, cfg))
 //
 // the assertions on the in-tree plugin's failure text to use
-// draschedMessage and draschedReason, and the tests that need the workload
-// feature gates to call draschedSkipWorkload. Everything else in the suite
+// draschedMessage and draschedReason, and the test that needs
+// DRANodeAllocatableResources to call draschedSkipWorkload. Everything else in the suite
 // is upstream's.
 
 package dra
@@ -168,11 +168,11 @@ func pluginSets(plugins *config.Plugins) []*config.PluginSet {
 	return sets
 }
 
-// draschedSkipWorkload stands in for the tests of entry point all that need
-// the feature gates GenericWorkload, DRAWorkloadResourceClaims or
-// DRANodeAllocatableResources: StructuredDRA refuses to start with them.
+// draschedSkipWorkload stands in for the test of entry point all that needs
+// the feature gate DRANodeAllocatableResources: StructuredDRA refuses to
+// start with it.
 func draschedSkipWorkload(tCtx ktesting.TContext) {
-	tCtx.Skip("drasched: StructuredDRA does not implement pod groups, workload ResourceClaims and node-allocatable resources yet (issue \"Workload-aware scheduling\"); the suite runs with their feature gates off")
+	tCtx.Skip("drasched: StructuredDRA does not implement node-allocatable resources backed by devices yet; the suite runs with DRANodeAllocatableResources off")
 }
 
 // inTreeFailure is the one reason that the in-tree plugin gives when its

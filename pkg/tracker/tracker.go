@@ -45,11 +45,16 @@ type Interface interface {
 	// nil.
 	PendingAllocation(uid types.UID) *resourceapi.AllocationResult
 	// Reserve puts the allocation of claim (a copy with
-	// Status.Allocation set) in flight under claim.UID.
+	// Status.Allocation set) in flight under claim.UID, with one share.
 	Reserve(claim *resourceapi.ResourceClaim) error
-	// Unreserve drops the allocation in flight under key, unless a write
-	// of it succeeded or may have succeeded. It reports whether it
-	// dropped one.
+	// Share adds a share to the allocation in flight under key, which
+	// no write has touched yet: another pod of the same pod group
+	// scheduling cycle uses the claim too.
+	Share(key types.UID) error
+	// Unreserve drops one share of the allocation in flight under key,
+	// unless a write of it succeeded or may have succeeded; the last
+	// share takes the allocation with it. It reports whether it dropped
+	// the allocation.
 	Unreserve(key types.UID) bool
 	// Written records that PreBind wrote the allocation in flight under
 	// key (or, with an empty key, only a reservation): written is what
@@ -134,6 +139,10 @@ type entry struct {
 	// claim is the claim put in flight, with its allocation.
 	claim *resourceapi.ResourceClaim
 	phase phase
+	// shares counts the pods that hold the allocation while it is
+	// reserved: one, or the pods of one pod group scheduling cycle that
+	// share the claim.
+	shares int
 	// target is the written claim (written) or the version the failed
 	// write was based on (unknown).
 	target *resourceapi.ResourceClaim
@@ -286,11 +295,31 @@ func (t *Tracker) Reserve(claim *resourceapi.ResourceClaim) error {
 	if err := t.claims.SignalClaimPendingAllocation(claim.UID, claim); err != nil {
 		return fmt.Errorf("put allocation of claim %s in flight: %w", klog.KObj(claim), err)
 	}
-	t.entries[claim.UID] = &entry{claim: claim, phase: reserved}
+	t.entries[claim.UID] = &entry{claim: claim, phase: reserved, shares: 1}
 	return nil
 }
 
-// Unreserve drops an allocation that no write has touched.
+// ErrNotReserved is returned by Share for a claim without an allocation
+// that is reserved and not yet written.
+var ErrNotReserved = errors.New("claim has no reserved allocation in flight")
+
+// Share adds a share to a reserved allocation. The shares live in the
+// tracker, not in the claim cache's pending allocations: the first write
+// ends the flight for all of them, because from then on the claim cache
+// holds the allocation.
+func (t *Tracker) Share(key types.UID) error {
+	t.mutex.Lock()
+	defer t.mutex.Unlock()
+	e := t.entries[key]
+	if e == nil || e.phase != reserved {
+		return fmt.Errorf("claim %s: %w", key, ErrNotReserved)
+	}
+	e.shares++
+	return nil
+}
+
+// Unreserve drops a share of an allocation that no write has touched, and
+// the allocation with the last share.
 func (t *Tracker) Unreserve(key types.UID) bool {
 	t.mutex.Lock()
 	defer t.mutex.Unlock()
@@ -298,12 +327,15 @@ func (t *Tracker) Unreserve(key types.UID) bool {
 	if e == nil || e.phase != reserved {
 		return false
 	}
+	if e.shares--; e.shares > 0 {
+		return false
+	}
 	t.removeLocked(key)
 	return true
 }
 
 // removeLocked drops an entry and its allocation in flight. Force: the
-// tracker never shares an allocation in flight between pods.
+// claim cache holds each allocation once; the tracker counts the shares.
 func (t *Tracker) removeLocked(key types.UID) {
 	t.claims.MaybeRemoveClaimPendingAllocation(key, true)
 	delete(t.entries, key)

@@ -238,6 +238,71 @@ func TestReserveWrittenUnreserve(t *testing.T) {
 	}
 }
 
+// TestShares: pods of one pod group cycle share a claim's allocation in
+// flight; it stays in flight until the last share is dropped, and a write
+// by any of them ends the flight for all.
+func TestShares(t *testing.T) {
+	env := setup(t, 0, claim("a"), claim("b"), claim("c"))
+	tr := env.tracker
+	if err := tr.Share(env.get(t, "a").UID); !errors.Is(err, tracker.ErrNotReserved) {
+		t.Fatalf("Share of a claim not in flight: %v, want ErrNotReserved", err)
+	}
+
+	a := withAllocation(env.get(t, "a"), allocation("gpu-0"))
+	if err := tr.Reserve(a); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if err := tr.Share(a.UID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 2 {
+		if tr.Unreserve(a.UID) {
+			t.Fatalf("Unreserve %d of 3 dropped the shared allocation", i+1)
+		}
+		if got := env.allocated(t); !got.Equal(ids("gpu-0")) {
+			t.Fatalf("after Unreserve %d of 3 the device is not counted: %v", i+1, got)
+		}
+	}
+	if !tr.Unreserve(a.UID) {
+		t.Fatal("the last Unreserve did not drop the allocation")
+	}
+	if got := env.allocated(t); got.Len() != 0 || len(tr.InFlight()) != 0 {
+		t.Fatalf("after the last Unreserve: allocated %v, in flight %v", got, tr.InFlight())
+	}
+
+	// One write ends the flight for every share; the others' Unreserve
+	// must not free the written devices.
+	b := withAllocation(env.get(t, "b"), allocation("gpu-1"))
+	if err := tr.Reserve(b); err != nil {
+		t.Fatal(err)
+	}
+	if err := tr.Share(b.UID); err != nil {
+		t.Fatal(err)
+	}
+	tr.Written(env.ctx, b.UID, env.writeStatus(t, b))
+	if tr.Unreserve(b.UID) || len(tr.InFlight()) != 0 {
+		t.Fatalf("Unreserve of a share after the write: in flight %v", tr.InFlight())
+	}
+	if got := env.allocated(t); !got.Equal(ids("gpu-1")) {
+		t.Fatalf("written shared allocation not counted: %v", got)
+	}
+
+	// A write with an unknown outcome keeps the allocation for all shares.
+	c := withAllocation(env.get(t, "c"), allocation("gpu-2"))
+	if err := tr.Reserve(c); err != nil {
+		t.Fatal(err)
+	}
+	tr.WriteUnknown(env.ctx, c.UID, env.get(t, "c"))
+	if err := tr.Share(c.UID); !errors.Is(err, tracker.ErrNotReserved) {
+		t.Fatalf("Share after a write attempt: %v, want ErrNotReserved", err)
+	}
+	if tr.Unreserve(c.UID) {
+		t.Fatal("Unreserve dropped an allocation whose write may have landed")
+	}
+}
+
 func TestReserveErrors(t *testing.T) {
 	env := setup(t, 0, withAllocation(claim("a"), allocation("gpu-0")), claim("b"))
 	stale := claim("a") // the cycle saw it unallocated

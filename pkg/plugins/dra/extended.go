@@ -526,7 +526,7 @@ func (pl *Plugin) bindExtended(ctx context.Context, s *stateData, pod *v1.Pod) e
 	logger.V(5).Info("Created claim for extended resources", "pod", klog.KObj(pod), "claim", klog.KObj(created))
 	// The allocation stays in flight under the placeholder's UID until the
 	// claim cache has the created claim.
-	written, err := pl.writeClaim(ctx, created, e.reserved.Status.Allocation, pod, e.reserved.UID)
+	written, err := pl.writeClaim(ctx, created, e.reserved.Status.Allocation, podReference(pod), e.reserved.UID)
 	if err != nil {
 		return err
 	}

@@ -46,6 +46,11 @@ func (pl *Plugin) Filter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, no
 	var unavailable []int
 	for i, claim := range s.claims {
 		allocation := claim.Status.Allocation
+		if allocation == nil && slices.Contains(s.shared, i) {
+			// Allocated in flight for the pod group: as good as
+			// allocated, but not written, so no binding conditions yet.
+			allocation = s.info[i].allocation
+		}
 		if allocation == nil {
 			continue
 		}
@@ -59,7 +64,7 @@ func (pl *Plugin) Filter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, no
 			unavailable = append(unavailable, i)
 			continue
 		}
-		if pl.bindingConditions() {
+		if pl.bindingConditions() && claim.Status.Allocation != nil {
 			// A claim whose devices failed to bind, or did not bind in
 			// time, should be deallocated by PostFilter so that other
 			// devices can be tried.

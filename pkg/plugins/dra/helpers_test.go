@@ -156,8 +156,12 @@ func TestUnsupportedFeatures(t *testing.T) {
 	if err := unsupportedFeatures(feature.Features{EnableDynamicResourceAllocation: true, EnableDRAExtendedResource: true}); err != nil {
 		t.Errorf("default features rejected: %v", err)
 	}
-	err := unsupportedFeatures(feature.Features{EnableGenericWorkload: true, EnableDRAWorkloadResourceClaims: true})
-	if err == nil || !strings.Contains(err.Error(), "GenericWorkload") || !strings.Contains(err.Error(), "DRAWorkloadResourceClaims") {
-		t.Errorf("got %v, want both gates named", err)
+	workload := feature.Features{EnableDynamicResourceAllocation: true, EnableGenericWorkload: true, EnableDRAWorkloadResourceClaims: true, EnableTopologyAwareWorkloadScheduling: true}
+	if err := unsupportedFeatures(workload); err != nil {
+		t.Errorf("workload features rejected: %v", err)
+	}
+	err := unsupportedFeatures(feature.Features{EnableDRANodeAllocatableResources: true})
+	if err == nil || !strings.Contains(err.Error(), "DRANodeAllocatableResources") {
+		t.Errorf("got %v, want the gate named", err)
 	}
 }

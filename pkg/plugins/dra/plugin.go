@@ -99,15 +99,16 @@ type Plugin struct {
 }
 
 var (
-	_ fwk.PreEnqueuePlugin  = &Plugin{}
-	_ fwk.PreFilterPlugin   = &Plugin{}
-	_ fwk.FilterPlugin      = &Plugin{}
-	_ fwk.PostFilterPlugin  = &Plugin{}
-	_ fwk.ScorePlugin       = &Plugin{}
-	_ fwk.ReservePlugin     = &Plugin{}
-	_ fwk.PreBindPlugin     = &Plugin{}
-	_ fwk.EnqueueExtensions = &Plugin{}
-	_ fwk.SignPlugin        = &Plugin{}
+	_ fwk.PreEnqueuePlugin         = &Plugin{}
+	_ fwk.PreFilterPlugin          = &Plugin{}
+	_ fwk.FilterPlugin             = &Plugin{}
+	_ fwk.PostFilterPlugin         = &Plugin{}
+	_ fwk.PodGroupPostFilterPlugin = &Plugin{}
+	_ fwk.ScorePlugin              = &Plugin{}
+	_ fwk.ReservePlugin            = &Plugin{}
+	_ fwk.PreBindPlugin            = &Plugin{}
+	_ fwk.EnqueueExtensions        = &Plugin{}
+	_ fwk.SignPlugin               = &Plugin{}
 )
 
 // ProcessOptions carry what the scheduler command knows about the process
@@ -218,16 +219,9 @@ func (pl *Plugin) Name() string { return Name }
 
 // unsupportedFeatures rejects alpha features, off by default in 1.37, that
 // the plugin does not implement yet, instead of scheduling their pods
-// wrongly: claims of pod groups (and pod group scheduling, which needs
-// PodGroupPostFilter) and node-allocatable resources backed by devices.
+// wrongly: node-allocatable resources backed by devices.
 func unsupportedFeatures(fts feature.Features) error {
 	var names []string
-	if fts.EnableGenericWorkload {
-		names = append(names, string(features.GenericWorkload))
-	}
-	if fts.EnableDRAWorkloadResourceClaims {
-		names = append(names, string(features.DRAWorkloadResourceClaims))
-	}
 	if fts.EnableDRANodeAllocatableResources {
 		names = append(names, string(features.DRANodeAllocatableResources))
 	}

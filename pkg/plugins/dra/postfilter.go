@@ -6,7 +6,6 @@ import (
 	"fmt"
 
 	v1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
@@ -31,31 +30,8 @@ func (pl *Plugin) PostFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod
 	if err != nil {
 		return nil, statusError(logger, err)
 	}
-	// A claim for extended resources left from an earlier attempt
-	// (extended.go).
-	if status := pl.postFilterExtended(ctx, s, pod); status != nil {
+	if freed, status := pl.freeUnavailable(ctx, s, pod); freed || status.IsError() {
 		return nil, status
-	}
-	s.results.mutex.Lock()
-	candidates := sets.List(s.results.unavailable)
-	s.results.mutex.Unlock()
-
-	// Lowest index first: deterministic, and no better heuristic exists.
-	for _, i := range candidates {
-		claim := s.claims[i]
-		reserved := claim.Status.ReservedFor
-		if len(reserved) > 1 || len(reserved) == 1 && reserved[0].UID != pod.UID {
-			continue
-		}
-		claim = claim.DeepCopy()
-		claim.Status.ReservedFor = nil
-		claim.Status.Allocation = nil
-		claim.Status.Devices = nil
-		logger.V(5).Info("Deallocating ResourceClaim", "pod", klog.KObj(pod), "claim", klog.KObj(claim))
-		if _, err := pl.client.ResourceV1().ResourceClaims(claim.Namespace).UpdateStatus(ctx, claim, metav1.UpdateOptions{}); err != nil {
-			return nil, statusError(logger, err)
-		}
-		return nil, fwk.NewStatus(fwk.Unschedulable, "deallocation of ResourceClaim completed")
 	}
 	// The devices of the victims of an earlier preemption for this pod
 	// are still allocated: wait for their claims to be deallocated (their
@@ -73,4 +49,38 @@ func (pl *Plugin) PostFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod
 		return framework.NewPostFilterResultWithNominatedNode(node), statusUnschedulable(logger, []string{fmt.Sprintf("waiting for %d resource claims of deleted pods on node %s to be deallocated", freed, node)}, "pod", klog.KObj(pod))
 	}
 	return nil, fwk.NewStatus(fwk.Unschedulable)
+}
+
+// freeUnavailable frees what blocks the pod on every node: a claim for
+// extended resources left from an earlier attempt, or an allocated claim
+// that could not be used on some node and that no other consumer holds
+// (its allocation is dropped, so that the next attempt can allocate it
+// elsewhere). It reports whether it freed one. A claim reserved for others
+// is left alone: they use its devices.
+func (pl *Plugin) freeUnavailable(ctx context.Context, s *stateData, pod *v1.Pod) (bool, *fwk.Status) {
+	logger := klog.FromContext(ctx)
+	// A claim for extended resources left from an earlier attempt
+	// (extended.go).
+	if status := pl.postFilterExtended(ctx, s, pod); status != nil {
+		return true, status
+	}
+	s.results.mutex.Lock()
+	candidates := sets.List(s.results.unavailable)
+	s.results.mutex.Unlock()
+
+	// Lowest index first: deterministic, and no better heuristic exists.
+	for _, i := range candidates {
+		claim := s.claims[i]
+		reserved := claim.Status.ReservedFor
+		if claim.Status.Allocation == nil || len(reserved) > 1 || len(reserved) == 1 && reserved[0].UID != pod.UID {
+			// Not written yet (shared in a pod group cycle), or in use.
+			continue
+		}
+		logger.V(5).Info("Deallocating ResourceClaim", "pod", klog.KObj(pod), "claim", klog.KObj(claim))
+		if err := pl.deallocate(ctx, claim); err != nil {
+			return true, statusError(logger, err)
+		}
+		return true, fwk.NewStatus(fwk.Unschedulable, "deallocation of ResourceClaim completed")
+	}
+	return false, nil
 }

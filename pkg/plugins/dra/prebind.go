@@ -16,7 +16,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/util/retry"
-	"k8s.io/dynamic-resource-allocation/resourceclaim"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 
@@ -49,7 +48,7 @@ func (pl *Plugin) PreBind(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, n
 		return statusError(logger, err)
 	}
 	for i, claim := range s.claims {
-		if resourceclaim.IsReservedForPod(pod, claim, false) {
+		if pl.reservedForPod(pod, claim) {
 			continue
 		}
 		written, err := pl.bindClaim(ctx, s, i, pod)
@@ -82,15 +81,15 @@ func (pl *Plugin) PreBind(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, n
 	return nil
 }
 
-// bindClaim records the allocation (if this cycle made one) and the
-// reservation for one claim.
+// bindClaim records the allocation (if this cycle made or shared one) and
+// the reservation for one claim: for the pod, or for its PodGroup.
 func (pl *Plugin) bindClaim(ctx context.Context, s *stateData, index int, pod *v1.Pod) (*resourceapi.ResourceClaim, error) {
 	claim, allocation := s.claims[index], s.info[index].allocation
 	var key types.UID
 	if allocation != nil {
 		key = claim.UID
 	}
-	return pl.writeClaim(ctx, claim, allocation, pod, key)
+	return pl.writeClaim(ctx, claim, allocation, s.binding(index, pod), key)
 }
 
 // writeBackoff paces retries of a claim write after a conflict or an
@@ -112,7 +111,7 @@ var errClaimReplaced = errors.New("claim was replaced by another claim of the sa
 // the claim read after it shows the allocation and the reservation. If the
 // outcome stays unknown, the allocation stays in flight in the tracker
 // until the API tells what happened.
-func (pl *Plugin) writeClaim(ctx context.Context, claim *resourceapi.ResourceClaim, allocation *resourceapi.AllocationResult, pod *v1.Pod, key types.UID) (*resourceapi.ResourceClaim, error) {
+func (pl *Plugin) writeClaim(ctx context.Context, claim *resourceapi.ResourceClaim, allocation *resourceapi.AllocationResult, consumer resourceapi.ResourceClaimConsumerReference, key types.UID) (*resourceapi.ResourceClaim, error) {
 	logger := klog.FromContext(ctx)
 	claims := pl.client.ResourceV1().ResourceClaims(claim.Namespace)
 	uid := claim.UID
@@ -140,7 +139,7 @@ func (pl *Plugin) writeClaim(ctx context.Context, claim *resourceapi.ResourceCla
 				// Newer than the base, so the write can no longer land
 				// (its precondition fails) if it has not already.
 				maybeLanded = nil
-				if landed(latest, allocation, pod) {
+				if landed(latest, allocation, consumer) {
 					logger.V(5).Info("Claim write with unknown outcome had landed", "claim", klog.KObj(latest))
 					written = latest
 					return nil
@@ -152,10 +151,19 @@ func (pl *Plugin) writeClaim(ctx context.Context, claim *resourceapi.ResourceCla
 		if current.DeletionTimestamp != nil {
 			return fmt.Errorf("claim %s got deleted in the meantime", klog.KObj(current))
 		}
-		if allocation != nil {
-			if current.Status.Allocation != nil {
+		if allocation != nil && current.Status.Allocation != nil {
+			// Another pod of the same pod group, sharing the allocation
+			// in flight, wrote it first: only the reservation is left.
+			if !apiequality.Semantic.DeepEqual(current.Status.Allocation.Devices, allocation.Devices) {
 				return fmt.Errorf("claim %s got allocated elsewhere in the meantime", klog.KObj(current))
 			}
+			if reservedFor(current, consumer.UID) {
+				written = current
+				return nil
+			}
+			allocation = nil
+		}
+		if allocation != nil {
 			// The finalizer needs a normal update. An interrupted earlier
 			// attempt may have added it already.
 			if !slices.Contains(current.Finalizers, resourceapi.Finalizer) {
@@ -180,9 +188,7 @@ func (pl *Plugin) writeClaim(ctx context.Context, claim *resourceapi.ResourceCla
 		}
 		// The API server rejects a reservation that is not possible (too
 		// many consumers) with an error that is not a conflict.
-		update.Status.ReservedFor = append(update.Status.ReservedFor, resourceapi.ResourceClaimConsumerReference{
-			Resource: "pods", Name: pod.Name, UID: pod.UID,
-		})
+		update.Status.ReservedFor = append(update.Status.ReservedFor, consumer)
 		if pl.bindingConditions() && update.Status.Allocation.AllocationTimestamp == nil {
 			update.Status.Allocation.AllocationTimestamp = &metav1.Time{Time: time.Now()}
 		}
@@ -226,17 +232,22 @@ func (pl *Plugin) writeClaim(ctx context.Context, claim *resourceapi.ResourceCla
 	// The next cycle must see this version before the informer does, and
 	// the devices must move from in flight to allocated without a gap.
 	pl.tracker.Written(ctx, key, written)
-	logger.V(5).Info("Claim reserved for pod", "pod", klog.KObj(pod), "claim", klog.KObj(written), "allocated", allocation != nil)
+	logger.V(5).Info("Claim reserved", "consumer", consumer.Resource+"/"+consumer.Name, "claim", klog.KObj(written), "allocated", allocation != nil)
 	return written, nil
 }
 
 // landed: the claim carries the allocation (if any was to be written) and
-// the pod's reservation, so the write with the unknown outcome landed.
-func landed(claim *resourceapi.ResourceClaim, allocation *resourceapi.AllocationResult, pod *v1.Pod) bool {
-	if claim.Status.Allocation == nil || !resourceclaim.IsReservedForPod(pod, claim, false) {
+// the consumer's reservation, so the write with the unknown outcome landed.
+func landed(claim *resourceapi.ResourceClaim, allocation *resourceapi.AllocationResult, consumer resourceapi.ResourceClaimConsumerReference) bool {
+	if claim.Status.Allocation == nil || !reservedFor(claim, consumer.UID) {
 		return false
 	}
 	return allocation == nil || apiequality.Semantic.DeepEqual(claim.Status.Allocation.Devices, allocation.Devices)
+}
+
+// reservedFor: the claim's reservedFor names the consumer.
+func reservedFor(claim *resourceapi.ResourceClaim, consumer types.UID) bool {
+	return slices.ContainsFunc(claim.Status.ReservedFor, func(r resourceapi.ResourceClaimConsumerReference) bool { return r.UID == consumer })
 }
 
 // retriable: an API call worth repeating, with a fresh read (conflict) or

@@ -7,6 +7,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	resourcehelper "k8s.io/component-helpers/resource"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
@@ -34,11 +35,20 @@ func (pl *Plugin) PreEnqueue(ctx context.Context, pod *v1.Pod) *fwk.Status {
 // The objects come from the tracker's assume cache and must not be
 // modified.
 func (pl *Plugin) podClaims(pod *v1.Pod) ([]*resourceapi.ResourceClaim, error) {
+	claims, _, err := pl.podClaimEntries(pod)
+	return claims, err
+}
+
+// podClaimEntries returns podClaims and, for each, its entry in
+// pod.Spec.ResourceClaims.
+func (pl *Plugin) podClaimEntries(pod *v1.Pod) ([]*resourceapi.ResourceClaim, []*v1.PodResourceClaim, error) {
 	claims := make([]*resourceapi.ResourceClaim, 0, len(pod.Spec.ResourceClaims))
+	entries := make([]*v1.PodResourceClaim, 0, len(pod.Spec.ResourceClaims))
 	for i := range pod.Spec.ResourceClaims {
-		name, mustCheckOwner, err := resourceclaim.Name(pod, &pod.Spec.ResourceClaims[i])
+		entry := &pod.Spec.ResourceClaims[i]
+		name, mustCheckOwner, err := resourceclaim.Name(pod, entry)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if name == nil {
 			// No claim needed for this entry.
@@ -46,19 +56,22 @@ func (pl *Plugin) podClaims(pod *v1.Pod) ([]*resourceapi.ResourceClaim, error) {
 		}
 		claim, err := pl.tracker.Claim(pod.Namespace, *name)
 		if err != nil {
-			return nil, fmt.Errorf("waiting for resource claim %s/%s: %w", pod.Namespace, *name, err)
+			return nil, nil, fmt.Errorf("waiting for resource claim %s/%s: %w", pod.Namespace, *name, err)
 		}
 		if claim.DeletionTimestamp != nil {
-			return nil, fmt.Errorf("resourceclaim %q is being deleted", claim.Name)
+			return nil, nil, fmt.Errorf("resourceclaim %q is being deleted", claim.Name)
 		}
 		if mustCheckOwner {
-			if err := resourceclaim.IsForPod(pod, claim, false); err != nil {
-				return nil, err
+			// With DRAWorkloadResourceClaims, a claim generated for the
+			// pod's PodGroup is the pod's too.
+			if err := resourceclaim.IsForPod(pod, claim, pl.fts.EnableDRAWorkloadResourceClaims); err != nil {
+				return nil, nil, err
 			}
 		}
 		claims = append(claims, claim)
+		entries = append(entries, entry)
 	}
-	return claims, nil
+	return claims, entries, nil
 }
 
 // PreFilter gathers the pod's claims, rejects the pod while a claim is in
@@ -80,7 +93,17 @@ func (pl *Plugin) PreFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod,
 	// after the handlers of its informers, the claim cache's included,
 	// have processed the initial lists.
 
-	claims, err := pl.podClaims(pod)
+	// In a pod group scheduling cycle, the group's state learns of the
+	// pod first, for PodGroupPostFilter (podgroup.go).
+	group, err := groupStateOf(cs)
+	if err != nil {
+		return nil, statusError(logger, err)
+	}
+	if group != nil {
+		group.pods[types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name}] = s
+	}
+
+	claims, entries, err := pl.podClaimEntries(pod)
 	if err != nil {
 		return nil, statusUnschedulable(logger, []string{err.Error()}, "pod", klog.KObj(pod))
 	}
@@ -93,34 +116,48 @@ func (pl *Plugin) PreFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod,
 	}
 	s.claims = claims
 	s.info = make([]claimInfo, len(claims))
+	if s.bindTo, err = pl.claimBindings(pod, entries); err != nil {
+		return nil, statusUnschedulable(logger, []string{err.Error()}, "pod", klog.KObj(pod))
+	}
 
 	// Allocated claims that are local to one node restrict the pod to it.
 	var onlyNodes sets.Set[string]
 	for i, claim := range claims {
 		if claim.Status.Allocation != nil {
-			if !resourceclaim.CanBeReserved(claim) && !resourceclaim.IsReservedForPod(pod, claim, false) {
+			if !resourceclaim.CanBeReserved(claim) && !pl.reservedForPod(pod, claim) {
 				return nil, statusUnschedulable(logger, []string{fmt.Sprintf("resource claim %s is in use by the maximum number of other pods", klog.KObj(claim))}, "pod", klog.KObj(pod))
 			}
-			if selector := claim.Status.Allocation.NodeSelector; selector != nil {
-				matcher, err := nodeaffinity.NewNodeSelector(selector)
-				if err != nil {
-					return nil, statusError(logger, fmt.Errorf("claim %s: node selector of allocation: %w", klog.KObj(claim), err))
-				}
-				s.info[i].availableOnNodes = matcher
-				if node, ok := singleNode(selector); ok {
-					if onlyNodes == nil {
-						onlyNodes = sets.New(node)
-					} else {
-						onlyNodes = onlyNodes.Intersection(sets.New(node))
-					}
-				}
+			matcher, node, err := allocationNodes(claim.Status.Allocation)
+			if err != nil {
+				return nil, statusError(logger, fmt.Errorf("claim %s: node selector of allocation: %w", klog.KObj(claim), err))
+			}
+			s.info[i].availableOnNodes = matcher
+			if node != "" {
+				onlyNodes = restrictTo(onlyNodes, node)
 			}
 			continue
 		}
 
-		// An allocation in flight for another pod: wait for it to be
-		// written; the claim update requeues this pod.
-		if pl.tracker.PendingAllocation(claim.UID) != nil {
+		if pending := pl.tracker.PendingAllocation(claim.UID); pending != nil {
+			// An allocation that a pod of the same pod group cycle put
+			// in flight: this pod shares it (podgroup.go).
+			if group != nil && group.pending[claim.UID] != nil {
+				// Filter checks the node selector. Not narrowed here, as
+				// for written allocations: upstream does not narrow
+				// either, and a pod of the group whose other constraints
+				// exclude that node is told "resourceclaim not available
+				// on the node" there, as upstream tells it.
+				matcher, _, err := allocationNodes(pending)
+				if err != nil {
+					return nil, statusError(logger, fmt.Errorf("claim %s: node selector of allocation in flight: %w", klog.KObj(claim), err))
+				}
+				s.info[i].allocation, s.info[i].availableOnNodes = pending, matcher
+				s.shared = append(s.shared, i)
+				logger.V(5).Info("Sharing allocation in flight of the pod group", "pod", klog.KObj(pod), "claim", klog.KObj(claim))
+				continue
+			}
+			// An allocation in flight for another pod: wait for it to be
+			// written; the claim update requeues this pod.
 			return nil, statusUnschedulable(logger, []string{fmt.Sprintf("resource claim %s is in the process of being allocated", klog.KObj(claim))}, "pod", klog.KObj(pod))
 		}
 		if status := pl.checkClasses(logger, claim); status != nil {
@@ -149,11 +186,7 @@ func (pl *Plugin) PreFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod,
 			return nil, statusError(logger, err)
 		}
 		if len(freed) > 0 {
-			if onlyNodes == nil {
-				onlyNodes = sets.New(node)
-			} else {
-				onlyNodes = onlyNodes.Intersection(sets.New(node))
-			}
+			onlyNodes = restrictTo(onlyNodes, node)
 		}
 	}
 	if onlyNodes != nil {
@@ -258,6 +291,29 @@ func (pl *Plugin) celCache() *cel.Cache {
 // preempt, and its claims are allocated already. Upstream skips it too.
 func (pl *Plugin) resizeDeferred(pod *v1.Pod) bool {
 	return pl.fts.EnableInPlacePodVerticalScalingSchedulerPreemption && resourcehelper.IsPodResizeDeferred(pod)
+}
+
+// allocationNodes returns the matcher of an allocation's node selector
+// (nil if it has none) and the node it selects if that is exactly one.
+func allocationNodes(allocation *resourceapi.AllocationResult) (*nodeaffinity.NodeSelector, string, error) {
+	selector := allocation.NodeSelector
+	if selector == nil {
+		return nil, "", nil
+	}
+	matcher, err := nodeaffinity.NewNodeSelector(selector)
+	if err != nil {
+		return nil, "", err
+	}
+	node, _ := singleNode(selector)
+	return matcher, node, nil
+}
+
+// restrictTo narrows the nodes a pod may use (nil: all) to one node.
+func restrictTo(nodes sets.Set[string], node string) sets.Set[string] {
+	if nodes == nil {
+		return sets.New(node)
+	}
+	return nodes.Intersection(sets.New(node))
 }
 
 // singleNode returns the node name of a selector that selects exactly one

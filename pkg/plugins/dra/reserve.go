@@ -7,8 +7,6 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/dynamic-resource-allocation/resourceclaim"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
@@ -25,6 +23,20 @@ func (pl *Plugin) Reserve(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, n
 	s, err := getState(cs)
 	if err != nil {
 		return statusError(logger, err)
+	}
+	group, err := groupStateOf(cs)
+	if err != nil {
+		return statusError(logger, err)
+	}
+	// Allocations in flight for the pod group that this pod shares.
+	for _, i := range s.shared {
+		claim := s.claims[i]
+		if err := pl.tracker.Share(claim.UID); err != nil {
+			return statusError(logger, err, "pod", klog.KObj(pod))
+		}
+		s.held = append(s.held, claim.UID)
+		group.share(claim.UID, pod.UID)
+		logger.V(5).Info("Sharing allocation in flight", "pod", klog.KObj(pod), "claim", klog.KObj(claim))
 	}
 	if s.allocator == nil {
 		return nil
@@ -45,6 +57,9 @@ func (pl *Plugin) Reserve(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, n
 		if err := pl.tracker.Reserve(claim); err != nil {
 			return statusError(logger, err, "pod", klog.KObj(pod))
 		}
+		s.held = append(s.held, claim.UID)
+		// The group's later pods share it.
+		group.share(claim.UID, pod.UID)
 		logger.V(5).Info("Allocation in flight", "pod", klog.KObj(pod), "claim", klog.KObj(claim), "allocation", klog.Format(allocation))
 	}
 	// The claim for extended resources (extended.go).
@@ -60,19 +75,27 @@ func (pl *Plugin) Unreserve(ctx context.Context, cs fwk.CycleState, pod *v1.Pod,
 	if err != nil {
 		return
 	}
-	for _, claim := range s.claims {
-		// By the UID Reserve used: PreBind may have replaced the claim
-		// object, never with one of another UID.
-		if pl.tracker.Unreserve(claim.UID) {
-			logger.V(5).Info("Dropped allocation in flight", "pod", klog.KObj(pod), "claim", klog.KObj(claim))
+	// Nil in the binding cycle: a pod group's pending set is then no
+	// longer used.
+	group, _ := groupStateOf(cs)
+	// Exactly the shares Reserve took, once: another pod of the group may
+	// hold a share of the same allocation.
+	for _, uid := range s.held {
+		dropped := pl.tracker.Unreserve(uid)
+		group.unshare(uid, pod.UID, dropped)
+		if dropped {
+			logger.V(5).Info("Dropped allocation in flight", "pod", klog.KObj(pod), "claim", uid)
 		}
+	}
+	s.held = nil
+	for _, claim := range s.claims {
+		// Only the pod's own entry: a claim reserved for the pod's
+		// PodGroup stays so, for the group's other pods;
+		// PodGroupPostFilter releases it if the group does not fit.
 		if claim.Status.Allocation == nil || !resourceclaim.IsReservedForPod(pod, claim, false) {
 			continue
 		}
-		// A strategic merge patch removes just this entry without needing
-		// the latest version of the claim.
-		patch := fmt.Sprintf(`{"metadata":{"uid":%q},"status":{"reservedFor":[{"$patch":"delete","uid":%q}]}}`, claim.UID, pod.UID)
-		if _, err := pl.client.ResourceV1().ResourceClaims(claim.Namespace).Patch(ctx, claim.Name, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{}, "status"); err != nil {
+		if err := pl.removeReservation(ctx, claim, pod.UID); err != nil {
 			// The next scheduling attempt gets here again.
 			logger.Error(err, "Remove pod from reservedFor", "claim", klog.KObj(claim), "pod", klog.KObj(pod))
 			continue

@@ -7,6 +7,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 	"k8s.io/dynamic-resource-allocation/structured"
@@ -28,6 +29,16 @@ type stateData struct {
 	claims []*resourceapi.ResourceClaim
 	// info has one entry per claim.
 	info []claimInfo
+	// bindTo names, per claim, the consumer that PreBind reserves it
+	// for: the pod, or its PodGroup (podgroup.go). Nil: the pod for all.
+	bindTo []resourceapi.ResourceClaimConsumerReference
+	// shared are the indices of the claims whose allocation another pod
+	// of the same pod group cycle put in flight; this pod takes a share
+	// of it in Reserve (podgroup.go).
+	shared []int
+	// held are the claims whose allocation in flight this pod holds a
+	// share of, from Reserve until Unreserve.
+	held []types.UID
 	// toAllocate are the indices of the claims without an allocation, in
 	// order; nil if there are none.
 	toAllocate []int
@@ -116,6 +127,8 @@ func (s *stateData) Clone() fwk.StateData {
 	c := &stateData{
 		claims:     s.claims,
 		info:       s.info,
+		bindTo:     s.bindTo,
+		shared:     s.shared,
 		toAllocate: s.toAllocate,
 		pending:    s.pending,
 		allocator:  s.allocator,
@@ -131,7 +144,8 @@ func (s *stateData) Clone() fwk.StateData {
 type claimInfo struct {
 	// availableOnNodes is the node selector of an allocated claim.
 	availableOnNodes *nodeaffinity.NodeSelector
-	// allocation is set by Reserve for claims allocated in this cycle.
+	// allocation is set by Reserve for claims allocated in this cycle,
+	// and by PreFilter for a claim of shared.
 	allocation *resourceapi.AllocationResult
 }
 

@@ -102,6 +102,8 @@ type fakeEntry struct {
 	claim *resourceapi.ResourceClaim
 	// kept: a write was attempted; Unreserve leaves it.
 	kept bool
+	// shares: the pods holding the allocation.
+	shares int
 }
 
 var _ tracker.Interface = &Fake{}
@@ -243,11 +245,25 @@ func (f *Fake) Reserve(claim *resourceapi.ResourceClaim) error {
 	if current := f.claims[claim.Namespace+"/"+claim.Name]; current != nil && current.UID == claim.UID && current.Status.Allocation != nil {
 		return tracker.ErrAlreadyAllocated
 	}
-	f.inFlight[claim.UID] = &fakeEntry{claim: claim}
+	f.inFlight[claim.UID] = &fakeEntry{claim: claim, shares: 1}
 	return nil
 }
 
-// Unreserve drops an allocation in flight that no write touched.
+// Share adds a share to an allocation in flight that no write touched.
+func (f *Fake) Share(key types.UID) error {
+	f.mutex.Lock()
+	defer f.mutex.Unlock()
+	e := f.inFlight[key]
+	if e == nil || e.kept {
+		return tracker.ErrNotReserved
+	}
+	f.record("Share", e.claim)
+	e.shares++
+	return nil
+}
+
+// Unreserve drops a share of an allocation in flight that no write
+// touched, and the allocation with the last one.
 func (f *Fake) Unreserve(key types.UID) bool {
 	f.mutex.Lock()
 	defer f.mutex.Unlock()
@@ -256,6 +272,9 @@ func (f *Fake) Unreserve(key types.UID) bool {
 		return false
 	}
 	f.record("Unreserve", e.claim)
+	if e.shares--; e.shares > 0 {
+		return false
+	}
 	delete(f.inFlight, key)
 	return true
 }
