@@ -119,7 +119,7 @@ bench-scheduler-perf: ## Run upstream's scheduler_perf DRA workloads with Dynami
 	hack/bench-scheduler-perf.sh
 
 .PHONY: bench-kwok
-bench-kwok: ## Run the kwok end-to-end benchmark: upstream, drasched and (fragmentation cases) drasched BestFit, each on a fresh kwok cluster (NODES=n QUICK=1 RUNS=n CHURN_RATE=p FRAG_STEPS=n CASES=a,b).
+bench-kwok: ## Run the kwok end-to-end benchmark: upstream, drasched and (fragmentation cases) drasched BestFit, each on a fresh kwok cluster (NODES=n QUICK=1 RUNS=n CHURN_RATE=p FRAG_STEPS=n CASES=a,b SCHEDULERS="a b").
 	QUICK=$(QUICK) hack/bench-kwok.sh
 
 .PHONY: bench-allocator

@@ -26,6 +26,12 @@
 #          room for); the series of whole free nodes per step is the plot
 #   fragmentation_mig  the same, at the same time, with 1g/2g/3g MIG pods on
 #          the A100 nodes, then pods of one whole GPU in MIG mode
+#   gang   PodGroups with gang policy of 4 pods x 8 H100 GPUs and 8 pods x 4
+#          GPUs, 80% of the H100 GPUs, created at once; on a cluster of its
+#          own with the GenericWorkload feature gate and the
+#          scheduling.k8s.io/v1beta1 API, in the control plane and the
+#          scheduler; also measures creation of a group -> all its pods
+#          bound and counts the groups left partly bound
 #
 # It measures pods/s and the p50/p90/p99 of creation → bound latency (what
 # the churns leave whole, for the fragmentation cases), checks every
@@ -49,6 +55,9 @@
 #   FRAG_SEED=S      seed of the fragmentation churns (default 1)
 #   CASES=A,B        only these cases (default all); drasched-bestfit runs
 #                    the fragmentation cases among them, if any
+#   SCHEDULERS="A B" only these schedulers (default: upstream drasched
+#                    drasched-bestfit); without both upstream and drasched
+#                    there is no report, only the runs' files and output
 #   BENCH_COMMAND    the command recorded in the results as how to reproduce them
 #
 # Clusters: kwokctl create cluster --runtime binary with the binaries of
@@ -101,6 +110,16 @@ bestfit_cases=fragmentation,fragmentation_mig
 if [[ -n "${cases}" ]]; then
 	bestfit_cases=$(tr ',' '\n' <<<"${cases}" | grep -xE 'fragmentation|fragmentation_mig' | paste -sd, -) || true
 fi
+schedulers=${SCHEDULERS:-upstream drasched drasched-bestfit}
+# The gang case runs on a cluster of its own, whose control plane and
+# scheduler have the GenericWorkload feature gate (beta, off by default)
+# and serve scheduling.k8s.io/v1beta1 (PodGroup). Not on every cluster: with
+# the gate, kube-scheduler requeues all unschedulable pods whenever a pod
+# is added and its preemption evaluates victims another way, which would
+# change what the other cases measure.
+gang_case=gang
+gang_feature_gates=GenericWorkload=true
+gang_runtime_config=scheduling.k8s.io/v1beta1=true
 # shellcheck source=hack/lib/processes.sh
 source hack/lib/processes.sh
 
@@ -164,28 +183,35 @@ build() {
 	go build -o "${bench}" ./bench/kwok
 }
 
-# run_scheduler SCHEDULER RUN: one run of one scheduler on a fresh cluster.
+# run_scheduler SCHEDULER RUN CASES [FEATURE_GATES RUNTIME_CONFIG]: one run
+# of one scheduler on a fresh cluster, of the cases (comma-separated), with
+# the feature gates (control plane and scheduler) and the APIs given.
 run_scheduler() {
-	local s=$1 run=$2 cluster kubeconfig config rc=0
-	local config_args=(--scheduler "${s}") run_args=()
-	[[ -z "${cases}" ]] || run_args=(--cases "${cases}")
-	if [[ "${s}" == drasched-bestfit ]]; then
-		config_args=(--scheduler drasched --allocation-policy BestFit)
-		run_args=(--cases "${bestfit_cases}")
+	local s=$1 run=$2 run_cases=$3 gates=${4:-} runtime_config=${5:-} cluster kubeconfig config rc=0 name
+	local config_args=(--scheduler "${s}") run_args=(--cases "${run_cases}") cluster_args=() scheduler_args=()
+	[[ "${s}" != drasched-bestfit ]] || config_args=(--scheduler drasched --allocation-policy BestFit)
+	if [[ -n "${gates}" ]]; then
+		cluster_args+=(--kube-feature-gates "${gates}")
+		scheduler_args+=(--feature-gates="${gates}")
 	fi
+	[[ -z "${runtime_config}" ]] || cluster_args+=(--kube-runtime-config "${runtime_config}")
+	# The run's name: its scheduler, and its cases where it is the gang
+	# case's own cluster.
+	name=${s}
+	[[ "${run_cases}" != "${gang_case}" ]] || name=${s}-${gang_case}
 	cluster=$(cluster_name "${s}")
 	kubeconfig=${out}/${s}.kubeconfig
 	config=${out}/${s}-scheduler-config.yaml
 
-	log "${s} run ${run}: kwok cluster ${cluster} with ${nodes} nodes"
+	log "${name} run ${run}: kwok cluster ${cluster} with ${nodes} nodes${gates:+, feature gates ${gates}}"
 	kwokctl create cluster --name "${cluster}" --runtime binary --kubeconfig "" --wait 2m \
-		--disable-qps-limits --disable kube-scheduler \
+		--disable-qps-limits --disable kube-scheduler "${cluster_args[@]}" \
 		--etcd-binary "${cluster_bin}/etcd" \
 		--kube-apiserver-binary "${cluster_bin}/kube-apiserver" \
 		--kube-controller-manager-binary "${cluster_bin}/kube-controller-manager" \
 		--kube-scheduler-binary "${cluster_bin}/kube-scheduler" \
-		--kwok-controller-binary "${cluster_bin}/kwok" >"${log_dir}/${s}-kwokctl.log" 2>&1 || {
-		tail -n 20 "${log_dir}/${s}-kwokctl.log" >&2
+		--kwok-controller-binary "${cluster_bin}/kwok" >"${log_dir}/${name}-kwokctl.log" 2>&1 || {
+		tail -n 20 "${log_dir}/${name}-kwokctl.log" >&2
 		return 1
 	}
 	kwokctl get kubeconfig --name "${cluster}" >"${kubeconfig}"
@@ -193,19 +219,22 @@ run_scheduler() {
 	"${bench}" nodes --kubeconfig "${kubeconfig}" --nodes "${nodes}" >&2
 
 	"${bench}" scheduler-config --kubeconfig "${kubeconfig}" "${config_args[@]}" --out "${config}"
-	log "${s} run ${run}: starting ${binaries[${s}]#"${root}"/}"
-	start_process "${s}" "${binaries[${s}]}" --config "${config}" --leader-elect=false --secure-port=0 -v=1
-	run_watching "${bench}" run --kubeconfig "${kubeconfig}" --scheduler "${s}" --run "${run}" \
-		--churn-rate "${churn_rate}" --churn-duration "${churn_duration}" \
-		--frag-steps "${frag_steps}" --frag-lifetime "${frag_lifetime}" --frag-seed "${frag_seed}" "${run_args[@]}" \
-		--out "${raw_dir}/${s}-${run}.json" >&2 || rc=$?
+	log "${name} run ${run}: starting ${binaries[${s}]#"${root}"/}"
+	start_process "${s}" "${binaries[${s}]}" --config "${config}" --leader-elect=false --secure-port=0 -v=1 "${scheduler_args[@]}" || rc=$?
+	if ((rc == 0)); then
+		run_watching "${bench}" run --kubeconfig "${kubeconfig}" --scheduler "${s}" --run "${run}" \
+			--churn-rate "${churn_rate}" --churn-duration "${churn_duration}" \
+			--frag-steps "${frag_steps}" --frag-lifetime "${frag_lifetime}" --frag-seed "${frag_seed}" "${run_args[@]}" \
+			--out "${raw_dir}/${name}-${run}.json" >&2 || rc=$?
+	fi
 	if ((rc != 0)); then
 		echo "--- last lines of ${log_dir#"${root}"/}/${s}.log" >&2
 		tail -n 20 "${log_dir}/${s}.log" >&2
 	fi
 	stop_process "${s}" "${binaries[${s}]}"
-	# The control plane's logs go with the cluster: keep them.
-	cp -r "${KWOK_WORKDIR}/clusters/${cluster}/logs" "${log_dir}/${s}-cluster" 2>/dev/null || true
+	# The scheduler's and the control plane's logs: keep them per run.
+	[[ "${name}" == "${s}" ]] || cp "${log_dir}/${s}.log" "${log_dir}/${name}.log" 2>/dev/null || true
+	cp -r "${KWOK_WORKDIR}/clusters/${cluster}/logs" "${log_dir}/${name}-cluster" 2>/dev/null || true
 	kwokctl delete cluster --name "${cluster}" >/dev/null 2>&1 || true
 	return "${rc}"
 }
@@ -218,20 +247,38 @@ trap on_exit EXIT
 trap 'exit 130' INT TERM
 
 build
+# The cases of upstream's and drasched's clusters without feature gates
+# (all but gang), and whether gang runs on its own.
+plain_cases=$("${bench}" cases | grep -vxF "${gang_case}" | paste -sd, -)
+run_gang=true
+if [[ -n "${cases}" ]]; then
+	plain_cases=$(tr ',' '\n' <<<"${cases}" | grep -vxF "${gang_case}" | paste -sd, -) || true
+	grep -qxF "${gang_case}" < <(tr ',' '\n' <<<"${cases}") || run_gang=false
+fi
 log "${runs} run(s) per scheduler, ${nodes} nodes, churn ${churn_rate} pods/s for ${churn_duration}, fragmentation ${frag_steps} steps of pods living ${frag_lifetime} (seed ${frag_seed})"
 status=0
 for ((run = 1; run <= runs; run++)); do
 	order=(upstream drasched drasched-bestfit)
 	((run % 2 == 0)) && order=(drasched-bestfit drasched upstream)
 	for s in "${order[@]}"; do
-		[[ "${s}" != drasched-bestfit || -n "${bestfit_cases}" ]] || continue
-		run_scheduler "${s}" "${run}" || status=1
+		[[ " ${schedulers} " == *" ${s} "* ]] || continue
+		if [[ "${s}" == drasched-bestfit ]]; then
+			[[ -z "${bestfit_cases}" ]] || run_scheduler "${s}" "${run}" "${bestfit_cases}" || status=1
+			continue
+		fi
+		[[ -z "${plain_cases}" ]] || run_scheduler "${s}" "${run}" "${plain_cases}" || status=1
+		! ${run_gang} || run_scheduler "${s}" "${run}" "${gang_case}" "${gang_feature_gates}" "${gang_runtime_config}" || status=1
 	done
 done
 
-# Even failed runs have results for their cases.
+# Even failed runs have results for their cases. The report compares
+# upstream with drasched: without a run of each there is none.
 shopt -s nullglob
 raws=("${raw_dir}"/*.json)
+if [[ " ${schedulers} " != *" upstream "* || " ${schedulers} " != *" drasched "* ]]; then
+	log "done, no report without both upstream and drasched; runs in ${raw_dir#"${root}"/}"
+	exit "${status}"
+fi
 if ((${#raws[@]} > 0)); then
 	"${bench}" report --out "${out}/kwok.json" --command "${command}" --seconds "$((SECONDS - start))" "${raws[@]}" || status=1
 fi

@@ -347,7 +347,8 @@ func TestBatches(t *testing.T) {
 		cases []string
 		want  [][]string
 	}{
-		{nil, [][]string{{caseFill}, {caseChurn}, {caseMatch}, {caseMIG}, {casePreempt}, {caseFragmentation, caseFragmentationMIG}}},
+		{nil, [][]string{{caseFill}, {caseChurn}, {caseMatch}, {caseMIG}, {casePreempt}, {caseFragmentation, caseFragmentationMIG}, {caseGang}}},
+		{[]string{caseGang}, [][]string{{caseGang}}},
 		{[]string{caseFragmentationMIG, caseFragmentation}, [][]string{{caseFragmentation, caseFragmentationMIG}}},
 		{[]string{caseFragmentationMIG, caseFill}, [][]string{{caseFill}, {caseFragmentationMIG}}},
 	} {

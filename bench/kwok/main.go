@@ -9,16 +9,28 @@
 //	                       kube-scheduler or of drasched for the cluster,
 //	                       both with the same schedulerName and client QPS
 //	kwok run               runs the workloads (fill, churn, match, mig,
-//	                       preempt, fragmentation, fragmentation_mig; or
-//	                       those of --cases) against the scheduler,
+//	                       preempt, fragmentation, fragmentation_mig, gang;
+//	                       or those of --cases) against the scheduler,
 //	                       measures pods/s and creation → bound latencies,
 //	                       or what the churns leave whole, checks every
 //	                       allocation after each, and writes the run's file
 //	kwok report            turns the runs of the schedulers into the
 //	                       suite file of bench/internal/results
+//	kwok cases             lists the cases
 //
 // Latencies are measured client-side: from just before the pod's Create
 // call to the first watch event with spec.nodeName set.
+//
+// The gang case (gang.go) creates PodGroups (scheduling.k8s.io/v1beta1)
+// with gang policy, minCount the group's size: groups of 4 pods × 8 H100
+// GPUs and of 8 pods × 4 GPUs, 80% of the H100 GPUs (--gang-fraction), all
+// at once, each PodGroup just before its pods. Besides pods/s and pod
+// latencies it measures, per group, creation of the PodGroup → bind of its
+// last pod, and counts the groups left partly bound once binds have
+// settled. Its cluster needs the GenericWorkload feature gate in the
+// control plane and the scheduler and the scheduling.k8s.io/v1beta1 API;
+// hack/bench-kwok.sh gives the case a cluster of its own with them, and
+// the other cases clusters without them.
 package main
 
 import (
@@ -87,8 +99,24 @@ func newCommand() *cobra.Command {
 		newSchedulerConfigCommand(&kubeconfig, &qps, &burst),
 		newRunCommand(client),
 		newReportCommand(),
+		newCasesCommand(),
 	)
 	return root
+}
+
+// newCasesCommand lists the cases, for hack/bench-kwok.sh: it runs the gang
+// case on a cluster of its own.
+func newCasesCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "cases",
+		Short: "List the cases of kwok run, one a line, in the order in which it runs them",
+		Args:  cobra.NoArgs,
+		Run: func(cmd *cobra.Command, _ []string) {
+			for _, name := range caseNames {
+				_, _ = fmt.Fprintln(cmd.OutOrStdout(), name)
+			}
+		},
+	}
 }
 
 func newNodesCommand(client func() (kubernetes.Interface, error)) *cobra.Command {
@@ -315,6 +343,7 @@ func newRunCommand(client func() (kubernetes.Interface, error)) *cobra.Command {
 		ChurnLifetime: 5 * time.Second,
 		PreemptShare:  0.25,
 		PreemptWait:   time.Minute,
+		GangFraction:  0.8,
 		FragSeed:      1,
 		FragUse:       0.7,
 		FragSteps:     24,
@@ -352,6 +381,9 @@ func newRunCommand(client func() (kubernetes.Interface, error)) *cobra.Command {
 				PreemptShare: cfg.PreemptShare, PreemptWaitSeconds: cfg.PreemptWait.Seconds(),
 				Cases: cases,
 			}
+			if slices.ContainsFunc(cases, func(c caseResult) bool { return c.Name == caseGang }) {
+				result.GangFraction = cfg.GangFraction
+			}
 			if slices.ContainsFunc(cases, func(c caseResult) bool { return fragmentationCase(c.Name) }) {
 				result.FragSeed, result.FragUse, result.FragSteps, result.FragLifetimeSteps = cfg.FragSeed, cfg.FragUse, cfg.FragSteps, cfg.FragLifetime
 				result.FragIntervalSeconds, result.FragLargeWaitSeconds = cfg.FragInterval.Seconds(), cfg.FragLargeWait.Seconds()
@@ -379,6 +411,7 @@ func newRunCommand(client func() (kubernetes.Interface, error)) *cobra.Command {
 	cmd.Flags().DurationVar(&cfg.ChurnLifetime, "churn-lifetime", cfg.ChurnLifetime, "How long after binding churn deletes a pod.")
 	cmd.Flags().Float64Var(&cfg.PreemptShare, "preempt-share", cfg.PreemptShare, "Share of the H100 GPUs that preempt's high-priority pods ask for.")
 	cmd.Flags().DurationVar(&cfg.PreemptWait, "preempt-wait", cfg.PreemptWait, "The longest preempt waits for its high-priority pods to be bound.")
+	cmd.Flags().Float64Var(&cfg.GangFraction, "gang-fraction", cfg.GangFraction, "Share of the H100 GPUs that the gang case's groups take.")
 	cmd.Flags().StringSliceVar(&cfg.Cases, "cases", cfg.Cases, "The cases to run (default all: "+strings.Join(caseNames, ", ")+").")
 	cmd.Flags().Uint64Var(&cfg.FragSeed, "frag-seed", cfg.FragSeed, "Seed of the fragmentation churns' sequence of pods.")
 	cmd.Flags().Float64Var(&cfg.FragUse, "frag-use", cfg.FragUse, "Share of the devices that the fragmentation churns keep requested.")

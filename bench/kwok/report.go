@@ -83,6 +83,14 @@ const (
 	metricIdealWholeFreeGPUs  = "ideal_whole_free_gpus"
 )
 
+// Metrics of the gang case: creation of a PodGroup → bind of its last pod,
+// and the groups left with some but not all pods bound.
+const (
+	metricGroupP50      = "group_p50_seconds"
+	metricGroupP99      = "group_p99_seconds"
+	metricPartialGroups = "partial_groups"
+)
+
 // wholeFreeMetric is the metric of a fragmentation case's WholeFree.
 func wholeFreeMetric(name string) string {
 	if name == caseFragmentationMIG {
@@ -104,6 +112,11 @@ var metrics = []metric{
 	{metricHighPriorityBound, results.Higher, func(c caseResult) float64 { return float64(c.HighPriorityBound) }, []string{casePreempt}},
 	{metricPreemptedPods, results.Lower, func(c caseResult) float64 { return float64(c.Preempted) }, []string{casePreempt}},
 	{metricWastedGPUs, results.Lower, func(c caseResult) float64 { return float64(c.WastedGPUs) }, []string{casePreempt}},
+	// A gang is bound when its last pod is; a partly bound one holds
+	// devices it cannot use.
+	{metricGroupP50, results.Lower, func(c caseResult) float64 { return percentile(c.GroupLatencies, 0.5) }, []string{caseGang}},
+	{metricGroupP99, results.Lower, func(c caseResult) float64 { return percentile(c.GroupLatencies, 0.99) }, []string{caseGang}},
+	{metricPartialGroups, results.Lower, func(c caseResult) float64 { return float64(c.PartialGroups) }, []string{caseGang}},
 	// What the churns leave whole, and what a perfect packing of the same
 	// pods would: both schedulers' ideals are alike where all their pods
 	// were bound.
@@ -119,8 +132,8 @@ var metrics = []metric{
 // results format: per case and metric the median of each scheduler's runs,
 // the targets of the issues (fill: p99 latency no worse than upstream's;
 // preempt: every high-priority pod bound; fragmentation: BestFit at least
-// twice upstream's whole free nodes and within 10% of the ideal; no
-// allocation errors), notes on what each workload is and on pods that were
+// twice upstream's whole free nodes and within 10% of the ideal; gang: no
+// partly bound group; no allocation errors), notes on what each workload is and on pods that were
 // not bound, and the series for plots (throughput over time, latency CDF,
 // whole free capacity over the churn). The drasched column of the
 // fragmentation cases is drasched-bestfit's where it ran them.
@@ -163,8 +176,17 @@ func suiteFile(runs []runResult, command string, seconds float64) (results.File,
 		if len(cases[upstream]) == 0 || len(cases[drasched]) == 0 {
 			continue
 		}
+		// The settings of the case are those of the first upstream run
+		// that has it: a case may run on a cluster of its own (gang).
+		first := byScheduler[upstream][0]
+		for _, r := range byScheduler[upstream] {
+			if _, ok := findCase(r, name); ok {
+				first = r
+				break
+			}
+		}
 		var notes []string
-		notes = append(notes, caseNote(name, byScheduler[upstream][0], cases, columns[drasched]))
+		notes = append(notes, caseNote(name, first, cases, columns[drasched]))
 		if columns[drasched] == draschedBestFit {
 			var firstFit []caseResult
 			for _, r := range byScheduler[drasched] {
@@ -207,6 +229,9 @@ func suiteFile(runs []runResult, command string, seconds float64) (results.File,
 				}
 				c.Target = "BestFit ≥ 2× upstream's and ≥ 90% of the ideal"
 				c.TargetMet = ptr.To(c.Drasched > 0 && c.Drasched >= 2*c.Upstream && c.Drasched >= 0.9*results.Median(ideal))
+			case m.name == metricPartialGroups:
+				c.Target = "no partly bound group"
+				c.TargetMet = ptr.To(slices.Max(dr) == 0)
 			case m.name == metricAllocationErrors:
 				c.Target = "no allocation errors"
 				c.TargetMet = ptr.To(slices.Max(dr) == 0)
@@ -332,6 +357,13 @@ func caseNote(name string, r runResult, cases map[string][]caseResult, dr string
 		what = fmt.Sprintf("The %d H100 nodes 100%% full of low-priority pods of 2 and 1 GPUs, then %d high-priority pods of 8 and 4 GPUs (%.0f%% of the GPUs) created at once, "+
 			"waited for at most %s; latencies and pods/s are of the high-priority pods bound, preempted pods are the low-priority pods evicted.",
 			r.NodeMix[kindH100], pods, r.PreemptShare*100, time.Duration(r.PreemptWaitSeconds*float64(time.Second)))
+	case caseGang:
+		c := cases[upstream][0]
+		what = fmt.Sprintf("%d PodGroups with gang policy (minCount = size) of %d pods × %d H100 GPUs and of %d pods × %d GPUs, %d pods, "+
+			"the larger pods' groups first, created at once (each PodGroup just before its pods): %.0f%% of the GPUs of %d H100 nodes. "+
+			"Group latency is from the PodGroup's creation to the bind of its last pod; partly bound groups are counted from the API once binds have settled. "+
+			"GenericWorkload on (scheduling.k8s.io/v1beta1), on a cluster of its own.",
+			c.Groups, gangShapes[0].pods, gangShapes[0].gpus, gangShapes[1].pods, gangShapes[1].gpus, pods, r.GangFraction*100, r.NodeMix[kindH100])
 	case caseFragmentation:
 		what = fmt.Sprintf("A churn of %d pods of 1, 2 or 4 H100 GPUs (sizes and lifetimes drawn from seed %d, the same for every scheduler) on %d H100 nodes, "+
 			"%.0f%% of the GPUs requested throughout: %d steps after the initial fill, each deleting the pods whose lifetime (1 to %d steps) ended and creating pods up to %.0f%% again. "+
@@ -367,6 +399,9 @@ func caseNote(name string, r runResult, cases map[string][]caseResult, dr string
 					what = "churn pods never bound"
 				}
 				problems = append(problems, fmt.Sprintf("%s run %d: %d of %d %s", label, i+1, c.Unbound, c.Pods, what))
+			}
+			if c.PartialGroups > 0 {
+				problems = append(problems, fmt.Sprintf("%s run %d: %d of %d groups partly bound", label, i+1, c.PartialGroups, c.Groups))
 			}
 			if n := len(c.Errors); n > 0 && c.Unbound == 0 && c.AllocationErrors == 0 {
 				problems = append(problems, fmt.Sprintf("%s run %d: %s", label, i+1, c.Errors[0]))

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -56,10 +57,11 @@ func TestSuiteFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Pods/s, three latencies and allocation errors of every case, and
-	// high_priority_bound, preempted_pods and wasted_gpus of preempt; the
-	// runs have no fragmentation case.
-	if got, want := len(f.Cases), len(speedCases())*5+3; got != want {
+	// Pods/s, three latencies and allocation errors of every case,
+	// high_priority_bound, preempted_pods and wasted_gpus of preempt, and
+	// the two group latencies and partial groups of gang; the runs have no
+	// fragmentation case.
+	if got, want := len(f.Cases), len(speedCases())*5+3+3; got != want {
 		t.Fatalf("%d cases, want %d", got, want)
 	}
 	get := func(name, metric string) results.Case {
@@ -325,5 +327,89 @@ func TestSuiteFileFragmentation(t *testing.T) {
 		if strings.Contains(c.Note, "shipped configuration (FirstFit + MostAllocated): 16") {
 			t.Errorf("without BestFit, a FirstFit line: %q", c.Note)
 		}
+	}
+}
+
+// The gang case runs on a cluster of its own: its run has only that case,
+// and its settings (the share of the GPUs) are that run's. Partly bound
+// groups miss the target and show in the note.
+func TestSuiteFileGang(t *testing.T) {
+	gangRun := func(scheduler string, latency float64, partial int) runResult {
+		r := runResult{
+			Scheduler: scheduler, Run: 1, Nodes: 100,
+			NodeMix:      map[string]int{kindH100: 80, kindL40S: 10, kindA100: 10},
+			GangFraction: 0.8,
+		}
+		c := caseResult{Name: caseGang, Pods: 96, Groups: 16, GroupsBound: 16 - partial, PartialGroups: partial, Seconds: 4}
+		for i := range 96 - partial {
+			c.Latencies = append(c.Latencies, latency)
+			c.BoundAt = append(c.BoundAt, 4*float64(i+1)/96)
+		}
+		c.Unbound = partial
+		for i := range 16 - partial {
+			c.GroupLatencies = append(c.GroupLatencies, latency*float64(i+1))
+		}
+		r.Cases = []caseResult{c}
+		return r
+	}
+	other := func(scheduler string) runResult {
+		r := testRun(scheduler, 1, 1, 0, 0)
+		r.Cases = slices.DeleteFunc(r.Cases, func(c caseResult) bool { return c.Name == caseGang })
+		return r
+	}
+	for name, tc := range map[string]struct {
+		partial int
+		met     bool
+	}{
+		"all bound":    {met: true},
+		"partly bound": {partial: 1, met: false},
+	} {
+		t.Run(name, func(t *testing.T) {
+			runs := []runResult{other(upstream), gangRun(upstream, 2, 0), other(drasched), gangRun(drasched, 1, tc.partial)}
+			f, err := suiteFile(runs, "", 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := map[string]results.Case{}
+			for _, c := range f.Cases {
+				if c.Name == caseGang {
+					got[c.Metric] = c
+				}
+			}
+			var metrics []string
+			for m := range got {
+				metrics = append(metrics, m)
+			}
+			slices.Sort(metrics)
+			want := []string{metricAllocationErrors, metricGroupP50, metricGroupP99, "p50_seconds", "p90_seconds", "p99_seconds", metricPartialGroups, "pods_per_second"}
+			slices.Sort(want)
+			if diff := cmp.Diff(want, metrics); diff != "" {
+				t.Fatalf("metrics of gang (-want +got):\n%s", diff)
+			}
+			// Upstream's 16 group latencies 2, 4, ..., 32: p99 32, p50 16.
+			if c := got[metricGroupP99]; c.Upstream != 32 || c.Better != results.Lower {
+				t.Errorf("group p99 %+v", c)
+			}
+			if c := got[metricGroupP50]; c.Upstream != 16 {
+				t.Errorf("group p50 %+v", c)
+			}
+			partial := got[metricPartialGroups]
+			if partial.Drasched != float64(tc.partial) || partial.TargetMet == nil || *partial.TargetMet != tc.met {
+				t.Errorf("partial groups %+v, target met %v, want %v", partial, partial.TargetMet, tc.met)
+			}
+			note := got["pods_per_second"].Note
+			for _, want := range []string{"16 PodGroups with gang policy", "4 pods × 8 H100 GPUs", "8 pods × 4 GPUs", "96 pods", "80% of the GPUs of 80 H100 nodes", "GenericWorkload"} {
+				if !strings.Contains(note, want) {
+					t.Errorf("gang note %q does not say %q", note, want)
+				}
+			}
+			if says := strings.Contains(note, "groups partly bound"); says != (tc.partial > 0) {
+				t.Errorf("gang note %q: says partly bound groups %v, want %v", note, says, tc.partial > 0)
+			}
+			// The other cases are there too, from the other runs.
+			if !slices.ContainsFunc(f.Cases, func(c results.Case) bool { return c.Name == caseFill }) {
+				t.Error("no fill case")
+			}
+		})
 	}
 }

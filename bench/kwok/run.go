@@ -33,10 +33,11 @@ const (
 	caseMatch   = "match"
 	caseMIG     = "mig"
 	casePreempt = "preempt"
-	// caseFragmentation and caseFragmentationMIG: see fragmentation.go.
+	// caseFragmentation and caseFragmentationMIG: see fragmentation.go;
+	// caseGang: see gang.go.
 )
 
-var caseNames = []string{caseFill, caseChurn, caseMatch, caseMIG, casePreempt, caseFragmentation, caseFragmentationMIG}
+var caseNames = []string{caseFill, caseChurn, caseMatch, caseMIG, casePreempt, caseFragmentation, caseFragmentationMIG, caseGang}
 
 // batches groups the cases to run (all if none are named) into what runs
 // at once, in the order of caseNames: each case alone, but the
@@ -87,6 +88,9 @@ type runConfig struct {
 	// them.
 	PreemptShare float64
 	PreemptWait  time.Duration
+	// GangFraction is the share of the H100 GPUs that the gang workload's
+	// groups take.
+	GangFraction float64
 	// Cases are the cases to run; all if empty.
 	Cases []string
 	// FragUse is the share of the devices (H100 GPUs; memory slices of
@@ -126,6 +130,8 @@ type runResult struct {
 	ChurnLifetimeSeconds float64 `json:"churn_lifetime_seconds"`
 	PreemptShare         float64 `json:"preempt_share,omitempty"`
 	PreemptWaitSeconds   float64 `json:"preempt_wait_seconds,omitempty"`
+	// GangFraction is that of the runConfig, if it ran the gang case.
+	GangFraction float64 `json:"gang_fraction,omitempty"`
 	// FragSeed ... FragLargeWaitSeconds are those of the runConfig, if
 	// it ran a fragmentation case.
 	FragSeed             uint64       `json:"frag_seed,omitempty"`
@@ -186,6 +192,15 @@ type caseResult struct {
 	// by GPUs in use (fragmentation), GPUs in MIG mode by memory slices
 	// in use, or "whole" (fragmentation_mig).
 	ByUse map[string]int `json:"by_use,omitempty"`
+	// Of the gang case (Pods are the pods of all its groups): Groups is
+	// how many PodGroups it created, GroupsBound how many had all their
+	// pods bound at the end and PartialGroups how many some but not all;
+	// GroupLatencies are, for each group whose pods were all bound, from
+	// the PodGroup's creation to the bind of its last pod, in seconds.
+	Groups         int       `json:"groups,omitempty"`
+	GroupsBound    int       `json:"groups_bound,omitempty"`
+	PartialGroups  int       `json:"partial_groups,omitempty"`
+	GroupLatencies []float64 `json:"group_latencies,omitempty"`
 	// AllocationErrors counts what kwokcluster.Verify found.
 	AllocationErrors int `json:"allocation_errors"`
 	// Errors are the first errors of the case, for the report.
@@ -268,6 +283,10 @@ func (r *runner) run(ctx context.Context) ([]caseResult, error) {
 		case casePreempt:
 			c := caseResult{Name: name}
 			r.measurePreempt(ctx, &c, capa)
+			cases = []caseResult{c}
+		case caseGang:
+			c := caseResult{Name: name}
+			r.measureGang(ctx, &c, capa)
 			cases = []caseResult{c}
 		default:
 			cases = r.measureFragmentation(ctx, batch, sliceList.Items)
@@ -714,13 +733,21 @@ func (r *runner) verify(ctx context.Context) []error {
 }
 
 // cleanup deletes the pods of the namespace and waits until their claims
-// are gone too, so that the next case starts with free devices.
+// are gone too, so that the next case starts with free devices. It deletes
+// the PodGroups of the gang case too, where the cluster serves them.
 func (r *runner) cleanup(ctx context.Context) error {
 	err := r.client.CoreV1().Pods(r.cfg.Namespace).DeleteCollection(ctx,
 		metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)},
 		metav1.ListOptions{LabelSelector: appLabel + "=" + appValue})
 	if err != nil {
 		return fmt.Errorf("delete pods: %w", err)
+	}
+	// NotFound: the cluster does not serve scheduling.k8s.io/v1beta1,
+	// so there are none.
+	err = r.client.SchedulingV1beta1().PodGroups(r.cfg.Namespace).DeleteCollection(ctx,
+		metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: appLabel + "=" + appValue})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("delete PodGroups: %w", err)
 	}
 	var pods, claims int
 	err = wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
@@ -754,6 +781,10 @@ func (r *runner) report(c caseResult) {
 	if c.Name == casePreempt {
 		_, _ = fmt.Fprintf(r.out, "    %-6s %d of %d high-priority pods bound, %d low-priority pods preempted, %d of their GPUs wasted\n",
 			c.Name, c.HighPriorityBound, c.Pods, c.Preempted, c.WastedGPUs)
+	}
+	if c.Name == caseGang {
+		_, _ = fmt.Fprintf(r.out, "    %-6s %d of %d groups bound, %d partly bound; group creation → all bound p50 %s p99 %s\n",
+			c.Name, c.GroupsBound, c.Groups, c.PartialGroups, seconds(percentile(c.GroupLatencies, 0.5)), seconds(percentile(c.GroupLatencies, 0.99)))
 	}
 	for _, e := range c.Errors {
 		_, _ = fmt.Fprintf(r.out, "      error: %s\n", e)

@@ -93,14 +93,16 @@ func capacityOf(all []resourceapi.ResourceSlice) capacity {
 }
 
 // podSpec is one pod of a workload: its name, the ResourceClaimTemplate
-// of its claim and, if any, its PriorityClass.
+// of its claim and, if any, its PriorityClass and its PodGroup.
 type podSpec struct {
 	name          string
 	template      string
 	priorityClass string
 	// gpus the pod's claim asks for, where a case counts them
-	// (preempt).
+	// (preempt, gang).
 	gpus int
+	// group is the PodGroup the pod belongs to (gang), if any.
+	group string
 }
 
 // Templates of the workloads.
@@ -312,9 +314,9 @@ const (
 
 // podObject is the pod of a podSpec: one claim from its template, one
 // container using it, for the scheduler schedulerName, with the podSpec's
-// PriorityClass if it has one.
+// PriorityClass and PodGroup if it has them.
 func podObject(namespace, schedulerName, caseName string, p podSpec) *corev1.Pod {
-	return &corev1.Pod{
+	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:      p.name,
 			Namespace: namespace,
@@ -333,4 +335,8 @@ func podObject(namespace, schedulerName, caseName string, p podSpec) *corev1.Pod
 			}},
 		},
 	}
+	if p.group != "" {
+		pod.Spec.SchedulingGroup = &corev1.PodSchedulingGroup{PodGroupName: ptr.To(p.group)}
+	}
+	return pod
 }

@@ -31,6 +31,10 @@ var MetricTitles = map[string]string{
 	"high_priority_bound": "high-priority pods bound",
 	"preempted_pods":      "pods preempted",
 	"wasted_gpus":         "GPUs evicted for nothing",
+	// The kwok gang case.
+	"group_p50_seconds": "group p50 latency",
+	"group_p99_seconds": "group p99 latency",
+	"partial_groups":    "partly bound groups",
 	// The kwok fragmentation cases.
 	"whole_free_nodes":       "whole free H100 nodes",
 	"free_4gpu_numa":         "free 4-GPU NUMA nodes",
@@ -46,6 +50,8 @@ var CountMetrics = map[string]bool{
 	"high_priority_bound": true,
 	"preempted_pods":      true,
 	"wasted_gpus":         true,
+	// The kwok gang case: none partly bound is the result wanted.
+	"partial_groups": true,
 	// The kwok fragmentation cases: none left whole is a result.
 	"whole_free_nodes":       true,
 	"free_4gpu_numa":         true,
