@@ -42,6 +42,9 @@ import (
 	"k8s.io/kubernetes/pkg/apis/resource"
 	_ "k8s.io/kubernetes/pkg/apis/resource/install"
 	resourcevalidation "k8s.io/kubernetes/pkg/apis/resource/validation"
+	"k8s.io/kubernetes/pkg/apis/scheduling"
+	_ "k8s.io/kubernetes/pkg/apis/scheduling/install"
+	schedulingvalidation "k8s.io/kubernetes/pkg/apis/scheduling/validation"
 )
 
 // sortStrings makes cmp.Diff ignore the order of string slices.
@@ -156,7 +159,7 @@ func withDefaults(objects []runtime.Object) []runtime.Object {
 }
 
 // clusterScoped kinds need no namespace.
-var clusterScoped = []string{"Namespace", "ClusterRole", "ClusterRoleBinding", "DeviceClass"}
+var clusterScoped = []string{"Namespace", "ClusterRole", "ClusterRoleBinding", "DeviceClass", "PriorityClass"}
 
 // validate runs the API server's defaulting and validation of a create
 // request on an object. Objects without a namespace are validated in
@@ -208,6 +211,10 @@ func validate(t *testing.T, obj runtime.Object) field.ErrorList {
 		return resourcevalidation.ValidateResourceClaim(o)
 	case *resource.ResourceClaimTemplate:
 		return resourcevalidation.ValidateResourceClaimTemplate(o)
+	case *scheduling.PriorityClass:
+		return schedulingvalidation.ValidatePriorityClass(o)
+	case *scheduling.PodGroup:
+		return schedulingvalidation.ValidatePodGroup(o)
 	default:
 		t.Fatalf("no validation for %s: add it to validate()", gvk)
 		return nil

@@ -83,3 +83,37 @@ func TestKustomizations(t *testing.T) {
 		})
 	}
 }
+
+// TestExampleSteps: the examples that are applied one file at a time, as
+// the demo's preemption and gang steps do, and so have no kustomization:
+// every manifest decodes strictly and passes the API server's validation,
+// and each file holds what it should.
+func TestExampleSteps(t *testing.T) {
+	want := map[string][]string{
+		"examples/preemption/training.yaml": {
+			"PriorityClass training", "PriorityClass inference",
+			"Pod training-0", "Pod training-1", "Pod training-2", "Pod training-3", "Pod training-4", "Pod training-5", "Pod training-6",
+		},
+		"examples/preemption/inference.yaml": {"ResourceClaimTemplate four-gpus", "Pod inference"},
+		"examples/gang/finetune.yaml":        {"PodGroup finetune", "ResourceClaimTemplate finetune-gpus", "Pod finetune-0", "Pod finetune-1"},
+		"examples/gang/pretrain.yaml": {
+			"PodGroup pretrain", "ResourceClaimTemplate pretrain-gpus",
+			"Pod pretrain-0", "Pod pretrain-1", "Pod pretrain-2", "Pod pretrain-3", "Pod pretrain-4",
+		},
+	}
+	got := map[string][]string{}
+	for _, dir := range []string{"examples/preemption", "examples/gang"} {
+		for _, path := range manifestFiles(t, dir) {
+			for _, obj := range decodeFile(t, path) {
+				name := kindAndName(t, obj)
+				got[path] = append(got[path], name)
+				if errs := validate(t, obj); len(errs) > 0 {
+					t.Errorf("%s: %s: %v", path, name, errs.ToAggregate())
+				}
+			}
+		}
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("objects per file (-want +got):\n%s", diff)
+	}
+}

@@ -307,10 +307,9 @@ profiles:
 }
 
 // notImplemented are the extension points of DynamicResources that
-// StructuredDRA leaves out. PodGroupPostFilter runs only for pod groups
-// (feature GenericWorkload, alpha and off in 1.37); the plugin refuses to
-// start with that feature on.
-var notImplemented = map[string]bool{"PodGroupPostFilter": true}
+// StructuredDRA leaves out: none since it implements PodGroupPostFilter for
+// gang scheduling (README.md, "Gang scheduling").
+var notImplemented = map[string]bool{}
 
 var sortPlugins = cmpopts.SortSlices(func(a, b schedconfig.Plugin) bool { return a.Name < b.Name })
 

@@ -48,6 +48,14 @@ plugin_node=gpu-l40s-0
 plugin_inventory=config/inventory/l40s-4.yaml
 # The pod that must not fit (hack/demo/workloads.yaml).
 unschedulable_pod=four-large-gpus-one-pcie-root
+# Gang scheduling (config/examples/gang): the control plane serves PodGroups
+# and runs with the workload gates, and so does drasched.
+feature_gates=GenericWorkload=true,DRAWorkloadResourceClaims=true
+runtime_config=scheduling.k8s.io/v1beta1=true
+# The gang that fits and the gang that must not, applied in this order
+# after the preemption step (config/examples/gang/<name>.yaml).
+gang_fits=finetune
+gang_unschedulable=pretrain
 
 start=${SECONDS}
 step_no=0
@@ -120,6 +128,8 @@ The cluster stays up (KEEP=1). From ${root}:
   kubectl get resourceclaims
   kubectl get resourceslices
   kubectl describe pod ${unschedulable_pod}
+  kubectl get podgroups
+  kubectl get pods -l gang -o wide
 Logs: ${log_dir#"${root}"/}/drasched.log, ${log_dir#"${root}"/}/gpu-kubelet-plugin.log;
   control plane: KWOK_WORKDIR=${KWOK_WORKDIR#"${root}"/} ${rel_bin}/kwokctl logs kube-apiserver --name ${cluster}
 Tear down: make demo-down
@@ -176,6 +186,7 @@ up() {
 
   step "creating kwok cluster ${cluster} (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok from ${cluster_bin#"${root}"/})"
   kwokctl create cluster --name "${cluster}" --runtime binary --kubeconfig "" --wait 2m \
+    --kube-feature-gates "${feature_gates}" --kube-runtime-config "${runtime_config}" \
     --etcd-binary "${cluster_bin}/etcd" \
     --kube-apiserver-binary "${cluster_bin}/kube-apiserver" \
     --kube-controller-manager-binary "${cluster_bin}/kube-controller-manager" \
@@ -221,7 +232,7 @@ up() {
   step "starting drasched (${binaries[drasched]#"${root}"/}, the profile of config/scheduler-config.yaml)"
   "${demo}" scheduler-config --kubeconfig "${kubeconfig}" --in config/scheduler-config.yaml --out "${demo_dir}/scheduler-config.yaml"
   start_process drasched "${binaries[drasched]}" --config "${demo_dir}/scheduler-config.yaml" \
-    --leader-elect=false --secure-port=0 -v=2
+    --feature-gates="${feature_gates}" --leader-elect=false --secure-port=0 -v=2
 
   step "applying DeviceClasses and workloads (config/gpu-driver/deviceclasses.yaml, config/examples, hack/demo/workloads.yaml)"
   # The ServiceAccount admission plugin refuses pods until the controller
@@ -241,6 +252,17 @@ up() {
   kubectl wait --for=condition=PodScheduled pod/inference --timeout=60s
   kubectl get events --field-selector involvedObject.name=inference --sort-by=.lastTimestamp -o custom-columns=REASON:.reason,MESSAGE:.message
   kubectl get events --field-selector reason=Preempted --sort-by=.lastTimestamp -o custom-columns=POD:.involvedObject.name,MESSAGE:.message
+
+  step "gang scheduling: PodGroup ${gang_fits} (2 pods x 2 GPUs) is bound all together; PodGroup ${gang_unschedulable} (5 pods x 2 GPUs) does not fit as a whole and stays Pending, all of it, holding no GPU (config/examples/gang)"
+  # With gpu-h100-0 full, the free GPUs take five or six pods of two GPUs,
+  # and at most four next to ${gang_fits}, so most of ${gang_unschedulable}'s
+  # pods would fit one by one, but not all five.
+  kubectl apply -f "config/examples/gang/${gang_fits}.yaml"
+  kubectl wait --for=condition=PodScheduled pod -l "gang=${gang_fits}" --timeout=60s
+  kubectl apply -f "config/examples/gang/${gang_unschedulable}.yaml"
+  run_watching "${demo}" report --kubeconfig "${kubeconfig}" --selector gang \
+    --expect-unschedulable-group "${gang_unschedulable}" --timeout 1m
+  kubectl get podgroups
   echo "Demo done in $((SECONDS - start))s."
 }
 

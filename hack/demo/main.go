@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/kubernetes"
 
@@ -140,9 +141,9 @@ func newSchedulerConfigCommand(kubeconfig *string) *cobra.Command {
 }
 
 func newReportCommand(client func() (kubernetes.Interface, error)) *cobra.Command {
-	namespace, schedulerName := "default", "drasched"
+	namespace, schedulerName, selector := "default", "drasched", ""
 	timeout := 3 * time.Minute
-	var expected []string
+	var expected, expectedGroups []string
 	cmd := &cobra.Command{
 		Use:   "report",
 		Short: "Wait for the scheduler, then print pod -> node -> devices and why pods are pending",
@@ -150,23 +151,37 @@ func newReportCommand(client func() (kubernetes.Interface, error)) *cobra.Comman
 unschedulable according to its PodScheduled condition), prints one row per
 allocated device and the scheduler's message for each unschedulable pod, and
 checks the allocations. With --expect-unschedulable, exactly those pods must
-end up unschedulable.`,
+end up unschedulable; --expect-unschedulable-group adds the pods of those
+PodGroups. For pods of PodGroups it also prints what each group got and
+checks that every gang got all or nothing: at least minCount pods bound, or
+none bound and none of their claims allocated.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, err := client()
 			if err != nil {
 				return err
 			}
-			var want sets.Set[string]
+			q := query{namespace: namespace, schedulerName: schedulerName}
+			if selector != "" {
+				if q.selector, err = labels.Parse(selector); err != nil {
+					return fmt.Errorf("--selector: %w", err)
+				}
+			}
+			var want, wantGroups sets.Set[string]
 			if cmd.Flags().Changed("expect-unschedulable") {
 				want = sets.New(expected...)
 			}
-			return report(cmd.Context(), c, cmd.OutOrStdout(), namespace, schedulerName, want, timeout)
+			if cmd.Flags().Changed("expect-unschedulable-group") {
+				wantGroups = sets.New(expectedGroups...)
+			}
+			return report(cmd.Context(), c, cmd.OutOrStdout(), q, want, wantGroups, timeout)
 		},
 	}
 	cmd.Flags().StringVar(&namespace, "namespace", namespace, "Namespace of the pods.")
 	cmd.Flags().StringVar(&schedulerName, "scheduler-name", schedulerName, "Report the pods with this spec.schedulerName.")
 	cmd.Flags().DurationVar(&timeout, "timeout", timeout, "How long to wait for the scheduler.")
+	cmd.Flags().StringVarP(&selector, "selector", "l", selector, "Report only the pods of this label selector.")
 	cmd.Flags().StringSliceVar(&expected, "expect-unschedulable", nil, "Pods that must end up unschedulable; all others must be bound.")
+	cmd.Flags().StringSliceVar(&expectedGroups, "expect-unschedulable-group", nil, "PodGroups whose pods must all end up unschedulable (with --expect-unschedulable: as well as those pods).")
 	return cmd
 }

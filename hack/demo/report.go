@@ -12,7 +12,11 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
+	schedulingapi "k8s.io/api/scheduling/v1beta1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
@@ -23,10 +27,21 @@ import (
 	"github.com/drasched/drasched/pkg/driver/gpu"
 )
 
+// query says which pods a report is about.
+type query struct {
+	namespace, schedulerName string
+	// selector picks among the scheduler's pods; nil: all of them.
+	selector labels.Selector
+}
+
 // snapshot is what the report is made of, read from the cluster at once.
 type snapshot struct {
-	// pods are the pods of the scheduler, sorted by name.
+	// pods are the pods of the scheduler (those of the selector), sorted
+	// by name.
 	pods []*corev1.Pod
+	// groups are the PodGroups that these pods name, by name; a group
+	// that does not exist (yet) is missing.
+	groups map[string]*schedulingapi.PodGroup
 	// claims by name, in the pods' namespace.
 	claims map[string]*resourceapi.ResourceClaim
 	// devices by "<pool>/<device>", of the GPU driver.
@@ -59,9 +74,10 @@ func stateOfPod(pod *corev1.Pod) (podState, string) {
 	return podPending, ""
 }
 
-// readSnapshot reads the namespace's pods of the scheduler, their claims
-// and the driver's devices.
-func readSnapshot(ctx context.Context, client kubernetes.Interface, namespace, schedulerName string) (*snapshot, error) {
+// readSnapshot reads the namespace's pods of the scheduler, their claims,
+// their PodGroups and the driver's devices.
+func readSnapshot(ctx context.Context, client kubernetes.Interface, q query) (*snapshot, error) {
+	namespace := q.namespace
 	podList, err := client.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return nil, err
@@ -79,13 +95,31 @@ func readSnapshot(ctx context.Context, client kubernetes.Interface, namespace, s
 		return nil, err
 	}
 	s := &snapshot{
+		groups:  map[string]*schedulingapi.PodGroup{},
 		claims:  map[string]*resourceapi.ResourceClaim{},
 		devices: map[string]*resourceapi.Device{},
 		cluster: kwokcluster.Cluster{Pods: podList.Items, Claims: claimList.Items, Slices: sliceList.Items, Nodes: nodeList.Items},
 	}
 	for i := range podList.Items {
-		if pod := &podList.Items[i]; pod.Spec.SchedulerName == schedulerName {
+		pod := &podList.Items[i]
+		if pod.Spec.SchedulerName == q.schedulerName && (q.selector == nil || q.selector.Matches(labels.Set(pod.Labels))) {
 			s.pods = append(s.pods, pod)
+		}
+	}
+	// Only pods of a group need the PodGroup API, which is served only with
+	// the workload feature gates.
+	for _, pod := range s.pods {
+		name := podGroupOf(pod)
+		if name == "" || s.groups[name] != nil {
+			continue
+		}
+		group, err := client.SchedulingV1beta1().PodGroups(namespace).Get(ctx, name, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+		case err != nil:
+			return nil, err
+		default:
+			s.groups[name] = group
 		}
 	}
 	slices.SortFunc(s.pods, func(a, b *corev1.Pod) int { return strings.Compare(a.Name, b.Name) })
@@ -235,16 +269,134 @@ func verify(s *snapshot) error {
 	return errors.Join(kwokcluster.Verify(s.cluster)...)
 }
 
+// podGroupOf returns the name of the pod's PodGroup, "" if none.
+func podGroupOf(pod *corev1.Pod) string {
+	if pod.Spec.SchedulingGroup == nil {
+		return ""
+	}
+	return ptr.Deref(pod.Spec.SchedulingGroup.PodGroupName, "")
+}
+
+// groupState is what a PodGroup's pods got.
+type groupState struct {
+	name              string
+	group             *schedulingapi.PodGroup // nil if it does not exist
+	pods, bound       int
+	claims, allocated int
+}
+
+// minCount is the gang's minCount, 0 if the group is not a gang.
+func (g *groupState) minCount() int {
+	if g.group == nil || g.group.Spec.SchedulingPolicy.Gang == nil {
+		return 0
+	}
+	return int(g.group.Spec.SchedulingPolicy.Gang.MinCount)
+}
+
+// podGroups returns the state of every PodGroup that the pods name, by
+// name.
+func (s *snapshot) podGroups() []*groupState {
+	byName := map[string]*groupState{}
+	var groups []*groupState
+	for _, pod := range s.pods {
+		name := podGroupOf(pod)
+		if name == "" {
+			continue
+		}
+		g := byName[name]
+		if g == nil {
+			g = &groupState{name: name, group: s.groups[name]}
+			byName[name] = g
+			groups = append(groups, g)
+		}
+		g.pods++
+		if state, _ := stateOfPod(pod); state == podBound {
+			g.bound++
+		}
+		_, claims := s.claimsOf(pod)
+		for _, claim := range claims {
+			g.claims++
+			if claim != nil && claim.Status.Allocation != nil {
+				g.allocated++
+			}
+		}
+	}
+	slices.SortFunc(groups, func(a, b *groupState) int { return strings.Compare(a.name, b.name) })
+	return groups
+}
+
+// expectedUnschedulable adds the pods of the given PodGroups to the pods
+// expected to be unschedulable; nil if neither is given.
+func (s *snapshot) expectedUnschedulable(pods, groups sets.Set[string]) sets.Set[string] {
+	if pods == nil && groups == nil {
+		return nil
+	}
+	want := sets.New[string]()
+	want = want.Union(pods)
+	for _, pod := range s.pods {
+		if groups.Has(podGroupOf(pod)) {
+			want.Insert(pod.Name)
+		}
+	}
+	return want
+}
+
+// writeGroups prints what each PodGroup got.
+func writeGroups(out io.Writer, groups []*groupState) {
+	if len(groups) == 0 {
+		return
+	}
+	_, _ = fmt.Fprintln(out, "PodGroups (gang scheduling: all of a gang's pods are bound, or none and none of their claims is allocated):")
+	for _, g := range groups {
+		policy := "no PodGroup object"
+		switch {
+		case g.minCount() > 0:
+			policy = fmt.Sprintf("gang, minCount %d", g.minCount())
+		case g.group != nil:
+			policy = "basic"
+		}
+		condition := ""
+		if g.group != nil {
+			if c := meta.FindStatusCondition(g.group.Status.Conditions, schedulingapi.PodGroupInitiallyScheduled); c != nil {
+				condition = fmt.Sprintf(", %s=%s (%s)", c.Type, c.Status, c.Reason)
+			}
+		}
+		_, _ = fmt.Fprintf(out, "  %s (%s): %d of %d pods bound, %d of %d claims allocated%s\n",
+			g.name, policy, g.bound, g.pods, g.allocated, g.claims, condition)
+	}
+}
+
+// verifyGroups checks that every gang got all or nothing: at least
+// minCount pods bound, or none bound and no claim of its pods allocated.
+func verifyGroups(groups []*groupState) error {
+	var errs []error
+	for _, g := range groups {
+		minCount := g.minCount()
+		switch {
+		case minCount == 0:
+		case g.bound > 0 && g.bound < minCount:
+			errs = append(errs, fmt.Errorf("PodGroup %s: %d pods bound, fewer than its minCount %d", g.name, g.bound, minCount))
+		case g.bound == 0 && g.allocated > 0:
+			errs = append(errs, fmt.Errorf("PodGroup %s: no pod bound, but %d of its pods' claims allocated", g.name, g.allocated))
+		}
+	}
+	return errors.Join(errs...)
+}
+
 // report waits until the scheduler has dealt with every pod, prints the
 // table and checks the result. With expected set, exactly those pods must
 // end up unschedulable.
-func report(ctx context.Context, client kubernetes.Interface, out io.Writer, namespace, schedulerName string, expected sets.Set[string], timeout time.Duration) error {
+//
+// With expectedGroups set, the pods of those PodGroups are expected to be
+// unschedulable too; and every gang among the pods must have got all or
+// nothing (verifyGroups).
+func report(ctx context.Context, client kubernetes.Interface, out io.Writer, q query, expected, expectedGroups sets.Set[string], timeout time.Duration) error {
 	start := time.Now()
 	var s *snapshot
 	last := ""
 	err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
 		var err error
-		if s, err = readSnapshot(ctx, client, namespace, schedulerName); err != nil {
+		if s, err = readSnapshot(ctx, client, q); err != nil {
 			return false, err
 		}
 		bound, unschedulable, pending, _ := s.counts()
@@ -253,7 +405,7 @@ func report(ctx context.Context, client kubernetes.Interface, out io.Writer, nam
 			_, _ = fmt.Fprintf(out, "    %5.1fs  %s\n", time.Since(start).Seconds(), progress)
 			last = progress
 		}
-		return s.settled(expected), nil
+		return s.settled(s.expectedUnschedulable(expected, expectedGroups)), nil
 	})
 	if s != nil {
 		_, _ = fmt.Fprintln(out)
@@ -263,16 +415,28 @@ func report(ctx context.Context, client kubernetes.Interface, out io.Writer, nam
 		_, _ = fmt.Fprintln(out)
 	}
 	if err != nil {
-		if s != nil && expected != nil {
+		if want := s.expectedUnschedulable(expected, expectedGroups); s != nil && want != nil {
 			_, _, _, got := s.counts()
-			return fmt.Errorf("pods did not settle within %s: want unschedulable %v, got %v: %w", timeout, sets.List(expected), sets.List(got), err)
+			return fmt.Errorf("pods did not settle within %s: want unschedulable %v, got %v: %w", timeout, sets.List(want), sets.List(got), err)
 		}
 		return fmt.Errorf("pods did not settle within %s: %w", timeout, err)
 	}
 	if err := verify(s); err != nil {
 		return fmt.Errorf("allocations are wrong: %w", err)
 	}
+	groups := s.podGroups()
+	if len(groups) > 0 {
+		writeGroups(out, groups)
+		_, _ = fmt.Fprintln(out)
+		if err := verifyGroups(groups); err != nil {
+			return fmt.Errorf("gang scheduling is wrong: %w", err)
+		}
+	}
 	bound, _, _, _ := s.counts()
-	_, _ = fmt.Fprintf(out, "Checked: %d pods bound, every claim allocated on its pod's node and reserved for it, no device allocated twice.\n", bound)
+	_, _ = fmt.Fprintf(out, "Checked: %d pods bound, every claim allocated on its pod's node and reserved for it, no device allocated twice", bound)
+	if len(groups) > 0 {
+		_, _ = fmt.Fprint(out, "; every gang bound all together, or not at all and holding no device")
+	}
+	_, _ = fmt.Fprintln(out, ".")
 	return nil
 }

@@ -11,7 +11,9 @@ import (
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
+	schedulingapi "k8s.io/api/scheduling/v1beta1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -137,7 +139,7 @@ func TestReport(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	client := fake.NewClientset(cluster()...)
 	var out bytes.Buffer
-	if err := report(ctx, client, &out, "default", "drasched", sets.New("big"), 5*time.Second); err != nil {
+	if err := report(ctx, client, &out, query{namespace: "default", schedulerName: "drasched"}, sets.New("big"), nil, 5*time.Second); err != nil {
 		t.Fatalf("%v\noutput:\n%s", err, out.String())
 	}
 	// Drop the progress lines, which carry times.
@@ -163,9 +165,142 @@ func TestReportUnexpected(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	client := fake.NewClientset(cluster()...)
 	var out bytes.Buffer
-	err := report(ctx, client, &out, "default", "drasched", sets.New("one-gpu"), time.Second)
+	err := report(ctx, client, &out, query{namespace: "default", schedulerName: "drasched"}, sets.New("one-gpu"), nil, time.Second)
 	if err == nil || !strings.Contains(err.Error(), "want unschedulable [one-gpu], got [big]") {
 		t.Fatalf("got error %v, want one naming the expected and the unschedulable pods", err)
+	}
+}
+
+func (b *podBuilder) group(name string) *podBuilder {
+	b.pod.Spec.SchedulingGroup = &corev1.PodSchedulingGroup{PodGroupName: ptr.To(name)}
+	b.pod.Labels = map[string]string{"gang": name}
+	return b
+}
+
+func gang(name string, minCount int32) *schedulingapi.PodGroup {
+	return &schedulingapi.PodGroup{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
+		Spec: schedulingapi.PodGroupSpec{SchedulingPolicy: schedulingapi.PodGroupSchedulingPolicy{
+			Gang: &schedulingapi.GangSchedulingPolicy{MinCount: minCount},
+		}},
+	}
+}
+
+// gangCluster is the demo's gang step: the cluster() pods, a gang of two
+// bound with its claims, and a gang of two that is unschedulable with its
+// claims unallocated; mutate changes the objects before they are stored.
+func gangCluster(mutate func(fits, fails []*corev1.Pod, claims []*resourceapi.ResourceClaim)) []runtime.Object {
+	fits := []*corev1.Pod{
+		makePod("fits-0").group("fits").templateClaim("gpus", "fits-0-gpus").node("n3").obj(),
+		makePod("fits-1").group("fits").templateClaim("gpus", "fits-1-gpus").node("n3").obj(),
+	}
+	fails := []*corev1.Pod{
+		makePod("fails-0").group("fails").templateClaim("gpus", "fails-0-gpus").unschedulable("pod group is unschedulable").obj(),
+		makePod("fails-1").group("fails").templateClaim("gpus", "fails-1-gpus").unschedulable("1 request \"gpus\": 0 of 2 matching devices free").obj(),
+	}
+	claims := []*resourceapi.ResourceClaim{
+		allocatedClaim("fits-0-gpus", []string{"gpus=n3/gpu-0"}, fits[0]),
+		allocatedClaim("fits-1-gpus", []string{"gpus=n3/gpu-1"}, fits[1]),
+		{ObjectMeta: metav1.ObjectMeta{Name: "fails-0-gpus", Namespace: "default"}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "fails-1-gpus", Namespace: "default"}},
+	}
+	if mutate != nil {
+		mutate(fits, fails, claims)
+	}
+	objects := append(cluster(),
+		gang("fits", 2), gang("fails", 2),
+		gpuSlice("n3", gpuDevice("gpu-0", "NVIDIA H100 80GB HBM3", "pci0000:15"), gpuDevice("gpu-1", "NVIDIA H100 80GB HBM3", "pci0000:15"),
+			gpuDevice("gpu-2", "NVIDIA H100 80GB HBM3", "pci0000:16")),
+		&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n3"}})
+	for _, pod := range append(fits, fails...) {
+		objects = append(objects, pod)
+	}
+	for _, claim := range claims {
+		objects = append(objects, claim)
+	}
+	return objects
+}
+
+// gangSelector selects the pods of gangs, as hack/demo.sh does.
+func gangSelector(t *testing.T) labels.Selector {
+	t.Helper()
+	selector, err := labels.Parse("gang")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return selector
+}
+
+// TestReportGangs: the report of the demo's gang step, on the pods of a
+// selector: one gang bound, the other expected unschedulable as a group.
+func TestReportGangs(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	client := fake.NewClientset(gangCluster(nil)...)
+	var out bytes.Buffer
+	q := query{namespace: "default", schedulerName: "drasched", selector: gangSelector(t)}
+	if err := report(ctx, client, &out, q, nil, sets.New("fails"), 5*time.Second); err != nil {
+		t.Fatalf("%v\noutput:\n%s", err, out.String())
+	}
+	_, table, _ := strings.Cut(out.String(), "\n\n")
+	want := `POD      NODE  REQUEST  DEVICE  WHAT
+fails-0  -     -        -       unschedulable, see below
+fails-1  -     -        -       unschedulable, see below
+fits-0   n3    gpus     gpu-0   H100 80GB HBM3, pcieRoot pci0000:15
+fits-1   n3    gpus     gpu-1   H100 80GB HBM3, pcieRoot pci0000:15
+
+Why the scheduler left pods pending (their PodScheduled condition):
+  fails-0: pod group is unschedulable
+  fails-1: 1 request "gpus": 0 of 2 matching devices free
+
+PodGroups (gang scheduling: all of a gang's pods are bound, or none and none of their claims is allocated):
+  fails (gang, minCount 2): 0 of 2 pods bound, 0 of 2 claims allocated
+  fits (gang, minCount 2): 2 of 2 pods bound, 2 of 2 claims allocated
+
+Checked: 2 pods bound, every claim allocated on its pod's node and reserved for it, no device allocated twice; every gang bound all together, or not at all and holding no device.
+`
+	if diff := cmp.Diff(want, table); diff != "" {
+		t.Errorf("report (-want +got):\n%s", diff)
+	}
+
+	// The other gang expected: the report waits for it, then says so.
+	out.Reset()
+	err := report(ctx, client, &out, q, nil, sets.New("fits"), time.Second)
+	if err == nil || !strings.Contains(err.Error(), "want unschedulable [fits-0 fits-1], got [fails-0 fails-1]") {
+		t.Errorf("got error %v, want one naming the expected and the unschedulable pods", err)
+	}
+}
+
+// TestReportGangsBroken: a gang that got part of what it asked for fails
+// the report.
+func TestReportGangsBroken(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	for name, tc := range map[string]struct {
+		mutate  func(fits, fails []*corev1.Pod, claims []*resourceapi.ResourceClaim)
+		wantErr string
+	}{
+		"claim of a pending gang allocated": {
+			mutate: func(_, fails []*corev1.Pod, claims []*resourceapi.ResourceClaim) {
+				claims[2].Status.Allocation = allocatedClaim("", []string{"gpus=n3/gpu-2"}).Status.Allocation
+			},
+			wantErr: "PodGroup fails: no pod bound, but 1 of its pods' claims allocated",
+		},
+		"gang bound in part": {
+			mutate: func(fits, _ []*corev1.Pod, claims []*resourceapi.ResourceClaim) {
+				fits[1].Spec.NodeName = ""
+				fits[1].Status.Conditions = makePod("x").unschedulable("no").obj().Status.Conditions
+				claims[1].Status = resourceapi.ResourceClaimStatus{}
+			},
+			wantErr: "PodGroup fits: 1 pods bound, fewer than its minCount 2",
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			var out bytes.Buffer
+			q := query{namespace: "default", schedulerName: "drasched", selector: gangSelector(t)}
+			err := report(ctx, fake.NewClientset(gangCluster(tc.mutate)...), &out, q, nil, nil, 5*time.Second)
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Errorf("got error %v, want one containing %q\noutput:\n%s", err, tc.wantErr, out.String())
+			}
+		})
 	}
 }
 
@@ -191,7 +326,7 @@ func TestVerify(t *testing.T) {
 		"device twice": {objects: twice, wantErr: "device gpu.drasched.dev/n1/gpu-0 is allocated to claims default/mig-slice-mig-def and default/one-gpu-gpu-abc"},
 	} {
 		t.Run(name, func(t *testing.T) {
-			s, err := readSnapshot(ctx, fake.NewClientset(tc.objects...), "default", "drasched")
+			s, err := readSnapshot(ctx, fake.NewClientset(tc.objects...), query{namespace: "default", schedulerName: "drasched"})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -8,11 +8,13 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
+	schedulingapi "k8s.io/api/scheduling/v1beta1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -25,6 +27,7 @@ import (
 	"k8s.io/klog/v2/ktesting"
 	"k8s.io/kubernetes/pkg/api/legacyscheme"
 	_ "k8s.io/kubernetes/pkg/apis/resource/install" // defaults of resource.k8s.io objects
+	"k8s.io/utils/ptr"
 
 	"github.com/drasched/drasched/internal/builder"
 	"github.com/drasched/drasched/internal/kwokcluster"
@@ -36,6 +39,9 @@ import (
 type scenario struct {
 	nodes             []demoNode
 	unschedulablePods []string
+	// gangFits and gangUnschedulable name the PodGroups of the gang step,
+	// each in config/examples/gang/<name>.yaml.
+	gangFits, gangUnschedulable string
 }
 
 var (
@@ -43,6 +49,8 @@ var (
 	pluginNodeRe      = regexp.MustCompile(`\nplugin_node=(\S+)`)
 	pluginInventoryRe = regexp.MustCompile(`\nplugin_inventory=(\S+)`)
 	unschedulableRe   = regexp.MustCompile(`\nunschedulable_pod=(\S+)`)
+	gangFitsRe        = regexp.MustCompile(`\ngang_fits=(\S+)`)
+	gangUnschedRe     = regexp.MustCompile(`\ngang_unschedulable=(\S+)`)
 )
 
 func readScenario(t *testing.T) scenario {
@@ -65,6 +73,7 @@ func readScenario(t *testing.T) scenario {
 	}
 	s.nodes = append(s.nodes, demoNode{Name: match(pluginNodeRe), Inventory: match(pluginInventoryRe), ByPlugin: true})
 	s.unschedulablePods = []string{match(unschedulableRe)}
+	s.gangFits, s.gangUnschedulable = match(gangFitsRe), match(gangUnschedRe)
 	for i := range s.nodes {
 		s.nodes[i].Inventory = filepath.Join(repoRoot, s.nodes[i].Inventory)
 	}
@@ -131,10 +140,16 @@ var preemptionFiles = []string{
 	filepath.Join(repoRoot, "config", "examples", "preemption", "inference.yaml"),
 }
 
+// gangFile is the manifest of a PodGroup of the demo's gang step.
+func gangFile(name string) string {
+	return filepath.Join(repoRoot, "config", "examples", "gang", name+".yaml")
+}
+
 // demoWorkloads reads what hack/demo.sh applies: the DeviceClasses and the
 // pods with their claims, in the order of the files; then, apart, the pods
-// of the preemption step.
-func demoWorkloads(t *testing.T) ([]*resourceapi.DeviceClass, []workload, []workload) {
+// of the preemption step, and the PodGroups and pods of each gang (of
+// gangFiles) of the gang step.
+func demoWorkloads(t *testing.T, gangFiles ...string) ([]*resourceapi.DeviceClass, []workload, []workload, [][]*schedulingapi.PodGroup, [][]workload) {
 	t.Helper()
 	files := []string{filepath.Join(repoRoot, "config", "gpu-driver", "deviceclasses.yaml")}
 	kustomization := filepath.Join(repoRoot, "config", "examples", "kustomization.yaml")
@@ -144,16 +159,22 @@ func demoWorkloads(t *testing.T) ([]*resourceapi.DeviceClass, []workload, []work
 		}
 	}
 	files = append(files, "workloads.yaml")
-	var objects, preemption []runtime.Object
+	var objects, preemption, all []runtime.Object
 	for _, f := range files {
 		objects = append(objects, decodeFile(t, f)...)
 	}
 	for _, f := range preemptionFiles {
 		preemption = append(preemption, decodeFile(t, f)...)
 	}
+	gangs := make([][]runtime.Object, len(gangFiles))
+	for i, f := range gangFiles {
+		gangs[i] = decodeFile(t, f)
+		all = append(all, gangs[i]...)
+	}
+	all = append(append(all, objects...), preemption...)
 
 	templates := map[string]*resourceapi.ResourceClaimTemplate{}
-	for _, tmpl := range objectsOf[*resourceapi.ResourceClaimTemplate](append(objects, preemption...)) {
+	for _, tmpl := range objectsOf[*resourceapi.ResourceClaimTemplate](all) {
 		templates[tmpl.Name] = tmpl
 	}
 	claims := map[string]*resourceapi.ResourceClaim{}
@@ -189,7 +210,13 @@ func demoWorkloads(t *testing.T) ([]*resourceapi.DeviceClass, []workload, []work
 		}
 		return workloads
 	}
-	return objectsOf[*resourceapi.DeviceClass](objects), workloadsOf(objects), workloadsOf(preemption)
+	var groups [][]*schedulingapi.PodGroup
+	var gangWorkloads [][]workload
+	for _, g := range gangs {
+		groups = append(groups, objectsOf[*schedulingapi.PodGroup](g))
+		gangWorkloads = append(gangWorkloads, workloadsOf(g))
+	}
+	return objectsOf[*resourceapi.DeviceClass](objects), workloadsOf(objects), workloadsOf(preemption), groups, gangWorkloads
 }
 
 // TestScenario keeps the demo honest without a cluster: the nodes of
@@ -198,11 +225,12 @@ func demoWorkloads(t *testing.T) ([]*resourceapi.DeviceClass, []workload, []work
 // unschedulable, all at once (allocated one after the other, with
 // drasched's allocator, on the first node that each pod's node selector
 // allows and where it fits), and that one fits on no node even when all
-// are idle. It also checks that every pod opts in to drasched.
+// are idle. It also checks that every pod opts in to drasched. The
+// preemption and gang steps are modelled as their comments below say.
 func TestScenario(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	s := readScenario(t)
-	classes, workloads, preemption := demoWorkloads(t)
+	classes, workloads, preemption, groups, gangs := demoWorkloads(t, gangFile(s.gangFits), gangFile(s.gangUnschedulable))
 
 	var allSlices []*resourceapi.ResourceSlice
 	var nodes []*corev1.Node
@@ -311,6 +339,61 @@ func TestScenario(t *testing.T) {
 		if allocate(sets.New[structured.DeviceID](), node, inference.claims) == nil {
 			t.Errorf("preemption step: pod %s does not fit on %s even when idle", inference.pod.Name, node.Name)
 		}
+	}
+
+	// The gang step, after the preemption step, which leaves its node full:
+	// the other nodes, with the demo's pods placed on them as above (first
+	// fit; the scheduler's choices differ, but not in how many pods of two
+	// GPUs the rest takes). Then the fitting gang fits, and the other does
+	// not, though at least one of its pods would: it is left pending
+	// because it is a gang. Its pods being alike, first fit places as many
+	// of them as any placement could.
+	preemptionNodes := sets.New[string]()
+	for _, node := range nodes {
+		if labels.SelectorFromSet(inference.pod.Spec.NodeSelector).Matches(labels.Set(node.Labels)) {
+			preemptionNodes.Insert(node.Name)
+		}
+	}
+	nodes = slices.DeleteFunc(nodes, func(n *corev1.Node) bool { return preemptionNodes.Has(n.Name) })
+	allocated, done = sets.New[structured.DeviceID](), sets.New[string]()
+	for _, w := range workloads {
+		if !unschedulable.Has(w.pod.Name) {
+			place(w)
+		}
+	}
+	for i, name := range []string{s.gangFits, s.gangUnschedulable} {
+		if len(groups[i]) != 1 || groups[i][0].Name != name || groups[i][0].Spec.SchedulingPolicy.Gang == nil {
+			t.Fatalf("%s: want exactly one PodGroup %s with a gang policy", gangFile(name), name)
+		}
+		if got, want := len(gangs[i]), int(groups[i][0].Spec.SchedulingPolicy.Gang.MinCount); got != want {
+			t.Errorf("PodGroup %s: %d pods, minCount %d", name, got, want)
+		}
+		for _, w := range gangs[i] {
+			if w.pod.Spec.SchedulerName != "drasched" {
+				t.Errorf("pod %s: schedulerName %q, want drasched", w.pod.Name, w.pod.Spec.SchedulerName)
+			}
+			if w.pod.Spec.SchedulingGroup == nil || ptr.Deref(w.pod.Spec.SchedulingGroup.PodGroupName, "") != name || w.pod.Labels["gang"] != name {
+				t.Errorf("pod %s: want spec.schedulingGroup.podGroupName and label gang %s", w.pod.Name, name)
+			}
+		}
+	}
+	placeGang := func(gang []workload) int {
+		placed := 0
+		for _, w := range gang {
+			if place(w) != "" {
+				placed++
+			}
+		}
+		return placed
+	}
+	if placed := placeGang(gangs[0]); placed < len(gangs[0]) {
+		t.Errorf("gang step: PodGroup %s does not fit (%d of %d pods)", s.gangFits, placed, len(gangs[0]))
+	}
+	switch placed := placeGang(gangs[1]); {
+	case placed == len(gangs[1]):
+		t.Errorf("gang step: PodGroup %s fits next to %s", s.gangUnschedulable, s.gangFits)
+	case placed == 0:
+		t.Errorf("gang step: no pod of PodGroup %s would fit alone; the demo would show nothing about gangs", s.gangUnschedulable)
 	}
 }
 
