@@ -105,6 +105,58 @@ func TestSchedulerKilledDuringGang(t *testing.T) {
 	}
 }
 
+// A gang of 8 pods of 8 GPUs, every pod held in PreBind before
+// StructuredDRA writes anything: when the first pod gets there, the
+// scheduler's tracker holds all 8 allocations in flight, so no pod outside
+// the gang can take a device of it while the gang binds. Released, every
+// pod is bound and nothing stays in flight.
+func TestGangInFlightBeforeWrite(t *testing.T) {
+	const gangSize = 8
+	env := framework.Setup(t)
+	for _, node := range env.CreateNodes(gangSize) {
+		env.PublishSlices(env.NodeSlice(node, builder.Devices("gpu", 8, nil)...).Obj())
+	}
+	class := env.CreateClass("gpu")
+	env.CreateTemplate(builder.MakeTemplate("eight", builder.MakeClaim("").Request("gpu", class, 8)))
+	g := newGate()
+	sched := env.StartScheduler(schedulerWithGate(g))
+	group := &schedulingapi.PodGroup{
+		ObjectMeta: metav1.ObjectMeta{Name: "gang", Namespace: env.Namespace},
+		Spec: schedulingapi.PodGroupSpec{SchedulingPolicy: schedulingapi.PodGroupSchedulingPolicy{
+			Gang: &schedulingapi.GangSchedulingPolicy{MinCount: gangSize},
+		}},
+	}
+	if _, err := env.Client.SchedulingV1beta1().PodGroups(env.Namespace).Create(env.Ctx, group, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var pods []*builder.PodWrapper
+	for i := range gangSize {
+		pods = append(pods, env.MakePod(fmt.Sprintf("gang-%d", i)).PodGroup("gang").Label(holdLabel, "PreBind").ClaimFromTemplate("gpu", "eight"))
+	}
+	env.CreatePods(pods)
+
+	first := g.waitEntered(t)
+	inFlight, _, err := sched.TrackerState()
+	if err != nil {
+		t.Fatal(err)
+	}
+	claims, err := env.Client.ResourceV1().ResourceClaims(env.Namespace).List(env.Ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, claim := range claims.Items {
+		if claim.Status.Allocation != nil {
+			t.Errorf("claim %s written while every pod is held before StructuredDRA's PreBind", claim.Name)
+		}
+	}
+	t.Logf("%s entered PreBind first; %d allocations in flight", first, len(inFlight))
+	if len(inFlight) != gangSize {
+		t.Errorf("%d allocations in flight when the first pod of the gang reached PreBind, want all %d", len(inFlight), gangSize)
+	}
+	close(g.release)
+	settle(t, env, sched, gangSize, 5*time.Second, settleTimeout)
+}
+
 // gangBound counts the bound pods of each PodGroup.
 func gangBound(ctx context.Context, env *framework.Env) (map[string]int, error) {
 	pods, err := env.Client.CoreV1().Pods(env.Namespace).List(ctx, metav1.ListOptions{})
