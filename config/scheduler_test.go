@@ -233,7 +233,24 @@ func TestDeployment(t *testing.T) {
 // also checks that it implements every extension point that
 // DynamicResources implements in this Kubernetes version, except those
 // listed in notImplemented.
+//
+// It runs with 1.37's default feature gates and again with the workload
+// gates on, which add gang scheduling's plugins to both profiles and
+// which StructuredDRA must start with.
 func TestSchedulerProfile(t *testing.T) {
+	t.Run("default gates", testSchedulerProfile)
+	t.Run("workload gates", func(t *testing.T) {
+		featuregatetesting.SetFeatureGatesDuringTest(t, utilfeature.DefaultFeatureGate, featuregatetesting.FeatureOverrides{
+			features.GenericWorkload:                 true,
+			features.DRAWorkloadResourceClaims:       true,
+			features.DRANodeAllocatableResources:     true,
+			features.TopologyAwareWorkloadScheduling: true,
+		})
+		testSchedulerProfile(t)
+	})
+}
+
+func testSchedulerProfile(t *testing.T) {
 	logger, ctx := ktesting.NewTestContext(t)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
