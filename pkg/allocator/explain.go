@@ -57,7 +57,10 @@ type Failure struct {
 	Claim string
 	// Request is the request's name; empty for claim-level reasons.
 	Request string
-	Reason  Reason
+	// DeviceClass is the request's DeviceClass (for subrequests, that of
+	// the alternative that came closest); empty for claim-level reasons.
+	DeviceClass string
+	Reason      Reason
 	// Need is how many devices the request needs (for subrequests, the
 	// alternative that came closest).
 	Need int
@@ -199,6 +202,9 @@ func (s *search) explainRequest(ci, ri int) (*Failure, error) {
 	var best *Failure
 	for _, nr := range s.reqs[ci][ri] {
 		f := Failure{Request: s.claims[ci].requests[ri].name, Need: nr.numDevices}
+		if nr.rd.class != nil {
+			f.DeviceClass = nr.rd.class.Name
+		}
 		all := nr.rd.allocationMode == resourceapi.DeviceAllocationModeAll
 		count := func(c int) error {
 			// Each candidate may evaluate CEL expressions for the first

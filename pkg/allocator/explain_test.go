@@ -83,14 +83,14 @@ func TestExplain(t *testing.T) {
 		"no matching device": {
 			slices:  []*resourceapi.ResourceSlice{fourGPUs},
 			claims:  []*resourceapi.ResourceClaim{MakeClaim("c").Request("gpu", "gpu", 1, `device.attributes["gpu.example.com"].model == "b200"`).Obj()},
-			want:    []allocator.Failure{{Claim: "default/c", Request: "gpu", Reason: allocator.ReasonNoMatchingDevice, Need: 1}},
+			want:    []allocator.Failure{{Claim: "default/c", Request: "gpu", DeviceClass: "gpu", Reason: allocator.ReasonNoMatchingDevice, Need: 1}},
 			message: `request "gpu": no device matches the class and selectors`,
 		},
 		"in use": {
 			slices:  []*resourceapi.ResourceSlice{fourGPUs},
 			state:   allocated("gpu-0", "gpu-1", "gpu-3"),
 			claims:  []*resourceapi.ResourceClaim{MakeClaim("c").Request("gpu", "gpu", 2).Obj()},
-			want:    []allocator.Failure{{Claim: "default/c", Request: "gpu", Reason: allocator.ReasonDevicesInUse, Need: 2, Matching: 4, Free: 1, InUse: 3}},
+			want:    []allocator.Failure{{Claim: "default/c", Request: "gpu", DeviceClass: "gpu", Reason: allocator.ReasonDevicesInUse, Need: 2, Matching: 4, Free: 1, InUse: 3}},
 			message: `request "gpu": 1 of 4 matching devices free, need 2 (3 in use)`,
 		},
 		"tainted beats in use when it blocks more": {
@@ -99,7 +99,7 @@ func TestExplain(t *testing.T) {
 				MakeDevice("gpu-2").Taint("ecc", resourceapi.DeviceTaintEffectNoExecute), MakeDevice("gpu-3")).Obj()},
 			state:   allocated("gpu-0"),
 			claims:  []*resourceapi.ResourceClaim{MakeClaim("c").Request("gpu", "gpu", 2).Obj()},
-			want:    []allocator.Failure{{Claim: "default/c", Request: "gpu", Reason: allocator.ReasonDevicesTainted, Need: 2, Matching: 4, Free: 1, InUse: 1, Tainted: 2}},
+			want:    []allocator.Failure{{Claim: "default/c", Request: "gpu", DeviceClass: "gpu", Reason: allocator.ReasonDevicesTainted, Need: 2, Matching: 4, Free: 1, InUse: 1, Tainted: 2}},
 			message: `request "gpu": 1 of 4 matching devices free, need 2 (1 in use, 2 tainted)`,
 		},
 		"counters exhausted": {
@@ -126,7 +126,7 @@ func TestExplain(t *testing.T) {
 			},
 			state:   allocated("half-0"),
 			claims:  []*resourceapi.ResourceClaim{MakeClaim("c").Request("gpu", "gpu", 2).Obj()},
-			want:    []allocator.Failure{{Claim: "default/c", Request: "gpu", Reason: allocator.ReasonCountersExhausted, Need: 2, Matching: 4, Free: 1, InUse: 1, CountersExhausted: 2}},
+			want:    []allocator.Failure{{Claim: "default/c", Request: "gpu", DeviceClass: "gpu", Reason: allocator.ReasonCountersExhausted, Need: 2, Matching: 4, Free: 1, InUse: 1, CountersExhausted: 2}},
 			message: `request "gpu": 1 of 4 matching devices free, need 2 (1 in use, 2 counters exhausted)`,
 		},
 		"first check in the search's order": {
@@ -141,7 +141,7 @@ func TestExplain(t *testing.T) {
 			},
 			state:   allocated("half-0"),
 			claims:  []*resourceapi.ResourceClaim{MakeClaim("c").Request("gpu", "gpu", 2).Obj()},
-			want:    []allocator.Failure{{Claim: "default/c", Request: "gpu", Reason: allocator.ReasonDevicesInUse, Need: 2, Matching: 3, Free: 1, InUse: 1, CountersExhausted: 1}},
+			want:    []allocator.Failure{{Claim: "default/c", Request: "gpu", DeviceClass: "gpu", Reason: allocator.ReasonDevicesInUse, Need: 2, Matching: 3, Free: 1, InUse: 1, CountersExhausted: 1}},
 			message: `request "gpu": 1 of 3 matching devices free, need 2 (1 in use, 1 counters exhausted)`,
 		},
 		"partitionable devices disabled": {
@@ -152,7 +152,7 @@ func TestExplain(t *testing.T) {
 			slices: []*resourceapi.ResourceSlice{MakeSlice("node-0").Node("node-0").Devices(
 				MakeDevice("part").Consumes("gpu-0", map[string]string{"memory": "20Gi"}), MakeDevice("gpu-1")).Obj()},
 			claims:  []*resourceapi.ResourceClaim{MakeClaim("c").Request("gpu", "gpu", 2).Obj()},
-			want:    []allocator.Failure{{Claim: "default/c", Request: "gpu", Reason: allocator.ReasonDevicesInUse, Need: 2, Matching: 1, Free: 1}},
+			want:    []allocator.Failure{{Claim: "default/c", Request: "gpu", DeviceClass: "gpu", Reason: allocator.ReasonDevicesInUse, Need: 2, Matching: 1, Free: 1}},
 			message: `request "gpu": 1 of 1 matching devices free, need 2`,
 		},
 		"capacity exhausted": {
@@ -162,7 +162,7 @@ func TestExplain(t *testing.T) {
 				structured.MakeDeviceID(gpuDriver, "node-0", "nic"): {"bandwidth": ptr.To(resource.MustParse("8G"))},
 			}},
 			claims:  []*resourceapi.ResourceClaim{MakeClaim("c").Request("net", "gpu", 1).CapacityRequest("bandwidth", "4G").Obj()},
-			want:    []allocator.Failure{{Claim: "default/c", Request: "net", Reason: allocator.ReasonCapacityExhausted, Need: 1, Matching: 1, CapacityExhausted: 1}},
+			want:    []allocator.Failure{{Claim: "default/c", Request: "net", DeviceClass: "gpu", Reason: allocator.ReasonCapacityExhausted, Need: 1, Matching: 1, CapacityExhausted: 1}},
 			message: `request "net": 0 of 1 matching devices free, need 1 (1 capacity exhausted)`,
 		},
 		"constraint": {
@@ -186,14 +186,14 @@ func TestExplain(t *testing.T) {
 		"pool being updated": {
 			slices:  []*resourceapi.ResourceSlice{MakeSlice("node-0").Node("node-0").Pool("node-0", 1, 2).Devices(MakeDevice("gpu-0")).Obj()},
 			claims:  []*resourceapi.ResourceClaim{MakeClaim("c").Request("gpu", "gpu", 1).Obj()},
-			want:    []allocator.Failure{{Claim: "default/c", Request: "gpu", Reason: allocator.ReasonPoolIncomplete, Need: 1, Pool: "gpu.example.com/node-0"}},
+			want:    []allocator.Failure{{Claim: "default/c", Request: "gpu", DeviceClass: "gpu", Reason: allocator.ReasonPoolIncomplete, Need: 1, Pool: "gpu.example.com/node-0"}},
 			message: `request "gpu": no matching device; resource pool gpu.example.com/node-0 is being updated`,
 		},
 		"node without optional node operations": {
 			features: &experimental,
 			slices:   skipping,
 			claims:   []*resourceapi.ResourceClaim{MakeClaim("c").Request("gpu", "gpu", 2).Obj()},
-			want:     []allocator.Failure{{Claim: "default/c", Request: "gpu", Reason: allocator.ReasonNodeOperationsUnsupported, Need: 2, Matching: 3, Free: 1, NodeOperations: 2}},
+			want:     []allocator.Failure{{Claim: "default/c", Request: "gpu", DeviceClass: "gpu", Reason: allocator.ReasonNodeOperationsUnsupported, Need: 2, Matching: 3, Free: 1, NodeOperations: 2}},
 			message:  `request "gpu": 1 of 3 matching devices free, need 2 (2 need optional node operations)`,
 		},
 		"optional node operations disabled": {
@@ -201,7 +201,7 @@ func TestExplain(t *testing.T) {
 			node:     declaringOptionalNodeOperations(MakeNode("node-0")),
 			slices:   skipping,
 			claims:   []*resourceapi.ResourceClaim{MakeClaim("c").Request("gpu", "gpu", 2).Obj()},
-			want:     []allocator.Failure{{Claim: "default/c", Request: "gpu", Reason: allocator.ReasonNodeOperationsUnsupported, Need: 2, Matching: 3, Free: 1, NodeOperations: 2}},
+			want:     []allocator.Failure{{Claim: "default/c", Request: "gpu", DeviceClass: "gpu", Reason: allocator.ReasonNodeOperationsUnsupported, Need: 2, Matching: 3, Free: 1, NodeOperations: 2}},
 			message:  `request "gpu": 1 of 3 matching devices free, need 2 (2 need optional node operations)`,
 		},
 		"node with optional node operations": {
@@ -215,7 +215,7 @@ func TestExplain(t *testing.T) {
 			slices:   partitions,
 			state:    allocated("mig-0"),
 			claims:   []*resourceapi.ResourceClaim{MakeClaim("c").Request("gpu", "gpu", 2).Obj()},
-			want:     []allocator.Failure{{Claim: "default/c", Request: "gpu", Reason: allocator.ReasonDevicesIncompatible, Need: 2, Matching: 4, Free: 1, InUse: 1, Incompatible: 2}},
+			want:     []allocator.Failure{{Claim: "default/c", Request: "gpu", DeviceClass: "gpu", Reason: allocator.ReasonDevicesIncompatible, Need: 2, Matching: 4, Free: 1, InUse: 1, Incompatible: 2}},
 			message:  `request "gpu": 1 of 4 matching devices free, need 2 (1 in use, 2 incompatible with allocated devices)`,
 		},
 		"compatibility groups allow": {
@@ -229,7 +229,7 @@ func TestExplain(t *testing.T) {
 			state:  allocated("gpu-0", "gpu-1"),
 			claims: []*resourceapi.ResourceClaim{MakeClaim("c").FirstAvailable("gpu",
 				SubRequest("eight", "gpu", 8), SubRequest("three", "gpu", 3)).Obj()},
-			want:    []allocator.Failure{{Claim: "default/c", Request: "gpu", Reason: allocator.ReasonDevicesInUse, Need: 3, Matching: 4, Free: 2, InUse: 2}},
+			want:    []allocator.Failure{{Claim: "default/c", Request: "gpu", DeviceClass: "gpu", Reason: allocator.ReasonDevicesInUse, Need: 3, Matching: 4, Free: 2, InUse: 2}},
 			message: `request "gpu": 2 of 4 matching devices free, need 3 (2 in use)`,
 		},
 	} {
