@@ -202,13 +202,53 @@ func (pl *Plugin) explain(ctx context.Context, s *stateData, used nodeAllocator,
 	}
 	failures, err := a.Explain(ctx, node, claims)
 	if err != nil || len(failures) == 0 {
+		s.results.recordFailures(classFailures(claims, []allocator.Failure{{Reason: reasonUnexplained}}))
 		return []string{fallback}
 	}
+	s.results.recordFailures(classFailures(claims, failures))
 	reasons := make([]string, 0, len(failures))
 	for _, f := range failures {
 		reasons = append(reasons, s.extended.message(f))
 	}
 	return reasons
+}
+
+// classFailures attributes the allocator's failures to DeviceClasses: a
+// request's failure to its class, a claim's (a constraint, contention) to
+// every class the claim asks for, and one of all claims together to every
+// class they ask for.
+func classFailures(claims []*resourceapi.ResourceClaim, failures []allocator.Failure) []classFailure {
+	var out []classFailure
+	for _, f := range failures {
+		if f.DeviceClass != "" {
+			out = append(out, classFailure{class: f.DeviceClass, reason: f.Reason})
+			continue
+		}
+		for _, claim := range claims {
+			if f.Claim != "" && f.Claim != klog.KObj(claim).String() {
+				continue
+			}
+			for _, class := range requestedClasses(claim) {
+				out = append(out, classFailure{class: class, reason: f.Reason})
+			}
+		}
+	}
+	return out
+}
+
+// requestedClasses are the DeviceClasses that the claim's requests and
+// their alternatives name.
+func requestedClasses(claim *resourceapi.ResourceClaim) []string {
+	var classes []string
+	for _, request := range claim.Spec.Devices.Requests {
+		if request.Exactly != nil {
+			classes = append(classes, request.Exactly.DeviceClassName)
+		}
+		for _, sub := range request.FirstAvailable {
+			classes = append(classes, sub.DeviceClassName)
+		}
+	}
+	return classes
 }
 
 func (pl *Plugin) bindingConditions() bool {

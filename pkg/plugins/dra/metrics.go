@@ -1,11 +1,16 @@
 package dra
 
 import (
+	"errors"
 	"sync"
 	"time"
 
+	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/component-base/metrics"
 	"k8s.io/component-base/metrics/legacyregistry"
+	schedmetrics "k8s.io/kubernetes/pkg/scheduler/metrics"
+
+	"github.com/drasched/drasched/pkg/allocator"
 )
 
 const (
@@ -23,21 +28,18 @@ var (
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"result"})
 
-	celHitRatio = metrics.NewGaugeFunc(&metrics.GaugeOpts{
-		Namespace:      metricsNamespace,
-		Subsystem:      metricsSubsystem,
-		Name:           "cel_match_cache_hit_ratio",
-		Help:           "Share of CEL selector evaluations answered from the cache since start.",
+	allocationFailures = metrics.NewCounterVec(&metrics.CounterOpts{
+		Namespace: metricsNamespace,
+		Subsystem: metricsSubsystem,
+		Name:      "allocation_failures_total",
+		Help: "Scheduling attempts that found no node for a pod, by a DeviceClass of its claims and the reason some node " +
+			"gave for not allocating it (NoMatchingDevice, PoolIncomplete, DevicesInUse, DevicesTainted, CountersExhausted, " +
+			"CapacityExhausted, DevicesIncompatible, NodeOperationsUnsupported, ConstraintUnsatisfiable, Contention; " +
+			"Unexplained when the reason could not be found in time). Counted once per attempt, class and reason, however " +
+			"many nodes gave it, and only when the attempt failed: a rate above zero means pods wait for devices of the " +
+			"class for that reason (DevicesInUse: the class is full; DevicesTainted: unhealthy devices).",
 		StabilityLevel: metrics.ALPHA,
-	}, func() float64 { return sharedCache.Stats().MatchHitRatio() })
-
-	slicesPrepared = metrics.NewGaugeFunc(&metrics.GaugeOpts{
-		Namespace:      metricsNamespace,
-		Subsystem:      metricsSubsystem,
-		Name:           "resource_slices_prepared",
-		Help:           "ResourceSlice objects preprocessed since start; each object is prepared once.",
-		StabilityLevel: metrics.ALPHA,
-	}, func() float64 { return float64(sharedCache.Stats().SlicesPrepared) })
+	}, []string{"device_class", "reason"})
 
 	claimWrites = metrics.NewCounterVec(&metrics.CounterOpts{
 		Namespace: metricsNamespace,
@@ -67,10 +69,26 @@ const (
 	writeFailed  = "failed"
 )
 
+// reasonUnexplained labels allocationFailures when Explain gave no reason
+// (it ran out of time): the attempt still failed for the claims' classes.
+const reasonUnexplained allocator.Reason = "Unexplained"
+
+// registerMetrics registers the plugin's metrics once per process.
+//
+// Upstream's DRA metrics (scheduler_dra_bindingconditions_*,
+// scheduler_resourceclaim_creates_total) are kube-scheduler's own objects:
+// kube-scheduler registers them (scheduler.New calls schedmetrics.Register
+// before it builds any plugin), and the plugin only observes them.
+// Registering metrics of the same names again would make MustRegister
+// panic. The call here is a no-op in kube-scheduler; where the plugin is
+// built without a scheduler (tests, tools), it creates those objects, which
+// are nil until then.
 func registerMetrics() {
 	registerOnce.Do(func() {
-		legacyregistry.MustRegister(filterDuration, claimWrites)
-		legacyregistry.RawMustRegister(celHitRatio, slicesPrepared, claimsInFlight)
+		schedmetrics.Register()
+		legacyregistry.MustRegister(filterDuration, allocationFailures, claimWrites)
+		legacyregistry.RawMustRegister(claimsInFlight)
+		legacyregistry.CustomMustRegister(newCacheCollector(sharedCache))
 	})
 }
 
@@ -83,4 +101,83 @@ func observeFilter(start time.Time, fit bool, err error) {
 		result = "fit"
 	}
 	filterDuration.WithLabelValues(result).Observe(time.Since(start).Seconds())
+}
+
+// observeBindingConditions records, as upstream's PreBind does, how long
+// PreBind waited for the binding conditions of the claims' devices and how
+// it ended: one duration per allocated device, one count per device with
+// binding conditions, both by profile, driver and status.
+func observeBindingConditions(profile string, claims []*resourceapi.ResourceClaim, waited time.Duration, err error) {
+	status := schedmetrics.BindingConditionsStatusSuccess
+	switch {
+	case err == nil:
+	case errors.Is(err, errBindingTimeout):
+		status = schedmetrics.BindingConditionsStatusTimeout
+	case errors.Is(err, errBindingFailed):
+		status = schedmetrics.BindingConditionsStatusFailed
+	default:
+		status = schedmetrics.BindingConditionsStatusError
+	}
+	for _, claim := range claims {
+		if claim == nil || claim.Status.Allocation == nil {
+			continue
+		}
+		for _, result := range claim.Status.Allocation.Devices.Results {
+			schedmetrics.DRABindingConditionsPreBindDuration.WithLabelValues(profile, result.Driver, status).Observe(waited.Seconds())
+			if len(result.BindingConditions) > 0 {
+				schedmetrics.DRABindingConditionsAllocationsTotal.WithLabelValues(profile, result.Driver, status).Inc()
+			}
+		}
+	}
+}
+
+// cacheCollector exposes the allocator cache's cumulative statistics as
+// counters, read at each scrape: the allocator keeps them as atomics and
+// knows nothing of metrics. Ratios such as the hit ratio are for queries:
+// rate(hits) / rate(lookups).
+type cacheCollector struct {
+	metrics.BaseStableCollector
+	cache *allocator.Cache
+}
+
+var (
+	celCacheLookupsDesc = metrics.NewDesc(
+		metrics.BuildFQName(metricsNamespace, metricsSubsystem, "cel_cache_lookups_total"),
+		"Lookups in the allocator's CEL cache, by cache: compile (compiled expressions) and match (a selector's result for a device).",
+		[]string{"cache"}, nil, metrics.ALPHA, "")
+	celCacheHitsDesc = metrics.NewDesc(
+		metrics.BuildFQName(metricsNamespace, metricsSubsystem, "cel_cache_hits_total"),
+		"Lookups in the allocator's CEL cache answered from the cache, by cache (compile, match); the others compiled or evaluated CEL.",
+		[]string{"cache"}, nil, metrics.ALPHA, "")
+	slicesPreparedDesc = metrics.NewDesc(
+		metrics.BuildFQName(metricsNamespace, metricsSubsystem, "resource_slices_prepared_total"),
+		"ResourceSlice objects the allocator cache preprocessed; each version of a slice is prepared once.",
+		nil, nil, metrics.ALPHA, "")
+)
+
+func newCacheCollector(cache *allocator.Cache) *cacheCollector {
+	return &cacheCollector{cache: cache}
+}
+
+// DescribeWithStability implements metrics.StableCollector.
+func (c *cacheCollector) DescribeWithStability(ch chan<- *metrics.Desc) {
+	ch <- celCacheLookupsDesc
+	ch <- celCacheHitsDesc
+	ch <- slicesPreparedDesc
+}
+
+// CollectWithStability implements metrics.StableCollector.
+func (c *cacheCollector) CollectWithStability(ch chan<- metrics.Metric) {
+	stats := c.cache.Stats()
+	for _, s := range []struct {
+		cache        string
+		hits, misses int64
+	}{
+		{"compile", stats.CompileHits, stats.CompileMisses},
+		{"match", stats.MatchHits, stats.MatchMisses},
+	} {
+		ch <- metrics.NewLazyConstMetric(celCacheLookupsDesc, metrics.CounterValue, float64(s.hits+s.misses), s.cache)
+		ch <- metrics.NewLazyConstMetric(celCacheHitsDesc, metrics.CounterValue, float64(s.hits), s.cache)
+	}
+	ch <- metrics.NewLazyConstMetric(slicesPreparedDesc, metrics.CounterValue, float64(stats.SlicesPrepared))
 }

@@ -176,6 +176,9 @@ func (pl *Plugin) reservedForPod(pod *v1.Pod, claim *resourceapi.ResourceClaim) 
 // it afresh or another group can use it.
 func (pl *Plugin) PodGroupPostFilter(ctx context.Context, pcs fwk.PodGroupCycleState, group fwk.PodGroupInfo, _ fwk.PodGroupSchedulingFunc) (*fwk.PodGroupPostFilterResult, *fwk.Status) {
 	logger := klog.FromContext(ctx)
+	// The framework runs no PostFilter for the pods of a pod group cycle:
+	// the failures of the group's unscheduled pods are counted here.
+	countGroupFailures(pcs, group)
 	if group.GetType() == fwk.CompositePodGroupKeyType {
 		logger.V(5).Info("PodGroupPostFilter does not handle composite pod groups", "podGroup", group.GetName())
 		return nil, fwk.NewStatus(fwk.Unschedulable)
@@ -213,6 +216,20 @@ func (pl *Plugin) PodGroupPostFilter(ctx context.Context, pcs fwk.PodGroupCycleS
 		}
 	}
 	return nil, fwk.NewStatus(fwk.Unschedulable, "deallocation and deletion of ResourceClaims completed")
+}
+
+// countGroupFailures counts the allocation failures of the group's
+// unscheduled pods (allocationFailures), each pod's cycle once.
+func countGroupFailures(pcs fwk.PodGroupCycleState, group fwk.PodGroupInfo) {
+	g, err := groupStateIn(pcs, false)
+	if err != nil || g == nil {
+		return
+	}
+	for _, pod := range group.GetUnscheduledPods() {
+		if s := g.pods[types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name}]; s != nil {
+			s.results.countFailures()
+		}
+	}
 }
 
 // releaseGroupClaims frees the claims of the pod's PodGroup, as

@@ -30,6 +30,8 @@ func (pl *Plugin) PostFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod
 	if err != nil {
 		return nil, statusError(logger, err)
 	}
+	// No node fits: the attempt failed, for the reasons Filter found.
+	s.results.countFailures()
 	if freed, status := pl.freeUnavailable(ctx, s, pod); freed || status.IsError() {
 		return nil, status
 	}

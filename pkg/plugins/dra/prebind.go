@@ -71,12 +71,15 @@ func (pl *Plugin) PreBind(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, n
 		return nil
 	}
 	pl.fh.EventRecorder().Eventf(pod, nil, v1.EventTypeNormal, "BindingConditionsPending", "Scheduling", "waiting for binding conditions of devices on node %s", nodeName)
+	start := time.Now()
 	err = wait.PollUntilContextTimeout(ctx, bindingPollInterval, pl.bindingTimeout, true, func(context.Context) (bool, error) {
 		return pl.podReadyForBinding(s)
 	})
 	if errors.Is(err, context.DeadlineExceeded) {
 		err = fmt.Errorf("%w: %w", errBindingTimeout, err)
 	}
+	// Upstream's metrics, so that its dashboards work (metrics.go).
+	observeBindingConditions(pl.fh.ProfileName(), append(slices.Clip(s.claims), s.extended.boundExtended()...), time.Since(start), err)
 	if err != nil {
 		// The next attempt's Filter sees the failure or timeout and
 		// PostFilter frees the claim.

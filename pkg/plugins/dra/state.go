@@ -97,6 +97,51 @@ type filterResults struct {
 	// nominated pods' AddPod asks for it at every step of a dry run.
 	beingFreedMutex sync.Mutex
 	beingFreed      map[string][]*resourceapi.ResourceClaim
+
+	// failuresMutex guards failures and failuresCounted.
+	failuresMutex sync.Mutex
+	// failures are the DeviceClasses and reasons that Filter's
+	// explanations gave on some node in this cycle; PostFilter counts them
+	// in allocationFailures once the attempt has failed.
+	failures        sets.Set[classFailure]
+	failuresCounted bool
+}
+
+// classFailure is a DeviceClass and a reason why it could not be allocated.
+type classFailure struct {
+	class  string
+	reason allocator.Reason
+}
+
+// recordFailures remembers why Filter could not allocate on a node.
+func (r *filterResults) recordFailures(failures []classFailure) {
+	if r == nil || len(failures) == 0 {
+		return
+	}
+	r.failuresMutex.Lock()
+	defer r.failuresMutex.Unlock()
+	if r.failures == nil {
+		r.failures = sets.New[classFailure]()
+	}
+	r.failures.Insert(failures...)
+}
+
+// countFailures counts the cycle's recorded failures in
+// allocationFailures, once per cycle however often it is called, so that a
+// counter increase is an attempt that failed, not a node that did.
+func (r *filterResults) countFailures() {
+	if r == nil {
+		return
+	}
+	r.failuresMutex.Lock()
+	defer r.failuresMutex.Unlock()
+	if r.failuresCounted {
+		return
+	}
+	r.failuresCounted = true
+	for f := range r.failures {
+		allocationFailures.WithLabelValues(f.class, string(f.reason)).Inc()
+	}
 }
 
 // store keeps an allocation Filter found on a node.
