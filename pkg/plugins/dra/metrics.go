@@ -76,7 +76,7 @@ const reasonUnexplained allocator.Reason = "Unexplained"
 // registerMetrics registers the plugin's metrics once per process.
 //
 // Upstream's DRA metrics (scheduler_dra_bindingconditions_*,
-// scheduler_resourceclaim_creates_total) are kube-scheduler's own objects:
+// dynamic_resource_allocation_resourceclaim_creates_total) are kube-scheduler's own objects:
 // kube-scheduler registers them (scheduler.New calls schedmetrics.Register
 // before it builds any plugin), and the plugin only observes them.
 // Registering metrics of the same names again would make MustRegister
