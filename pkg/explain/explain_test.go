@@ -1,0 +1,195 @@
+package explain
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/drasched/drasched/internal/builder"
+	"github.com/drasched/drasched/pkg/allocator"
+)
+
+const class = "gpu.example.com"
+
+// gpus are n GPUs gpu-0 ... on the node, pool named after it, each on PCIe
+// root pci<i/2> unless modify says otherwise.
+func gpus(node string, n int, modify func(i int, d *builder.DeviceWrapper)) *resourceapi.ResourceSlice {
+	return builder.MakeSlice(node).Node(node).Devices(builder.Devices("gpu", n, func(i int, d *builder.DeviceWrapper) {
+		d.String("resource.kubernetes.io/pcieRoot", fmt.Sprintf("pci%d", i/2))
+		if modify != nil {
+			modify(i, d)
+		}
+	})...).Obj()
+}
+
+// pod is a pending pod in default with the named claims.
+func pod(name string, claims ...string) *v1.Pod {
+	w := builder.MakePod(name)
+	for _, c := range claims {
+		w.Claim(c, c)
+	}
+	p := w.Obj()
+	p.UID = types.UID(name + "-uid")
+	return p
+}
+
+// held is a claim allocated devices of the node, reserved for the pod.
+func held(name, node string, holder *v1.Pod, devices ...string) *resourceapi.ResourceClaim {
+	c := builder.MakeClaim(name).Request("gpu", class, int64(len(devices))).Obj()
+	c.Status.Allocation = &resourceapi.AllocationResult{}
+	for _, d := range devices {
+		c.Status.Allocation.Devices.Results = append(c.Status.Allocation.Devices.Results, resourceapi.DeviceRequestAllocationResult{
+			Request: "gpu", Driver: "gpu.example.com", Pool: node, Device: d,
+		})
+	}
+	if holder != nil {
+		c.Status.ReservedFor = []resourceapi.ResourceClaimConsumerReference{{Resource: "pods", Name: holder.Name, UID: holder.UID}}
+	}
+	return c
+}
+
+func run(t *testing.T, target string, opts Options, objects ...runtime.Object) *Report {
+	t.Helper()
+	objects = append(objects, builder.MakeClass(class))
+	client := fake.NewClientset(objects...)
+	report, err := Explain(context.Background(), client, "default", target, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return report
+}
+
+func nodeReport(t *testing.T, r *Report, node string) NodeReport {
+	t.Helper()
+	for _, nr := range r.Nodes {
+		if nr.Node == node {
+			return nr
+		}
+	}
+	t.Fatalf("no report for node %s in %+v", node, r)
+	return NodeReport{}
+}
+
+func TestInUseByPods(t *testing.T) {
+	a, b := pod("a"), pod("b")
+	a.Spec.NodeName, b.Spec.NodeName = "node-a", "node-a"
+	objects := []runtime.Object{
+		builder.MakeNode("node-a"), gpus("node-a", 2, nil), a, b,
+		held("a-gpu", "node-a", a, "gpu-0"), held("b-gpu", "node-a", b, "gpu-1"),
+	}
+
+	t.Run("one pod frees enough", func(t *testing.T) {
+		objs := append(slices.Clone(objects), pod("p", "one"), builder.MakeClaim("one").Request("gpu", class, 1).Obj())
+		nr := nodeReport(t, run(t, "p", Options{}, objs...), "node-a")
+		if nr.Fits || len(nr.Reasons) != 1 || nr.Reasons[0].Reason != allocator.ReasonDevicesInUse {
+			t.Fatalf("node-a: %+v, want one reason: devices in use", nr)
+		}
+		holders := nr.Reasons[0].HeldBy
+		if len(holders) != 2 || holders[0].Pod != "default/a" || holders[0].Frees != 1 || holders[1].Pod != "default/b" {
+			t.Errorf("held by %+v, want pods a and b, one device each", holders)
+		}
+		want := []string{"fits if pod default/a is deleted", "fits if pod default/b is deleted"}
+		if !slices.Equal(nr.Suggestions, want) {
+			t.Errorf("suggestions %q, want %q", nr.Suggestions, want)
+		}
+	})
+	t.Run("both pods needed", func(t *testing.T) {
+		objs := append(slices.Clone(objects), pod("p", "two"), builder.MakeClaim("two").Request("gpu", class, 2).Obj())
+		nr := nodeReport(t, run(t, "p", Options{}, objs...), "node-a")
+		want := []string{"fits if pod default/a, pod default/b are deleted"}
+		if !slices.Equal(nr.Suggestions, want) {
+			t.Errorf("suggestions %q, want %q", nr.Suggestions, want)
+		}
+	})
+}
+
+func TestTaintAndConstraint(t *testing.T) {
+	objects := []runtime.Object{
+		// node-t: both GPUs tainted.
+		builder.MakeNode("node-t"), gpus("node-t", 2, func(_ int, d *builder.DeviceWrapper) {
+			d.Taint("gpu.drasched.dev/unhealthy", resourceapi.DeviceTaintEffectNoSchedule)
+		}),
+		// node-c: two free GPUs on different PCIe roots.
+		builder.MakeNode("node-c"), gpus("node-c", 2, func(i int, d *builder.DeviceWrapper) {
+			d.String("resource.kubernetes.io/pcieRoot", fmt.Sprintf("root-%d", i))
+		}),
+		// node-f: two GPUs on one root, free.
+		builder.MakeNode("node-f"), gpus("node-f", 2, nil),
+		pod("p", "pair"),
+		builder.MakeClaim("pair").Request("gpu", class, 2).MatchAttribute("resource.kubernetes.io/pcieRoot").Obj(),
+	}
+	r := run(t, "p", Options{}, objects...)
+	if r.Nodes[0].Node != "node-f" || !r.Nodes[0].Fits || len(r.Nodes[0].Devices) != 2 {
+		t.Errorf("first node %+v, want node-f fitting with two devices", r.Nodes[0])
+	}
+	taint := nodeReport(t, r, "node-t")
+	if len(taint.Reasons) == 0 || taint.Reasons[0].Tainted != 2 {
+		t.Errorf("node-t reasons %+v, want 2 tainted", taint.Reasons)
+	}
+	if want := "fits with a toleration for the device taint gpu.drasched.dev/unhealthy=:NoSchedule"; !slices.Contains(taint.Suggestions, want) {
+		t.Errorf("node-t suggestions %q, want %q", taint.Suggestions, want)
+	}
+	constraint := nodeReport(t, r, "node-c")
+	if len(constraint.Reasons) == 0 || constraint.Reasons[0].Reason != allocator.ReasonConstraintUnsatisfiable {
+		t.Errorf("node-c reasons %+v, want the constraint", constraint.Reasons)
+	}
+	if len(constraint.Suggestions) != 1 || !strings.Contains(constraint.Suggestions[0], "drops its constraint") {
+		t.Errorf("node-c suggestions %q, want dropping the constraint", constraint.Suggestions)
+	}
+
+	// --node looks at that node only.
+	r = run(t, "p", Options{Node: "node-c"}, objects...)
+	if len(r.Nodes) != 1 || r.Nodes[0].Node != "node-c" {
+		t.Errorf("with Node: %+v, want node-c only", r.Nodes)
+	}
+}
+
+func TestBoundPod(t *testing.T) {
+	p := pod("p", "one")
+	p.Spec.NodeName = "node-a"
+	r := run(t, "p", Options{}, builder.MakeNode("node-a"), gpus("node-a", 2, nil), p, held("one", "node-a", p, "gpu-1"))
+	if r.Node != "node-a" || len(r.Placement) != 1 || r.Placement[0].Device != "gpu-1" || r.Placement[0].Claim != "default/one" {
+		t.Errorf("bound pod: %+v, want node-a, claim one on gpu-1", r)
+	}
+	if len(r.Nodes) != 0 {
+		t.Errorf("a bound pod's report looks at nodes: %+v", r.Nodes)
+	}
+}
+
+func TestProblems(t *testing.T) {
+	missingClass := builder.MakeClaim("gpu").Request("gpu", "no-such-class", 1).Obj()
+	template := pod("t")
+	template.Spec.ResourceClaims = []v1.PodResourceClaim{{Name: "gpu", ResourceClaimTemplateName: ptrTo("tmpl")}}
+	for name, tc := range map[string]struct {
+		objects []runtime.Object
+		target  string
+		want    string
+	}{
+		"missing class":       {objects: []runtime.Object{pod("p", "gpu"), missingClass}, target: "p", want: "DeviceClass no-such-class does not exist"},
+		"missing claim":       {objects: []runtime.Object{pod("p", "gpu")}, target: "p", want: "ResourceClaim default/gpu does not exist"},
+		"claim not generated": {objects: []runtime.Object{template}, target: "t", want: "has not created it yet"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			r := run(t, tc.target, Options{}, append(tc.objects, builder.MakeNode("node-a"))...)
+			if len(r.Problems) != 1 || !strings.Contains(r.Problems[0], tc.want) {
+				t.Errorf("problems %q, want one saying %q", r.Problems, tc.want)
+			}
+			if len(r.Nodes) != 0 {
+				t.Errorf("nodes looked at despite the problem: %+v", r.Nodes)
+			}
+		})
+	}
+	if _, err := Explain(context.Background(), fake.NewClientset(), "default", "nope", Options{}); err == nil || !strings.Contains(err.Error(), "nope") {
+		t.Errorf("missing pod: %v, want an error naming it", err)
+	}
+}
+
+func ptrTo[T any](v T) *T { return &v }
