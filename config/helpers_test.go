@@ -27,6 +27,9 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/kubernetes/pkg/api/legacyscheme"
 	podutil "k8s.io/kubernetes/pkg/api/pod"
+	"k8s.io/kubernetes/pkg/apis/admissionregistration"
+	_ "k8s.io/kubernetes/pkg/apis/admissionregistration/install"
+	admissionvalidation "k8s.io/kubernetes/pkg/apis/admissionregistration/validation"
 	"k8s.io/kubernetes/pkg/apis/apps"
 	_ "k8s.io/kubernetes/pkg/apis/apps/install"
 	appsvalidation "k8s.io/kubernetes/pkg/apis/apps/validation"
@@ -52,7 +55,7 @@ var sortStrings = cmpopts.SortSlices(func(a, b string) bool { return a < b })
 
 // manifestDirs are the directories of plain Kubernetes manifests; each has a
 // kustomization.yaml that lists all of them.
-var manifestDirs = []string{"scheduler", "examples"}
+var manifestDirs = []string{"scheduler", "examples", "admission"}
 
 // manifestFiles returns the YAML files of a manifest directory, without its
 // kustomization.yaml.
@@ -159,7 +162,8 @@ func withDefaults(objects []runtime.Object) []runtime.Object {
 }
 
 // clusterScoped kinds need no namespace.
-var clusterScoped = []string{"Namespace", "ClusterRole", "ClusterRoleBinding", "DeviceClass", "PriorityClass"}
+var clusterScoped = []string{"Namespace", "ClusterRole", "ClusterRoleBinding", "DeviceClass", "PriorityClass",
+	"MutatingAdmissionPolicy", "MutatingAdmissionPolicyBinding"}
 
 // validate runs the API server's defaulting and validation of a create
 // request on an object. Objects without a namespace are validated in
@@ -185,6 +189,10 @@ func validate(t *testing.T, obj runtime.Object) field.ErrorList {
 		t.Fatalf("convert %s: %v", gvk, err)
 	}
 	switch o := internal.(type) {
+	case *admissionregistration.MutatingAdmissionPolicy:
+		return admissionvalidation.ValidateMutatingAdmissionPolicy(o)
+	case *admissionregistration.MutatingAdmissionPolicyBinding:
+		return admissionvalidation.ValidateMutatingAdmissionPolicyBinding(o)
 	case *core.Namespace:
 		return corevalidation.ValidateNamespace(o)
 	case *core.ServiceAccount:

@@ -35,6 +35,7 @@ func TestManifests(t *testing.T) {
 		"examples/mig-slice.yaml":               {"ResourceClaimTemplate mig-1g-5gb", "Pod mig-slice"},
 		"examples/prioritized-list.yaml":        {"ResourceClaimTemplate best-available-gpu", "Pod best-available-gpu"},
 		"examples/shared-claim.yaml":            {"ResourceClaim shared-gpu", "Pod shared-gpu-a", "Pod shared-gpu-b"},
+		"admission/routing.yaml":                {"MutatingAdmissionPolicy drasched-routing", "MutatingAdmissionPolicyBinding drasched-routing"},
 	}
 	got := map[string][]string{}
 	for _, dir := range manifestDirs {

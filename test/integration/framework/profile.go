@@ -26,7 +26,7 @@ const SchedulerName = "drasched"
 // DynamicResources disabled), with leader election off, and the registry
 // of the drasched binary. Callers may change the copy.
 func DraschedConfiguration() (*config.KubeSchedulerConfiguration, frameworkruntime.Registry, error) {
-	data, err := os.ReadFile(repoFile("config", "scheduler-config.yaml"))
+	data, err := os.ReadFile(RepoFile("config", "scheduler-config.yaml"))
 	if err != nil {
 		return nil, nil, fmt.Errorf("read the shipped scheduler configuration: %w", err)
 	}
@@ -41,10 +41,10 @@ func DraschedConfiguration() (*config.KubeSchedulerConfiguration, frameworkrunti
 	return &cfg, frameworkruntime.Registry{dra.Name: dra.New, dra.PreemptionName: dra.NewPreemption}, nil
 }
 
-// repoFile is the path of a file of the repository, such as
+// RepoFile is the path of a file of the repository, such as
 // config/scheduler-config.yaml, found from this source file so that it
 // works from any test package.
-func repoFile(elem ...string) string {
+func RepoFile(elem ...string) string {
 	_, file, _, _ := runtime.Caller(0)
 	return filepath.Join(append([]string{filepath.Dir(file), "..", "..", ".."}, elem...)...)
 }

@@ -74,7 +74,7 @@ func ensureSchedulerRBAC(ctx context.Context, admin *rest.Config) error {
 	if err != nil {
 		return fmt.Errorf("create admin client: %w", err)
 	}
-	if err := applyRBAC(ctx, client, repoFile("config", "scheduler", "rbac.yaml")); err != nil {
+	if err := applyRBAC(ctx, client, RepoFile("config", "scheduler", "rbac.yaml")); err != nil {
 		return err
 	}
 	scheduler, err := kubernetes.NewForConfig(schedulerConfig(admin))
