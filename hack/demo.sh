@@ -157,7 +157,7 @@ on_exit() {
 
 check_binaries() {
   local b missing=()
-  for b in "${bin_dir}/scheduler" "${bin_dir}/gpu-kubelet-plugin"; do
+  for b in "${bin_dir}/scheduler" "${bin_dir}/gpu-kubelet-plugin" "${bin_dir}/kubectl-drasched"; do
     [[ -x "${b}" ]] || missing+=("${b#"${root}"/} (make build)")
   done
   for b in etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok kwokctl; do
@@ -244,6 +244,10 @@ up() {
 
   step "waiting for drasched to schedule the pods"
   run_watching "${demo}" report --kubeconfig "${kubeconfig}" --expect-unschedulable "${unschedulable_pod}" --timeout 2m
+
+  step "why ${unschedulable_pod} is pending: kubectl drasched explain (the kubectl plugin ${bin_dir#"${root}"/}/kubectl-drasched, read-only)"
+  # kubectl finds the plugin on PATH as kubectl-drasched.
+  KUBECONFIG="${kubeconfig}" PATH="${bin_dir}:${PATH}" "${cluster_bin}/kubectl" drasched explain "${unschedulable_pod}"
 
   step "preemption: training pods fill gpu-h100-0, an inference pod of higher priority evicts as many as it needs GPUs (config/examples/preemption)"
   kubectl apply -f config/examples/preemption/training.yaml

@@ -22,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/dynamic-resource-allocation/structured"
 	"k8s.io/klog/v2/ktesting"
@@ -32,6 +33,7 @@ import (
 	"github.com/drasched/drasched/internal/builder"
 	"github.com/drasched/drasched/internal/kwokcluster"
 	"github.com/drasched/drasched/pkg/allocator"
+	"github.com/drasched/drasched/pkg/explain"
 )
 
 // scenario is what hack/demo.sh sets up, read from the script itself so
@@ -451,5 +453,64 @@ func TestPinnedVersions(t *testing.T) {
 				t.Errorf("hack/%s:%d builds an unpinned version (%s): %s", script, i+1, m, line)
 			}
 		}
+	}
+}
+
+// TestExplainUnschedulable runs what the demo prints for its unschedulable
+// pod, kubectl drasched explain (pkg/explain), on the demo's nodes, all
+// idle: the pod fits on no node, and each node says why.
+func TestExplainUnschedulable(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	s := readScenario(t)
+	classes, workloads, _, _, _ := demoWorkloads(t)
+	objects := []runtime.Object{}
+	for _, c := range classes {
+		objects = append(objects, c)
+	}
+	for _, n := range s.nodes {
+		gpus, err := n.discover(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		node := nodeObject(n)
+		nodeSlices, err := kwokcluster.NodeSlices(gpus, node)
+		if err != nil {
+			t.Fatal(err)
+		}
+		objects = append(objects, node)
+		for _, slice := range nodeSlices {
+			objects = append(objects, slice)
+		}
+	}
+	var target *workload
+	for i := range workloads {
+		if workloads[i].pod.Name == s.unschedulablePods[0] {
+			target = &workloads[i]
+		}
+	}
+	if target == nil {
+		t.Fatalf("no workload %s", s.unschedulablePods[0])
+	}
+	// The pod as the claim controller leaves it: its claims generated.
+	pod := target.pod.DeepCopy()
+	pod.Namespace = "default" // where hack/demo.sh applies it
+	for i, pc := range pod.Spec.ResourceClaims {
+		pod.Status.ResourceClaimStatuses = append(pod.Status.ResourceClaimStatuses, corev1.PodResourceClaimStatus{Name: pc.Name, ResourceClaimName: ptr.To(target.claims[i].Name)})
+		objects = append(objects, target.claims[i])
+	}
+	objects = append(objects, pod)
+
+	report, err := explain.Explain(ctx, fake.NewClientset(objects...), pod.Namespace, pod.Name, explain.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(report.Problems) > 0 || len(report.Nodes) != len(s.nodes) {
+		t.Fatalf("report %+v: want every node explained", report)
+	}
+	for _, n := range report.Nodes {
+		if n.Fits || len(n.Reasons) == 0 {
+			t.Errorf("node %s: fits %v, reasons %+v; want a reason why the pod does not fit", n.Node, n.Fits, n.Reasons)
+		}
+		t.Logf("%s: %s", n.Node, n.Reasons[0].Message)
 	}
 }

@@ -6,8 +6,9 @@
 //
 // The answer is the allocator's, on the API's state at the moment of the
 // read: allocations that the scheduler holds in flight (Reserve to PreBind)
-// are not visible here, and the scheduler's own cycle may see a newer or
-// older state.
+// are not visible here, the scheduler's own cycle may see a newer or older
+// state, and DeviceTaintRules are not applied (kube-scheduler's DRA manager
+// applies them to its slice lister, which a client cannot reuse).
 package explain
 
 import (

@@ -1,0 +1,136 @@
+// Command kubectl-drasched is a kubectl plugin (kubectl drasched ...) for
+// drasched's operators. Read-only: it reads the cluster and never writes.
+//
+//	kubectl drasched explain POD [-n NAMESPACE] [--node NODE] [-o text|json]
+//
+// explains why a pending pod's ResourceClaims do not fit on each node (the
+// reasons of drasched's allocator, what holds the devices, the smallest
+// change found that would make them fit), or where a bound pod's devices
+// are. See pkg/explain.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/spf13/cobra"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/drasched/drasched/pkg/explain"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	err := newCommand(os.Stdout).ExecuteContext(ctx)
+	stop()
+	if err != nil {
+		_, _ = fmt.Fprintln(os.Stderr, "kubectl-drasched:", err)
+		os.Exit(1)
+	}
+}
+
+func newCommand(out io.Writer) *cobra.Command {
+	flags := genericclioptions.NewConfigFlags(true)
+	root := &cobra.Command{
+		Use:           "kubectl-drasched",
+		Short:         "drasched's kubectl plugin: why a GPU pod is pending, where its devices are",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	flags.AddFlags(root.PersistentFlags())
+	var node, output string
+	explainCmd := &cobra.Command{
+		Use:   "explain POD",
+		Short: "Why the pod's ResourceClaims do not fit on each node, and what would make them fit (read-only)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if output != "text" && output != "json" {
+				return fmt.Errorf("--output %q: want text or json", output)
+			}
+			config, err := flags.ToRESTConfig()
+			if err != nil {
+				return err
+			}
+			client, err := kubernetes.NewForConfig(config)
+			if err != nil {
+				return err
+			}
+			namespace, _, err := flags.ToRawKubeConfigLoader().Namespace()
+			if err != nil {
+				return err
+			}
+			report, err := explain.Explain(cmd.Context(), client, namespace, args[0], explain.Options{Node: node})
+			if err != nil {
+				return err
+			}
+			if output == "json" {
+				enc := json.NewEncoder(out)
+				enc.SetIndent("", "  ")
+				return enc.Encode(report)
+			}
+			return printText(out, report)
+		},
+	}
+	explainCmd.Flags().StringVar(&node, "node", "", "explain this node only")
+	explainCmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text or json")
+	root.AddCommand(explainCmd)
+	return root
+}
+
+// printText writes the report for people.
+func printText(out io.Writer, r *explain.Report) error {
+	var b strings.Builder
+	switch {
+	case r.Node != "":
+		fmt.Fprintf(&b, "Pod %s is bound to node %s.\n", r.Pod, r.Node)
+		for _, p := range r.Placement {
+			fmt.Fprintf(&b, "  claim %s, request %s: %s/%s/%s\n", p.Claim, p.Request, p.Driver, p.Pool, p.Device)
+		}
+	case len(r.Problems) > 0:
+		fmt.Fprintf(&b, "Pod %s cannot be placed on any node:\n", r.Pod)
+		for _, p := range r.Problems {
+			fmt.Fprintf(&b, "  %s\n", p)
+		}
+	default:
+		fits := 0
+		for _, n := range r.Nodes {
+			if n.Fits {
+				fits++
+			}
+		}
+		fmt.Fprintf(&b, "Pod %s is not bound; its claims fit on %d of %d nodes now.\n", r.Pod, fits, len(r.Nodes))
+		for _, n := range r.Nodes {
+			if n.Fits {
+				var devices []string
+				for _, d := range n.Devices {
+					devices = append(devices, d.Device)
+				}
+				fmt.Fprintf(&b, "%s: fits (%s)\n", n.Node, strings.Join(devices, ", "))
+				continue
+			}
+			fmt.Fprintf(&b, "%s:\n", n.Node)
+			for _, reason := range n.Reasons {
+				fmt.Fprintf(&b, "  %s\n", reason.Message)
+				for _, h := range reason.HeldBy {
+					who := "pod " + h.Pod
+					if h.Pod == "" {
+						who = "no pod"
+					}
+					fmt.Fprintf(&b, "    %d held by %s (claims %s)\n", h.Frees, who, strings.Join(h.Claims, ", "))
+				}
+			}
+			for _, s := range n.Suggestions {
+				fmt.Fprintf(&b, "  -> %s\n", s)
+			}
+		}
+	}
+	_, err := io.WriteString(out, b.String())
+	return err
+}
