@@ -168,21 +168,48 @@ func TestDiscoverLiveNvidiaSMI(t *testing.T) {
 		}
 		script.WriteString("  '" + args + "') cat '" + file + "' ;;\n")
 	}
-	var args string
+	// The driver's /proc files of the transcript become a host directory.
+	procDir := filepath.Join(dir, "proc")
+	var args, procFile string
+	var procContent *strings.Builder
+	writeProc := func() {
+		if procFile == "" {
+			return
+		}
+		path := filepath.Join(procDir, filepath.FromSlash(procFile))
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(procContent.String()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		procFile = ""
+	}
 	for _, line := range strings.SplitAfter(string(rec), "\n") {
-		if strings.HasPrefix(line, "$ nvidia-smi ") {
+		if strings.HasPrefix(line, "$ ") {
 			if current != nil {
 				flush(args, current)
+				current = nil
 			}
+			writeProc()
+		}
+		switch {
+		case strings.HasPrefix(line, "$ nvidia-smi "):
 			args = strings.TrimSpace(strings.TrimPrefix(line, "$ nvidia-smi "))
 			current = &strings.Builder{}
-			continue
-		}
-		if current != nil {
+		case strings.HasPrefix(line, "$ cat /proc/driver/nvidia/"):
+			procFile = strings.TrimSpace(strings.TrimPrefix(line, "$ cat /proc/driver/nvidia/"))
+			procContent = &strings.Builder{}
+		case current != nil:
 			current.WriteString(line)
+		case procFile != "":
+			procContent.WriteString(line)
 		}
 	}
-	flush(args, current)
+	if current != nil {
+		flush(args, current)
+	}
+	writeProc()
 	script.WriteString("  *) echo \"unexpected arguments: $*\" >&2; exit 2 ;;\nesac\n")
 	fake := filepath.Join(dir, "nvidia-smi")
 	if err := os.WriteFile(fake, []byte(script.String()), 0o755); err != nil {
@@ -191,7 +218,7 @@ func TestDiscoverLiveNvidiaSMI(t *testing.T) {
 
 	transcript := filepath.Join(dir, "transcript.txt")
 	host := "--sysfs-root=" + t.TempDir()
-	live, err := runCommand(t, "discover", "--print-slices", "--node-name=n", host, "--nvidia-smi="+fake, "--record-nvidia-smi="+transcript)
+	live, err := runCommand(t, "discover", "--print-slices", "--node-name=n", host, "--nvidia-proc-dir="+procDir, "--nvidia-smi="+fake, "--record-nvidia-smi="+transcript)
 	if err != nil {
 		t.Fatalf("discover with the stand-in nvidia-smi: %v", err)
 	}

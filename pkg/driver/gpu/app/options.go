@@ -88,15 +88,18 @@ func (o *discoveryOptions) discoverer() (discovery.Discoverer, error) {
 		return &discovery.Sysfs{Root: o.sysfsRoot, NvidiaProcDir: o.nvidiaProcDir}, nil
 	default:
 		var runner discovery.Runner = discovery.ExecRunner{Path: o.nvidiaSMI, Timeout: o.nvidiaSMITimeout}
+		var files discovery.ProcFiles = discovery.ProcDir(o.nvidiaProcDir)
 		if o.nvidiaSMIOutput != "" {
 			rec, err := discovery.LoadRecording(o.nvidiaSMIOutput)
 			if err != nil {
 				return nil, err
 			}
-			runner = rec
+			// A replay reads the recorded /proc files, not this host's.
+			runner, files = rec, rec
 		}
 		if o.recordedNvidiaSMI != nil {
 			o.recordedNvidiaSMI.Runner = runner
+			o.recordedNvidiaSMI.ProcFiles = files
 			runner = o.recordedNvidiaSMI
 		}
 		return &discovery.NvidiaSMI{Runner: runner, SysfsRoot: o.sysfsRoot, NvidiaProcDir: o.nvidiaProcDir}, nil

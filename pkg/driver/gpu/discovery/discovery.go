@@ -11,9 +11,13 @@
 //
 // Every backend returns validated, normalised device.GPU values or an error;
 // none returns a partial result, so a broken input can never be published.
-// The topology attributes (PCIe root, NUMA node, NVLink domain) are the one
-// exception: they only help placement, so a backend that cannot read them
+// There are two exceptions. The topology attributes (PCIe root, NUMA node,
+// NVLink domain) only help placement, so a backend that cannot read them
 // leaves them out rather than fail; but it never publishes one it misread.
+// And the nvidia-smi backend leaves out a GPU whose minor number it cannot
+// read from the driver's /proc entry (logged, and counted in the
+// refused_gpus metric), because a guessed /dev/nvidia<minor> could be
+// another GPU's, while the other GPUs are fine to publish.
 //
 // The NVLink domain (device.GPU.NVLinkDomain, published as
 // gpu.drasched.dev/nvlinkDomain) names the set of GPUs connected by NVLink.

@@ -128,13 +128,13 @@ func (s *Sysfs) Discover(ctx context.Context) ([]device.GPU, error) {
 	gpus := make([]device.GPU, 0, len(busIDs))
 	var missing []string
 	for i, busID := range busIDs {
-		info, err := readProcInfo(s.procDir(), busID)
+		info, err := readProcInfo(ProcDir(s.procDir()), busID)
 		if errors.Is(err, fs.ErrNotExist) {
 			missing = append(missing, busID)
 			continue
 		}
 		if err != nil {
-			return nil, fmt.Errorf("sysfs: %w", err)
+			return nil, fmt.Errorf("sysfs: %s: %w", s.procDir(), err)
 		}
 		g := device.GPU{
 			Index:         i,
