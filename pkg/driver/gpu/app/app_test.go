@@ -333,6 +333,7 @@ func TestCommandErrors(t *testing.T) {
 		"record with another backend":  {args: []string{"discover", "--node-name=n", "--backend=sysfs", "--record-nvidia-smi=x"}, wantErr: "--record-nvidia-smi needs --backend=nvidia-smi"},
 		"run without node name":        {args: []string{"run", "--node-name="}, wantErr: "--node-name (or $NODE_NAME) is required"},
 		"run with a tiny rescan":       {args: []string{"run", "--node-name=n", "--rescan-interval=10ms"}, wantErr: "--rescan-interval must be at least 1s"},
+		"run without grace period":     {args: []string{"run", "--node-name=n", "--discovery-grace-period=0s"}, wantErr: "--discovery-grace-period must be positive"},
 		"bad logging flag":             {args: []string{"discover", "--node-name=n", "--logging-format=xml"}, wantErr: "format"},
 	}
 	for name, tc := range tests {

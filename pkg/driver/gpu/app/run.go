@@ -78,18 +78,19 @@ func run(ctx context.Context, disc *discoveryOptions, opts *pluginOptions) error
 	}
 
 	driver, err := gpu.New(ctx, gpu.Config{
-		DriverName:         disc.driverName,
-		NodeName:           disc.nodeName,
-		KubeClient:         client,
-		Discoverer:         discoverer,
-		PluginDataDir:      opts.pluginDataDir,
-		RegistrarDir:       opts.registrarDir,
-		StateDir:           opts.stateDir,
-		CDIDir:             opts.cdiDir,
-		BootIDPath:         opts.bootIDFile,
-		RescanInterval:     opts.rescanInterval,
-		HealthCheckTimeout: opts.healthCheckTimeout,
-		RollingUpdateUID:   types.UID(opts.podUID),
+		DriverName:           disc.driverName,
+		NodeName:             disc.nodeName,
+		KubeClient:           client,
+		Discoverer:           discoverer,
+		PluginDataDir:        opts.pluginDataDir,
+		RegistrarDir:         opts.registrarDir,
+		StateDir:             opts.stateDir,
+		CDIDir:               opts.cdiDir,
+		BootIDPath:           opts.bootIDFile,
+		RescanInterval:       opts.rescanInterval,
+		HealthCheckTimeout:   opts.healthCheckTimeout,
+		DiscoveryGracePeriod: opts.gracePeriod,
+		RollingUpdateUID:     types.UID(opts.podUID),
 	})
 	if err != nil {
 		return err

@@ -47,6 +47,12 @@ type Discoverer interface {
 	// WatchPaths lists the files and directories whose changes mean the
 	// devices may have changed. Empty when only a periodic rescan helps.
 	WatchPaths() []string
+	// Declared reports whether the devices are declared (an inventory
+	// file) rather than observed on the host. A device missing from a
+	// declared list was removed on purpose; one missing from an observed
+	// list may have fallen off the bus, and the driver keeps it published,
+	// tainted, until discovery sees it again.
+	Declared() bool
 	// String names the backend and its input, for logs.
 	String() string
 }

@@ -45,6 +45,9 @@ func (n *NvidiaSMI) String() string {
 // periodic rescan notices changes.
 func (n *NvidiaSMI) WatchPaths() []string { return nil }
 
+// Declared implements Discoverer: nvidia-smi observes the hardware.
+func (n *NvidiaSMI) Declared() bool { return false }
+
 // noDevices is what nvidia-smi prints, with exit status 6, on a host
 // without GPUs.
 var noDevices = []byte("No devices were found")

@@ -76,6 +76,9 @@ func (s *Sysfs) procDir() string {
 
 func (s *Sysfs) String() string { return "sysfs " + s.root() }
 
+// Declared implements Discoverer: sysfs shows the hardware.
+func (s *Sysfs) Declared() bool { return false }
+
 // WatchPaths implements Discoverer. The kernel does not send inotify events
 // for sysfs on hot-plug, so on real hosts the periodic rescan does the work;
 // the watch covers trees that are ordinary directories (tests, bind mounts).
