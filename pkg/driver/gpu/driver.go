@@ -20,6 +20,7 @@ import (
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 	"k8s.io/dynamic-resource-allocation/resourceslice"
 	"k8s.io/klog/v2"
+	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
 	"k8s.io/utils/clock"
 
 	"github.com/drasched/drasched/pkg/driver/gpu/cdi"
@@ -172,6 +173,15 @@ type Driver struct {
 	// withoutCounters and withoutTaints are set when the apiserver drops
 	// those fields because their features are disabled.
 	withoutCounters, withoutTaints bool
+	// started is when Run started the kubelet plugin; zero before.
+	started time.Time
+	// registration is the kubelet's last NotifyRegistrationStatus; nil
+	// until it calls.
+	registration *registerapi.RegistrationStatus
+	// backgroundErr is the last error the kubelet plugin helper reported
+	// from the background (see HandleError), at backgroundErrAt.
+	backgroundErr   error
+	backgroundErrAt time.Time
 	// healthSubscribers are signalled when device health changes.
 	healthSubscribers map[chan struct{}]struct{}
 }
@@ -318,7 +328,11 @@ func (d *Driver) Run(ctx context.Context) error {
 	if d.cfg.RollingUpdateUID != "" {
 		opts = append(opts, kubeletplugin.RollingUpdate(d.cfg.RollingUpdateUID))
 	}
+	opts = append(opts, kubeletplugin.GRPCInterceptor(d.observeRegistration))
 	opts = append(opts, d.cfg.PluginOptions...)
+	d.mu.Lock()
+	d.started = d.cfg.Clock.Now()
+	d.mu.Unlock()
 	helper, err := kubeletplugin.Start(ctx, d, opts...)
 	if err != nil {
 		return fmt.Errorf("start kubelet plugin: %w", err)
@@ -366,7 +380,16 @@ func (d *Driver) HandleError(ctx context.Context, err error, msg string) {
 		}
 		return
 	}
-	if !errors.Is(err, kubeletplugin.ErrRecoverable) && d.cancel != nil {
+	if errors.Is(err, kubeletplugin.ErrRecoverable) {
+		// The ResourceSlice controller's errors (and stale health
+		// reports): the cluster's view of the devices is wrong until
+		// they stop; /healthz says so (see CheckPublishing).
+		d.mu.Lock()
+		d.backgroundErr, d.backgroundErrAt = fmt.Errorf("%s: %w", msg, err), d.cfg.Clock.Now()
+		d.mu.Unlock()
+		return
+	}
+	if d.cancel != nil {
 		d.cancel(fmt.Errorf("%s: %w", msg, err))
 	}
 }

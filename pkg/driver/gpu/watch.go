@@ -78,6 +78,15 @@ func (d *Driver) rescan(ctx context.Context, p publisher) {
 		gpus = nil
 	}
 	if !d.setDevices(ctx, gpus, err) {
+		if d.CheckPublishing() != nil {
+			// Ask the ResourceSlice controller to try again now rather
+			// than after its backoff, which grows to many minutes: a
+			// lasting failure is then reported again within a rescan
+			// interval, and a repaired one ends its report.
+			if err := d.publish(ctx, p); err != nil {
+				logger.Error(err, "Republishing devices")
+			}
+		}
 		return
 	}
 	logger.Info("Devices changed, republishing", "discovery", d.cfg.Discoverer.String())
