@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
@@ -30,6 +31,10 @@ import (
 	resourceinternal "k8s.io/kubernetes/pkg/apis/resource"
 	resourceinstall "k8s.io/kubernetes/pkg/apis/resource/install"
 	resourcevalidation "k8s.io/kubernetes/pkg/apis/resource/validation"
+	"k8s.io/kubernetes/pkg/capabilities"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/kustomize/api/krusty"
+	"sigs.k8s.io/kustomize/kyaml/filesys"
 
 	"github.com/drasched/drasched/pkg/driver/gpu/cdi"
 )
@@ -246,5 +251,62 @@ func TestDaemonSetLeastPrivilege(t *testing.T) {
 	}
 	if errs := appsvalidation.ValidateDaemonSet(&internal, podutil.GetValidationOptionsFromPodTemplate(&internal.Spec.Template, nil)); len(errs) > 0 {
 		t.Errorf("DaemonSet does not validate: %v", errs.ToAggregate())
+	}
+}
+
+// TestMIGOverlay: config/gpu-driver-mig is the DaemonSet of config/gpu-driver
+// with exactly what MIG discovery needs added (a privileged container with
+// the MIG monitor capability), and the API server accepts it where
+// privileged containers are allowed.
+func TestMIGOverlay(t *testing.T) {
+	built, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(filesys.MakeFsOnDisk(), filepath.Join(deployDir+"-mig"))
+	if err != nil {
+		t.Fatalf("kustomize build: %v", err)
+	}
+	var mig *appsv1.DaemonSet
+	for _, res := range built.Resources() {
+		if res.GetKind() != "DaemonSet" {
+			continue
+		}
+		raw, err := res.AsYAML()
+		if err != nil {
+			t.Fatal(err)
+		}
+		obj, _, err := serializer.NewCodecFactory(scheme.Scheme, serializer.EnableStrict).UniversalDeserializer().Decode(raw, nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mig = obj.(*appsv1.DaemonSet)
+	}
+	if mig == nil {
+		t.Fatal("the overlay has no DaemonSet")
+	}
+	if got := len(built.Resources()); got != 1+1+4+2+1 {
+		t.Errorf("the overlay has %d objects, want those of config/gpu-driver", got)
+	}
+
+	base := loadManifests(t, "daemonset.yaml")[0].(*appsv1.DaemonSet)
+	want := base.DeepCopy()
+	c := &want.Spec.Template.Spec.Containers[0]
+	c.Env = append(c.Env, corev1.EnvVar{Name: "NVIDIA_MIG_MONITOR_DEVICES", Value: "all"})
+	c.SecurityContext.Privileged = ptr.To(true)
+	c.SecurityContext.AllowPrivilegeEscalation = ptr.To(true)
+	// Kustomize merges the patch's variables in front; order does not
+	// matter to the container.
+	byName := cmpopts.SortSlices(func(a, b corev1.EnvVar) bool { return a.Name < b.Name })
+	if diff := cmp.Diff(want, mig, byName); diff != "" {
+		t.Errorf("MIG DaemonSet (-base with the MIG additions +overlay):\n%s", diff)
+	}
+
+	capabilities.ResetForTest()
+	capabilities.Setup(true, 0)
+	t.Cleanup(capabilities.ResetForTest)
+	legacyscheme.Scheme.Default(mig)
+	var internal apps.DaemonSet
+	if err := legacyscheme.Scheme.Convert(mig, &internal, nil); err != nil {
+		t.Fatal(err)
+	}
+	if errs := appsvalidation.ValidateDaemonSet(&internal, podutil.GetValidationOptionsFromPodTemplate(&internal.Spec.Template, nil)); len(errs) > 0 {
+		t.Errorf("MIG DaemonSet does not validate: %v", errs.ToAggregate())
 	}
 }
