@@ -7,19 +7,36 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes/scheme"
 	dracel "k8s.io/dynamic-resource-allocation/cel"
+	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 	"k8s.io/klog/v2/ktesting"
+	"k8s.io/kubernetes/pkg/api/legacyscheme"
+	podutil "k8s.io/kubernetes/pkg/api/pod"
+	"k8s.io/kubernetes/pkg/apis/apps"
+	_ "k8s.io/kubernetes/pkg/apis/apps/install" // DaemonSet defaults and conversion
+	appsvalidation "k8s.io/kubernetes/pkg/apis/apps/validation"
+	_ "k8s.io/kubernetes/pkg/apis/core/install" // pod template defaults and conversion
 	resourceinternal "k8s.io/kubernetes/pkg/apis/resource"
 	resourceinstall "k8s.io/kubernetes/pkg/apis/resource/install"
 	resourcevalidation "k8s.io/kubernetes/pkg/apis/resource/validation"
+	"k8s.io/kubernetes/pkg/capabilities"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/kustomize/api/krusty"
+	"sigs.k8s.io/kustomize/kyaml/filesys"
+
+	"github.com/drasched/drasched/pkg/driver/gpu/cdi"
 )
 
 var deployDir = filepath.Join("..", "..", "..", "config", "gpu-driver")
@@ -157,5 +174,139 @@ func TestExampleConfigDecodes(t *testing.T) {
 				t.Errorf("ResourceClaimTemplate %s: %v", tmpl.Name, err)
 			}
 		}
+	}
+}
+
+// TestDaemonSetLeastPrivilege: the plugin runs unprivileged, with every
+// capability dropped, a read-only root filesystem and the runtime's
+// seccomp profile, and writes only to the host directories where the
+// kubelet and the container runtime expect its sockets, checkpoint and CDI
+// specs: the plugin's own defaults. The DaemonSet passes the API server's
+// validation.
+func TestDaemonSetLeastPrivilege(t *testing.T) {
+	ds := loadManifests(t, "daemonset.yaml")[0].(*appsv1.DaemonSet)
+	spec := ds.Spec.Template.Spec
+	c := spec.Containers[0]
+
+	sc := c.SecurityContext
+	if sc == nil {
+		t.Fatal("container has no securityContext")
+	}
+	if sc.Privileged != nil && *sc.Privileged {
+		t.Error("container is privileged")
+	}
+	if sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation {
+		t.Error("allowPrivilegeEscalation is not false")
+	}
+	if sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem {
+		t.Error("root filesystem is writable")
+	}
+	if sc.Capabilities == nil || !slices.Equal(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) || len(sc.Capabilities.Add) > 0 {
+		t.Errorf("capabilities %+v: want ALL dropped and none added", sc.Capabilities)
+	}
+	seccomp := sc.SeccompProfile
+	if seccomp == nil && spec.SecurityContext != nil {
+		seccomp = spec.SecurityContext.SeccompProfile
+	}
+	if seccomp == nil || seccomp.Type != corev1.SeccompProfileTypeRuntimeDefault {
+		t.Errorf("seccomp profile %+v, want RuntimeDefault", seccomp)
+	}
+	if spec.HostNetwork || spec.HostPID || spec.HostIPC {
+		t.Error("the pod shares a host namespace")
+	}
+
+	// Every hostPath is one the plugin writes to by default, mounted
+	// read-write at the same path; nothing else of the host is mounted.
+	wantHostPaths := []string{
+		kubeletplugin.KubeletRegistryDir,
+		filepath.Join(kubeletplugin.KubeletPluginsDir, DefaultDriverName),
+		cdi.DefaultDir,
+	}
+	var hostPaths []string
+	for _, v := range spec.Volumes {
+		if v.HostPath == nil {
+			continue
+		}
+		hostPaths = append(hostPaths, v.HostPath.Path)
+		for _, m := range c.VolumeMounts {
+			if m.Name == v.Name && (m.ReadOnly || m.MountPath != v.HostPath.Path) {
+				t.Errorf("volume %s: mounted at %s (read-only %v), want read-write at %s", v.Name, m.MountPath, m.ReadOnly, v.HostPath.Path)
+			}
+		}
+	}
+	slices.Sort(hostPaths)
+	slices.Sort(wantHostPaths)
+	if diff := cmp.Diff(wantHostPaths, hostPaths); diff != "" {
+		t.Errorf("hostPath volumes (-plugin defaults +DaemonSet):\n%s", diff)
+	}
+	if probe := c.LivenessProbe; probe == nil || probe.HTTPGet == nil || probe.HTTPGet.Path != "/healthz" {
+		t.Errorf("liveness probe %+v, want GET /healthz", probe)
+	}
+
+	versioned := ds.DeepCopy()
+	legacyscheme.Scheme.Default(versioned)
+	var internal apps.DaemonSet
+	if err := legacyscheme.Scheme.Convert(versioned, &internal, nil); err != nil {
+		t.Fatal(err)
+	}
+	if errs := appsvalidation.ValidateDaemonSet(&internal, podutil.GetValidationOptionsFromPodTemplate(&internal.Spec.Template, nil)); len(errs) > 0 {
+		t.Errorf("DaemonSet does not validate: %v", errs.ToAggregate())
+	}
+}
+
+// TestMIGOverlay: config/gpu-driver-mig is the DaemonSet of config/gpu-driver
+// with exactly what MIG discovery needs added (a privileged container with
+// the MIG monitor capability), and the API server accepts it where
+// privileged containers are allowed.
+func TestMIGOverlay(t *testing.T) {
+	built, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(filesys.MakeFsOnDisk(), filepath.Join(deployDir+"-mig"))
+	if err != nil {
+		t.Fatalf("kustomize build: %v", err)
+	}
+	var mig *appsv1.DaemonSet
+	for _, res := range built.Resources() {
+		if res.GetKind() != "DaemonSet" {
+			continue
+		}
+		raw, err := res.AsYAML()
+		if err != nil {
+			t.Fatal(err)
+		}
+		obj, _, err := serializer.NewCodecFactory(scheme.Scheme, serializer.EnableStrict).UniversalDeserializer().Decode(raw, nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mig = obj.(*appsv1.DaemonSet)
+	}
+	if mig == nil {
+		t.Fatal("the overlay has no DaemonSet")
+	}
+	if got := len(built.Resources()); got != 1+1+4+2+1 {
+		t.Errorf("the overlay has %d objects, want those of config/gpu-driver", got)
+	}
+
+	base := loadManifests(t, "daemonset.yaml")[0].(*appsv1.DaemonSet)
+	want := base.DeepCopy()
+	c := &want.Spec.Template.Spec.Containers[0]
+	c.Env = append(c.Env, corev1.EnvVar{Name: "NVIDIA_MIG_MONITOR_DEVICES", Value: "all"})
+	c.SecurityContext.Privileged = ptr.To(true)
+	c.SecurityContext.AllowPrivilegeEscalation = ptr.To(true)
+	// Kustomize merges the patch's variables in front; order does not
+	// matter to the container.
+	byName := cmpopts.SortSlices(func(a, b corev1.EnvVar) bool { return a.Name < b.Name })
+	if diff := cmp.Diff(want, mig, byName); diff != "" {
+		t.Errorf("MIG DaemonSet (-base with the MIG additions +overlay):\n%s", diff)
+	}
+
+	capabilities.ResetForTest()
+	capabilities.Setup(true, 0)
+	t.Cleanup(capabilities.ResetForTest)
+	legacyscheme.Scheme.Default(mig)
+	var internal apps.DaemonSet
+	if err := legacyscheme.Scheme.Convert(mig, &internal, nil); err != nil {
+		t.Fatal(err)
+	}
+	if errs := appsvalidation.ValidateDaemonSet(&internal, podutil.GetValidationOptionsFromPodTemplate(&internal.Spec.Template, nil)); len(errs) > 0 {
+		t.Errorf("MIG DaemonSet does not validate: %v", errs.ToAggregate())
 	}
 }

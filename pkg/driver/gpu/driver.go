@@ -20,6 +20,8 @@ import (
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 	"k8s.io/dynamic-resource-allocation/resourceslice"
 	"k8s.io/klog/v2"
+	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
+	"k8s.io/utils/clock"
 
 	"github.com/drasched/drasched/pkg/driver/gpu/cdi"
 	"github.com/drasched/drasched/pkg/driver/gpu/checkpoint"
@@ -32,8 +34,12 @@ import (
 const (
 	DefaultRescanInterval     = 30 * time.Second
 	DefaultHealthCheckTimeout = 30 * time.Second
-	checkpointFileName        = "checkpoint.json"
-	lockFileName              = "prepare.lock"
+	// DefaultDiscoveryGracePeriod lets two rescans fail (or miss a GPU)
+	// before devices are tainted: one nvidia-smi hiccup should not drain a
+	// node, a GPU that fell off the bus should not stay schedulable.
+	DefaultDiscoveryGracePeriod = time.Minute
+	checkpointFileName          = "checkpoint.json"
+	lockFileName                = "prepare.lock"
 )
 
 // Config configures the kubelet plugin.
@@ -67,6 +73,13 @@ type Config struct {
 	// HealthCheckTimeout is how long the kubelet trusts a health report;
 	// reports are resent three times per timeout.
 	HealthCheckTimeout time.Duration
+	// DiscoveryGracePeriod is how long a device that discovery no longer
+	// confirms (discovery fails, or an observing backend stops listing
+	// it) stays published as it was. After that it is tainted unhealthy
+	// until discovery sees it again; see lostHealth.
+	DiscoveryGracePeriod time.Duration
+	// Clock tells the time of discoveries; tests use a fake one.
+	Clock clock.PassiveClock
 	// RollingUpdateUID, the plugin pod's UID, enables seamless plugin
 	// upgrades (kubelet 1.33+).
 	RollingUpdateUID types.UID
@@ -98,6 +111,12 @@ func (c *Config) setDefaults() {
 	}
 	if c.HealthCheckTimeout <= 0 {
 		c.HealthCheckTimeout = DefaultHealthCheckTimeout
+	}
+	if c.DiscoveryGracePeriod <= 0 {
+		c.DiscoveryGracePeriod = DefaultDiscoveryGracePeriod
+	}
+	if c.Clock == nil {
+		c.Clock = clock.RealClock{}
 	}
 }
 
@@ -134,18 +153,35 @@ type Driver struct {
 	// Prepare and WatchHealthStatus read them concurrently. Nothing slow
 	// happens under mu: discovery and publishing run outside it.
 	mu sync.Mutex
-	// gpus is the last successful discovery. It is replaced, never
-	// modified, so readers may keep the slice after unlocking.
+	// gpus are the devices to publish: those of the last successful
+	// discovery and, for an observing backend, those it no longer lists
+	// (see publishableLocked). It is replaced, never modified, so readers
+	// may keep the slice after unlocking.
 	gpus []device.GPU
 	// index maps device names to gpus; replaced together with gpus.
 	index map[string]device.Ref
-	// discovered is when gpus was last confirmed by a discovery.
+	// known holds every GPU published since the start, by UUID, with when
+	// discovery last listed it.
+	known map[string]knownGPU
+	// generation counts successful discoveries; known GPUs listed by the
+	// last one carry it.
+	generation uint64
+	// discovered is when the last discovery succeeded.
 	discovered time.Time
 	// discoveryErr is the error of the last discovery, nil if it worked.
 	discoveryErr error
 	// withoutCounters and withoutTaints are set when the apiserver drops
 	// those fields because their features are disabled.
 	withoutCounters, withoutTaints bool
+	// started is when Run started the kubelet plugin; zero before.
+	started time.Time
+	// registration is the kubelet's last NotifyRegistrationStatus; nil
+	// until it calls.
+	registration *registerapi.RegistrationStatus
+	// backgroundErr is the last error the kubelet plugin helper reported
+	// from the background (see HandleError), at backgroundErrAt.
+	backgroundErr   error
+	backgroundErrAt time.Time
 	// healthSubscribers are signalled when device health changes.
 	healthSubscribers map[chan struct{}]struct{}
 }
@@ -181,6 +217,7 @@ func New(ctx context.Context, cfg Config) (*Driver, error) {
 		cdi:               writer,
 		bootID:            bootID,
 		resync:            make(chan struct{}, 1),
+		known:             map[string]knownGPU{},
 		healthSubscribers: map[chan struct{}]struct{}{},
 	}
 	if err := d.recover(ctx); err != nil {
@@ -190,7 +227,7 @@ func New(ctx context.Context, cfg Config) (*Driver, error) {
 	if err != nil {
 		return nil, fmt.Errorf("discover devices with %s: %w", cfg.Discoverer, err)
 	}
-	d.setDevices(gpus, nil)
+	d.setDevices(ctx, gpus, nil)
 	return d, nil
 }
 
@@ -291,7 +328,11 @@ func (d *Driver) Run(ctx context.Context) error {
 	if d.cfg.RollingUpdateUID != "" {
 		opts = append(opts, kubeletplugin.RollingUpdate(d.cfg.RollingUpdateUID))
 	}
+	opts = append(opts, kubeletplugin.GRPCInterceptor(d.observeRegistration))
 	opts = append(opts, d.cfg.PluginOptions...)
+	d.mu.Lock()
+	d.started = d.cfg.Clock.Now()
+	d.mu.Unlock()
 	helper, err := kubeletplugin.Start(ctx, d, opts...)
 	if err != nil {
 		return fmt.Errorf("start kubelet plugin: %w", err)
@@ -339,35 +380,57 @@ func (d *Driver) HandleError(ctx context.Context, err error, msg string) {
 		}
 		return
 	}
-	if !errors.Is(err, kubeletplugin.ErrRecoverable) && d.cancel != nil {
+	if errors.Is(err, kubeletplugin.ErrRecoverable) {
+		// The ResourceSlice controller's errors (and stale health
+		// reports): the cluster's view of the devices is wrong until
+		// they stop; /healthz says so (see CheckPublishing).
+		d.mu.Lock()
+		d.backgroundErr, d.backgroundErrAt = fmt.Errorf("%s: %w", msg, err), d.cfg.Clock.Now()
+		d.mu.Unlock()
+		return
+	}
+	if d.cancel != nil {
 		d.cancel(fmt.Errorf("%s: %w", msg, err))
 	}
 }
 
-// setDevices records a discovery result. It returns whether the devices
-// (including their health) changed; a failed discovery keeps the previous
-// devices.
-func (d *Driver) setDevices(gpus []device.GPU, discoveryErr error) bool {
+// setDevices records a discovery result and recomputes the devices to
+// publish. It returns whether they (including their health) changed. A
+// failed discovery keeps the previous devices, tainted once the grace
+// period has passed.
+func (d *Driver) setDevices(ctx context.Context, discovered []device.GPU, discoveryErr error) bool {
+	now := d.cfg.Clock.Now()
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	changed := false
 	if discoveryErr == nil {
-		changed = !reflect.DeepEqual(gpus, d.gpus)
-		if changed {
-			d.gpus = gpus
-			d.index = device.Index(gpus)
+		d.generation++
+		d.discovered = now
+		if d.cfg.Discoverer.Declared() {
+			clear(d.known)
 		}
-		d.discovered = time.Now()
+		for _, g := range discovered {
+			d.known[g.UUID] = knownGPU{gpu: g, seen: now, generation: d.generation}
+		}
 	}
 	if (discoveryErr == nil) != (d.discoveryErr == nil) {
 		// Health turns Unknown when discovery starts failing and back
 		// when it works again.
 		d.notifyHealthLocked()
 	}
+	d.discoveryErr = discoveryErr
+	gpus, lost, dropped := d.publishableLocked(now)
+	if len(dropped) > 0 {
+		klog.FromContext(ctx).Error(nil, "GPUs that discovery no longer lists collide with the GPUs it lists now (index, minor number, PCI address or UUID), leaving them out", "devices", dropped)
+	}
+	changed := !reflect.DeepEqual(gpus, d.gpus)
 	if changed {
+		if len(lost) > 0 {
+			klog.FromContext(ctx).Error(discoveryErr, "Devices not confirmed by discovery for longer than the grace period are tainted unhealthy", "devices", lost, "gracePeriod", d.cfg.DiscoveryGracePeriod)
+		}
+		d.gpus = gpus
+		d.index = device.Index(gpus)
 		d.notifyHealthLocked()
 	}
-	d.discoveryErr = discoveryErr
 	return changed
 }
 

@@ -1,8 +1,10 @@
 package gpu
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
@@ -18,7 +20,9 @@ import (
 // knows.
 //
 // Unhealthy devices are also tainted in the published ResourceSlices (see
-// BuildPool), and the taint goes away when the device recovers.
+// BuildPool), and the taint goes away when the device recovers. So are
+// devices that discovery has not confirmed for DiscoveryGracePeriod (see
+// lostHealth).
 func (d *Driver) WatchHealthStatus(ctx context.Context, reports chan<- kubeletplugin.DeviceHealthReport) error {
 	changed := d.subscribeHealth()
 	defer d.unsubscribeHealth(changed)
@@ -39,6 +43,77 @@ func (d *Driver) WatchHealthStatus(ctx context.Context, reports chan<- kubeletpl
 	}
 }
 
+// Reasons of the unhealthy taint on devices that discovery has not
+// confirmed for longer than the grace period.
+const (
+	// ReasonDiscoveryFailing: discovery itself fails (nvidia-smi exits
+	// with an error or times out, the inventory file is broken).
+	ReasonDiscoveryFailing = "DiscoveryFailing"
+	// ReasonNotDiscovered: discovery works but no longer lists the GPU,
+	// as when it fell off the bus.
+	ReasonNotDiscovered = "NotDiscovered"
+)
+
+// knownGPU is a GPU that discovery found, with when it last listed it.
+type knownGPU struct {
+	gpu        device.GPU
+	seen       time.Time
+	generation uint64
+}
+
+// lostHealth is the health of a GPU that discovery has not confirmed since
+// seen: unchanged within the grace period, so that one failed rescan does
+// not drain the node, and unhealthy after it. Unhealthy devices are tainted
+// by the one rule in buildDevice, so a lost device gets the same
+// gpu.drasched.dev/unhealthy taint as one that reported an error, and loses
+// it the same way: when discovery lists it healthy again.
+func lostHealth(k knownGPU, now time.Time, grace time.Duration, discoveryErr error) device.Health {
+	if now.Sub(k.seen) < grace {
+		return k.gpu.Health
+	}
+	if discoveryErr != nil {
+		return device.Health{Status: device.Unhealthy, Reason: ReasonDiscoveryFailing,
+			Message: "device discovery has failed since " + k.seen.UTC().Format(time.RFC3339)}
+	}
+	return device.Health{Status: device.Unhealthy, Reason: ReasonNotDiscovered,
+		Message: "not listed by device discovery since " + k.seen.UTC().Format(time.RFC3339)}
+}
+
+// publishableLocked returns the devices to publish at now: the GPUs of the
+// last discovery if it succeeded, and the known GPUs it did not confirm
+// with their lostHealth. It also returns the names of the lost GPUs that
+// are tainted, and of those left out because a listed GPU now has their
+// index, minor number, PCI address or UUID (nvidia-smi renumbers when a GPU
+// disappears): one device name cannot stand for two GPUs. d.mu must be
+// held.
+func (d *Driver) publishableLocked(now time.Time) (gpus []device.GPU, lost, dropped []string) {
+	var unconfirmed []knownGPU
+	for _, k := range d.known {
+		if d.discoveryErr == nil && k.generation == d.generation {
+			gpus = append(gpus, k.gpu)
+		} else {
+			unconfirmed = append(unconfirmed, k)
+		}
+	}
+	byIndex := func(a, b device.GPU) int { return cmp.Compare(a.Index, b.Index) }
+	slices.SortFunc(gpus, byIndex)
+	slices.SortFunc(unconfirmed, func(a, b knownGPU) int { return byIndex(a.gpu, b.gpu) })
+	for _, k := range unconfirmed {
+		g := k.gpu
+		g.Health = lostHealth(k, now, d.cfg.DiscoveryGracePeriod, d.discoveryErr)
+		if err := device.Validate(append(slices.Clip(gpus), g)); err != nil {
+			dropped = append(dropped, g.Name())
+			continue
+		}
+		if g.Health != k.gpu.Health {
+			lost = append(lost, g.Name())
+		}
+		gpus = append(gpus, g)
+	}
+	slices.SortFunc(gpus, byIndex)
+	return gpus, lost, dropped
+}
+
 // healthReport describes every device that is currently published.
 func (d *Driver) healthReport() kubeletplugin.DeviceHealthReport {
 	d.mu.Lock()
@@ -54,12 +129,16 @@ func (d *Driver) healthReport() kubeletplugin.DeviceHealthReport {
 			HealthCheckTimeout: d.cfg.HealthCheckTimeout,
 		}
 		switch {
+		case !ref.GPU.Health.IsHealthy():
+			// Also a device tainted because discovery lost it.
+			h.Health = kubeletplugin.HealthStatusUnhealthy
+			h.Message = truncate(ref.GPU.Health.Reason + ": " + ref.GPU.Health.Message)
 		case d.discoveryErr != nil:
 			h.Health = kubeletplugin.HealthStatusUnknown
 			h.Message = truncate(fmt.Sprintf("device discovery fails: %v", d.discoveryErr))
-		case !ref.GPU.Health.IsHealthy():
-			h.Health = kubeletplugin.HealthStatusUnhealthy
-			h.Message = truncate(ref.GPU.Health.Reason + ": " + ref.GPU.Health.Message)
+		case d.known[ref.GPU.UUID].generation != d.generation:
+			h.Health = kubeletplugin.HealthStatusUnknown
+			h.Message = "not listed by the last device discovery"
 		}
 		report.Devices = append(report.Devices, h)
 	}

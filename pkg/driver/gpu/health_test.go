@@ -139,7 +139,8 @@ func TestHealthTaintAndRecovery(t *testing.T) {
 }
 
 // TestDevicesAppearAndDisappear: editing the inventory republishes without
-// a restart.
+// a restart, and a GPU taken out of the file goes at once: the inventory
+// is Declared, so no grace period keeps it (see TestDiscoveryFailsClosed).
 func TestDevicesAppearAndDisappear(t *testing.T) {
 	env := setup(t, envOptions{inventory: "l40s-4.yaml"})
 	published := func() []string {
@@ -330,11 +331,12 @@ func TestFatalErrorStopsRun(t *testing.T) {
 }
 
 func TestHealthReportOfMIGParent(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
 	env := setup(t, envOptions{noRun: true})
 	gpus, _ := env.driver.devices()
 	changed := append([]device.GPU(nil), gpus...)
 	changed[0].Health = device.Health{Status: device.Unhealthy, Reason: "GPULost", Message: "fell off the bus"}
-	env.driver.setDevices(changed, nil)
+	env.driver.setDevices(ctx, changed, nil)
 	unhealthy := 0
 	for _, d := range env.driver.healthReport().Devices {
 		if d.Health == kubeletplugin.HealthStatusUnhealthy {

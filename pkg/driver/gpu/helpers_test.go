@@ -26,6 +26,7 @@ import (
 	drahealthv1 "k8s.io/kubelet/pkg/apis/dra-health/v1"
 	drapbv1 "k8s.io/kubelet/pkg/apis/dra/v1"
 	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
+	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 	cdiapi "tags.cncf.io/container-device-interface/pkg/cdi"
 
@@ -115,6 +116,7 @@ type testEnv struct {
 type envOptions struct {
 	inventory string // file in config/inventory
 	noRun     bool   // only New, no kubelet plugin
+	clock     clock.PassiveClock
 }
 
 // setupDirs creates the plugin's directories under a short temp dir: unix
@@ -198,6 +200,9 @@ func setup(t *testing.T, opts envOptions, claims ...*resourceapi.ResourceClaim) 
 	}
 	env := &testEnv{client: newFakeClient(objects...), dir: dir, inventory: filepath.Join(dir, "inv", "inventory.yaml")}
 	cfg.KubeClient = env.client
+	if opts.clock != nil {
+		cfg.Clock = opts.clock
+	}
 	env.cfg = cfg
 	d, err := New(ctx, cfg)
 	if err != nil {

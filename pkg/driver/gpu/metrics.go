@@ -5,6 +5,8 @@ import (
 
 	"k8s.io/component-base/metrics"
 	"k8s.io/component-base/metrics/legacyregistry"
+
+	"github.com/drasched/drasched/pkg/driver/gpu/discovery"
 )
 
 // Metric name parts: drasched_gpu_driver_<name>.
@@ -86,5 +88,6 @@ func RegisterMetrics() {
 	registerMetrics.Do(func() {
 		legacyregistry.MustRegister(claimOperations, claimOperationErrors, operationDuration,
 			preparedDevices, unhealthyDevices, publishedDevices, discoveryErrors)
+		legacyregistry.MustRegister(discovery.Metrics()...)
 	})
 }

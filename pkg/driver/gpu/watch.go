@@ -66,17 +66,27 @@ func (d *Driver) watchDevices(ctx context.Context, p publisher) {
 // rescan discovers the devices again and republishes them if they changed.
 // When discovery fails the previous devices stay published: a broken
 // inventory or a hiccup of nvidia-smi must not make GPUs vanish from the
-// cluster, nor publish anything wrong.
+// cluster, nor publish anything wrong. But only for the grace period: after
+// that they are tainted (see publishableLocked), so that a node whose
+// driver or GPUs broke does not keep attracting pods.
 func (d *Driver) rescan(ctx context.Context, p publisher) {
 	logger := klog.FromContext(ctx)
 	gpus, err := d.cfg.Discoverer.Discover(ctx)
 	if err != nil {
 		discoveryErrors.Inc()
 		logger.Error(err, "Device discovery failed, keeping the published devices", "discovery", d.cfg.Discoverer.String())
-		d.setDevices(nil, err)
-		return
+		gpus = nil
 	}
-	if !d.setDevices(gpus, nil) {
+	if !d.setDevices(ctx, gpus, err) {
+		if d.CheckPublishing() != nil {
+			// Ask the ResourceSlice controller to try again now rather
+			// than after its backoff, which grows to many minutes: a
+			// lasting failure is then reported again within a rescan
+			// interval, and a repaired one ends its report.
+			if err := d.publish(ctx, p); err != nil {
+				logger.Error(err, "Republishing devices")
+			}
+		}
 		return
 	}
 	logger.Info("Devices changed, republishing", "discovery", d.cfg.Discoverer.String())

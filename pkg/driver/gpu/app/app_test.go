@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -168,21 +170,48 @@ func TestDiscoverLiveNvidiaSMI(t *testing.T) {
 		}
 		script.WriteString("  '" + args + "') cat '" + file + "' ;;\n")
 	}
-	var args string
+	// The driver's /proc files of the transcript become a host directory.
+	procDir := filepath.Join(dir, "proc")
+	var args, procFile string
+	var procContent *strings.Builder
+	writeProc := func() {
+		if procFile == "" {
+			return
+		}
+		path := filepath.Join(procDir, filepath.FromSlash(procFile))
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(procContent.String()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		procFile = ""
+	}
 	for _, line := range strings.SplitAfter(string(rec), "\n") {
-		if strings.HasPrefix(line, "$ nvidia-smi ") {
+		if strings.HasPrefix(line, "$ ") {
 			if current != nil {
 				flush(args, current)
+				current = nil
 			}
+			writeProc()
+		}
+		switch {
+		case strings.HasPrefix(line, "$ nvidia-smi "):
 			args = strings.TrimSpace(strings.TrimPrefix(line, "$ nvidia-smi "))
 			current = &strings.Builder{}
-			continue
-		}
-		if current != nil {
+		case strings.HasPrefix(line, "$ cat /proc/driver/nvidia/"):
+			procFile = strings.TrimSpace(strings.TrimPrefix(line, "$ cat /proc/driver/nvidia/"))
+			procContent = &strings.Builder{}
+		case current != nil:
 			current.WriteString(line)
+		case procFile != "":
+			procContent.WriteString(line)
 		}
 	}
-	flush(args, current)
+	if current != nil {
+		flush(args, current)
+	}
+	writeProc()
 	script.WriteString("  *) echo \"unexpected arguments: $*\" >&2; exit 2 ;;\nesac\n")
 	fake := filepath.Join(dir, "nvidia-smi")
 	if err := os.WriteFile(fake, []byte(script.String()), 0o755); err != nil {
@@ -191,7 +220,7 @@ func TestDiscoverLiveNvidiaSMI(t *testing.T) {
 
 	transcript := filepath.Join(dir, "transcript.txt")
 	host := "--sysfs-root=" + t.TempDir()
-	live, err := runCommand(t, "discover", "--print-slices", "--node-name=n", host, "--nvidia-smi="+fake, "--record-nvidia-smi="+transcript)
+	live, err := runCommand(t, "discover", "--print-slices", "--node-name=n", host, "--nvidia-proc-dir="+procDir, "--nvidia-smi="+fake, "--record-nvidia-smi="+transcript)
 	if err != nil {
 		t.Fatalf("discover with the stand-in nvidia-smi: %v", err)
 	}
@@ -306,6 +335,7 @@ func TestCommandErrors(t *testing.T) {
 		"record with another backend":  {args: []string{"discover", "--node-name=n", "--backend=sysfs", "--record-nvidia-smi=x"}, wantErr: "--record-nvidia-smi needs --backend=nvidia-smi"},
 		"run without node name":        {args: []string{"run", "--node-name="}, wantErr: "--node-name (or $NODE_NAME) is required"},
 		"run with a tiny rescan":       {args: []string{"run", "--node-name=n", "--rescan-interval=10ms"}, wantErr: "--rescan-interval must be at least 1s"},
+		"run without grace period":     {args: []string{"run", "--node-name=n", "--discovery-grace-period=0s"}, wantErr: "--discovery-grace-period must be positive"},
 		"bad logging flag":             {args: []string{"discover", "--node-name=n", "--logging-format=xml"}, wantErr: "format"},
 	}
 	for name, tc := range tests {
@@ -316,6 +346,78 @@ func TestCommandErrors(t *testing.T) {
 			}
 			if out != "" {
 				t.Errorf("printed %q on stdout despite the error", out)
+			}
+		})
+	}
+}
+
+// fakePlugin answers /healthz's questions.
+type fakePlugin struct{ registration, publishing error }
+
+func (f *fakePlugin) CheckRegistration() error { return f.registration }
+func (f *fakePlugin) CheckPublishing() error   { return f.publishing }
+
+// TestHealthz: /healthz fails, naming the broken check, when the kubelet
+// does not use the plugin or publishing fails, and /healthz/<check> says
+// why; while the plugin starts it passes.
+func TestHealthz(t *testing.T) {
+	tests := map[string]struct {
+		plugin     *fakePlugin // nil: still starting
+		wantStatus int
+		wantBody   []string
+		check      string // also GET /healthz/<check>, expecting its reason
+		wantReason string
+	}{
+		"starting":    {wantStatus: http.StatusOK, wantBody: []string{"ok"}},
+		"all is well": {plugin: &fakePlugin{}, wantStatus: http.StatusOK, wantBody: []string{"ok"}},
+		"registration": {
+			plugin:     &fakePlugin{registration: errors.New("the kubelet refused the registration: no supported version")},
+			wantStatus: http.StatusInternalServerError,
+			wantBody:   []string{"[-]kubelet-registration failed", "[+]resourceslice-publishing ok"},
+			check:      "kubelet-registration", wantReason: "no supported version",
+		},
+		"publishing": {
+			plugin:     &fakePlugin{publishing: errors.New(`resourceslices.resource.k8s.io is forbidden`)},
+			wantStatus: http.StatusInternalServerError,
+			wantBody:   []string{"[+]kubelet-registration ok", "[-]resourceslice-publishing failed"},
+			check:      "resourceslice-publishing", wantReason: "forbidden",
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			server := httptest.NewServer(newMux(healthChecks(func() pluginHealth {
+				if tc.plugin == nil {
+					return nil
+				}
+				return tc.plugin
+			})))
+			defer server.Close()
+			get := func(path string) (int, string) {
+				resp, err := http.Get(server.URL + path)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer func() { _ = resp.Body.Close() }()
+				body, err := io.ReadAll(resp.Body)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return resp.StatusCode, string(body)
+			}
+			status, body := get("/healthz?verbose")
+			if status != tc.wantStatus {
+				t.Errorf("/healthz: status %d, want %d; body:\n%s", status, tc.wantStatus, body)
+			}
+			for _, want := range tc.wantBody {
+				if !strings.Contains(body, want) {
+					t.Errorf("/healthz body does not contain %q:\n%s", want, body)
+				}
+			}
+			if tc.check != "" {
+				status, body := get("/healthz/" + tc.check)
+				if status != http.StatusInternalServerError || !strings.Contains(body, tc.wantReason) {
+					t.Errorf("/healthz/%s: status %d, body %q; want 500 with %q", tc.check, status, body, tc.wantReason)
+				}
 			}
 		})
 	}

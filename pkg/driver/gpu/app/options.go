@@ -88,15 +88,18 @@ func (o *discoveryOptions) discoverer() (discovery.Discoverer, error) {
 		return &discovery.Sysfs{Root: o.sysfsRoot, NvidiaProcDir: o.nvidiaProcDir}, nil
 	default:
 		var runner discovery.Runner = discovery.ExecRunner{Path: o.nvidiaSMI, Timeout: o.nvidiaSMITimeout}
+		var files discovery.ProcFiles = discovery.ProcDir(o.nvidiaProcDir)
 		if o.nvidiaSMIOutput != "" {
 			rec, err := discovery.LoadRecording(o.nvidiaSMIOutput)
 			if err != nil {
 				return nil, err
 			}
-			runner = rec
+			// A replay reads the recorded /proc files, not this host's.
+			runner, files = rec, rec
 		}
 		if o.recordedNvidiaSMI != nil {
 			o.recordedNvidiaSMI.Runner = runner
+			o.recordedNvidiaSMI.ProcFiles = files
 			runner = o.recordedNvidiaSMI
 		}
 		return &discovery.NvidiaSMI{Runner: runner, SysfsRoot: o.sysfsRoot, NvidiaProcDir: o.nvidiaProcDir}, nil
@@ -115,6 +118,7 @@ type pluginOptions struct {
 	bootIDFile         string
 	rescanInterval     time.Duration
 	healthCheckTimeout time.Duration
+	gracePeriod        time.Duration
 	podUID             string
 	metricsBindAddress string
 }
@@ -128,6 +132,7 @@ func newPluginOptions() *pluginOptions {
 		bootIDFile:         checkpoint.DefaultBootIDPath,
 		rescanInterval:     gpu.DefaultRescanInterval,
 		healthCheckTimeout: gpu.DefaultHealthCheckTimeout,
+		gracePeriod:        gpu.DefaultDiscoveryGracePeriod,
 		podUID:             os.Getenv("POD_UID"),
 		metricsBindAddress: ":8080",
 	}
@@ -144,6 +149,7 @@ func (o *pluginOptions) addFlags(plugin, kube, metrics *pflag.FlagSet) {
 	plugin.StringVar(&o.bootIDFile, "boot-id-file", o.bootIDFile, "File with the ID of the current boot; prepared claims do not survive a reboot.")
 	plugin.DurationVar(&o.rescanInterval, "rescan-interval", o.rescanInterval, "How often devices are discovered again (file changes trigger a rescan at once).")
 	plugin.DurationVar(&o.healthCheckTimeout, "health-check-timeout", o.healthCheckTimeout, "How long the kubelet trusts a device health report; reports are resent three times per timeout.")
+	plugin.DurationVar(&o.gracePeriod, "discovery-grace-period", o.gracePeriod, "How long devices stay published as they were while discovery fails or no longer lists them (nvidia-smi errors or hangs, a GPU fell off the bus); after that they are tainted <driver>/unhealthy until discovery sees them again.")
 	plugin.StringVar(&o.podUID, "pod-uid", o.podUID, "UID of the plugin's pod (defaults to $POD_UID); enables seamless rolling updates, which need kubelet 1.33 or newer.")
 	metrics.StringVar(&o.metricsBindAddress, "metrics-bind-address", o.metricsBindAddress, "Address of the /metrics and /healthz endpoint; empty disables it.")
 }
@@ -155,6 +161,9 @@ func (o *pluginOptions) validate() error {
 	}
 	if o.healthCheckTimeout < 3*time.Second {
 		errs = append(errs, errors.New("--health-check-timeout must be at least 3s"))
+	}
+	if o.gracePeriod <= 0 {
+		errs = append(errs, errors.New("--discovery-grace-period must be positive"))
 	}
 	return errors.Join(errs...)
 }

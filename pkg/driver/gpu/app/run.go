@@ -7,12 +7,14 @@ import (
 	"net"
 	"net/http"
 	"os/signal"
+	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apiserver/pkg/server/healthz"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	cliflag "k8s.io/component-base/cli/flag"
@@ -69,8 +71,17 @@ func run(ctx context.Context, disc *discoveryOptions, opts *pluginOptions) error
 	}
 
 	gpu.RegisterMetrics()
+	// The endpoint serves from the start, while New discovers the devices
+	// and recovers the checkpoint, so that the liveness probe does not
+	// kill a slow start; the checks begin once the driver exists.
+	var running atomic.Pointer[gpu.Driver]
 	if opts.metricsBindAddress != "" {
-		stopMetrics, err := serveMetrics(ctx, opts.metricsBindAddress)
+		stopMetrics, err := serveMetrics(ctx, opts.metricsBindAddress, healthChecks(func() pluginHealth {
+			if d := running.Load(); d != nil {
+				return d
+			}
+			return nil
+		}))
 		if err != nil {
 			return err
 		}
@@ -78,22 +89,24 @@ func run(ctx context.Context, disc *discoveryOptions, opts *pluginOptions) error
 	}
 
 	driver, err := gpu.New(ctx, gpu.Config{
-		DriverName:         disc.driverName,
-		NodeName:           disc.nodeName,
-		KubeClient:         client,
-		Discoverer:         discoverer,
-		PluginDataDir:      opts.pluginDataDir,
-		RegistrarDir:       opts.registrarDir,
-		StateDir:           opts.stateDir,
-		CDIDir:             opts.cdiDir,
-		BootIDPath:         opts.bootIDFile,
-		RescanInterval:     opts.rescanInterval,
-		HealthCheckTimeout: opts.healthCheckTimeout,
-		RollingUpdateUID:   types.UID(opts.podUID),
+		DriverName:           disc.driverName,
+		NodeName:             disc.nodeName,
+		KubeClient:           client,
+		Discoverer:           discoverer,
+		PluginDataDir:        opts.pluginDataDir,
+		RegistrarDir:         opts.registrarDir,
+		StateDir:             opts.stateDir,
+		CDIDir:               opts.cdiDir,
+		BootIDPath:           opts.bootIDFile,
+		RescanInterval:       opts.rescanInterval,
+		HealthCheckTimeout:   opts.healthCheckTimeout,
+		DiscoveryGracePeriod: opts.gracePeriod,
+		RollingUpdateUID:     types.UID(opts.podUID),
 	})
 	if err != nil {
 		return err
 	}
+	running.Store(driver)
 	if err := driver.Run(ctx); err != nil {
 		return err
 	}
@@ -101,15 +114,43 @@ func run(ctx context.Context, disc *discoveryOptions, opts *pluginOptions) error
 	return nil
 }
 
-// serveMetrics serves /metrics and /healthz until ctx is done or the
-// returned function is called.
-func serveMetrics(ctx context.Context, addr string) (func(), error) {
-	logger := klog.FromContext(ctx)
+// pluginHealth is what /healthz asks the running plugin.
+type pluginHealth interface {
+	CheckRegistration() error
+	CheckPublishing() error
+}
+
+// healthChecks are the checks of /healthz: it fails, naming the check,
+// when one returns an error, and /healthz/<check> shows the error.
+// plugin returns nil while the plugin starts.
+func healthChecks(plugin func() pluginHealth) []healthz.HealthChecker {
+	check := func(f func(pluginHealth) error) func(*http.Request) error {
+		return func(*http.Request) error {
+			if p := plugin(); p != nil {
+				return f(p)
+			}
+			return nil
+		}
+	}
+	return []healthz.HealthChecker{
+		healthz.NamedCheck("kubelet-registration", check(pluginHealth.CheckRegistration)),
+		healthz.NamedCheck("resourceslice-publishing", check(pluginHealth.CheckPublishing)),
+	}
+}
+
+// newMux serves /metrics and /healthz.
+func newMux(checks []healthz.HealthChecker) *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", legacyregistry.Handler())
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
-		_, _ = w.Write([]byte("ok"))
-	})
+	healthz.InstallHandler(mux, checks...)
+	return mux
+}
+
+// serveMetrics serves /metrics and /healthz until ctx is done or the
+// returned function is called.
+func serveMetrics(ctx context.Context, addr string, checks []healthz.HealthChecker) (func(), error) {
+	logger := klog.FromContext(ctx)
+	mux := newMux(checks)
 	listener, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("listen for metrics on %s: %w", addr, err)

@@ -11,9 +11,13 @@
 //
 // Every backend returns validated, normalised device.GPU values or an error;
 // none returns a partial result, so a broken input can never be published.
-// The topology attributes (PCIe root, NUMA node, NVLink domain) are the one
-// exception: they only help placement, so a backend that cannot read them
+// There are two exceptions. The topology attributes (PCIe root, NUMA node,
+// NVLink domain) only help placement, so a backend that cannot read them
 // leaves them out rather than fail; but it never publishes one it misread.
+// And the nvidia-smi backend leaves out a GPU whose minor number it cannot
+// read from the driver's /proc entry (logged, and counted in the
+// refused_gpus metric), because a guessed /dev/nvidia<minor> could be
+// another GPU's, while the other GPUs are fine to publish.
 //
 // The NVLink domain (device.GPU.NVLinkDomain, published as
 // gpu.drasched.dev/nvlinkDomain) names the set of GPUs connected by NVLink.
@@ -43,6 +47,12 @@ type Discoverer interface {
 	// WatchPaths lists the files and directories whose changes mean the
 	// devices may have changed. Empty when only a periodic rescan helps.
 	WatchPaths() []string
+	// Declared reports whether the devices are declared (an inventory
+	// file) rather than observed on the host. A device missing from a
+	// declared list was removed on purpose; one missing from an observed
+	// list may have fallen off the bus, and the driver keeps it published,
+	// tainted, until discovery sees it again.
+	Declared() bool
 	// String names the backend and its input, for logs.
 	String() string
 }

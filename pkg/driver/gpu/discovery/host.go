@@ -8,6 +8,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -34,11 +35,33 @@ type procInfo struct {
 	Minor int
 }
 
+// ProcFiles reads files of the NVIDIA driver's /proc directory by their
+// name in it, e.g. "gpus/0000:18:00.0/information". A missing file is an
+// error wrapping fs.ErrNotExist.
+type ProcFiles interface {
+	ReadProcFile(name string) ([]byte, error)
+}
+
+// ProcDir reads the driver's /proc files from a directory, normally
+// /proc/driver/nvidia.
+type ProcDir string
+
+// ReadProcFile implements ProcFiles.
+func (d ProcDir) ReadProcFile(name string) ([]byte, error) {
+	return readHostFile(filepath.Join(string(d), filepath.FromSlash(name)))
+}
+
+// procInfoName is the name of a GPU's information file in the driver's
+// /proc directory.
+func procInfoName(busID string) string { return path.Join("gpus", busID, "information") }
+
 // readProcInfo parses the driver's information file of one GPU. It returns
-// an error wrapping fs.ErrNotExist when the driver has no entry for it.
-func readProcInfo(procDir, busID string) (procInfo, error) {
-	path := filepath.Join(procDir, "gpus", busID, "information")
-	data, err := readHostFile(path)
+// an error wrapping fs.ErrNotExist when the driver has no entry for it, and
+// one wrapping ErrInvalidInput when the entry has no usable UUID or minor
+// number.
+func readProcInfo(files ProcFiles, busID string) (procInfo, error) {
+	name := procInfoName(busID)
+	data, err := files.ReadProcFile(name)
 	if err != nil {
 		return procInfo{}, err
 	}
@@ -58,13 +81,13 @@ func readProcInfo(procDir, busID string) (procInfo, error) {
 		case "Device Minor":
 			minor, err := strconv.Atoi(value)
 			if err != nil || minor < 0 {
-				return procInfo{}, invalidf("%s: Device Minor %q is not a number", path, value)
+				return procInfo{}, invalidf("%s: Device Minor %q is not a number", name, value)
 			}
 			info.Minor = minor
 		}
 	}
 	if info.UUID == "" || info.Minor < 0 {
-		return procInfo{}, invalidf("%s: no GPU UUID or Device Minor", path)
+		return procInfo{}, invalidf("%s: no GPU UUID or Device Minor", name)
 	}
 	return info, nil
 }

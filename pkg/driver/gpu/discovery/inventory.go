@@ -91,6 +91,10 @@ func (i *Inventory) String() string { return "inventory " + i.Path }
 // file itself.
 func (i *Inventory) WatchPaths() []string { return []string{filepath.Dir(i.Path)} }
 
+// Declared implements Discoverer: the file declares the devices, and a GPU
+// taken out of it is gone.
+func (i *Inventory) Declared() bool { return true }
+
 // Discover implements Discoverer.
 func (i *Inventory) Discover(ctx context.Context) ([]device.GPU, error) {
 	data, err := readLimited(i.Path, maxInventorySize)

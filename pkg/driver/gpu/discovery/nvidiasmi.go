@@ -18,14 +18,17 @@ import (
 // that fails.
 type NvidiaSMI struct {
 	// Runner runs nvidia-smi: an ExecRunner on a GPU host, a Recording in
-	// dry runs and tests.
+	// dry runs and tests. When it also implements ProcFiles, as Recording
+	// and Recorder do, the driver's /proc files are read through it rather
+	// than from NvidiaProcDir, so that a transcript replays everything
+	// discovery read.
 	Runner Runner
 	// SysfsRoot is where the PCIe root and NUMA node are read (default
 	// /sys). Devices missing there simply lack these attributes.
 	SysfsRoot string
 	// NvidiaProcDir is the driver's /proc directory (default
-	// /proc/driver/nvidia), read for device minor numbers. Without it the
-	// minor number is assumed to equal the nvidia-smi index.
+	// /proc/driver/nvidia), read for device minor numbers. A GPU without a
+	// usable entry there is left out (see Discover).
 	NvidiaProcDir string
 }
 
@@ -42,11 +45,24 @@ func (n *NvidiaSMI) String() string {
 // periodic rescan notices changes.
 func (n *NvidiaSMI) WatchPaths() []string { return nil }
 
+// Declared implements Discoverer: nvidia-smi observes the hardware.
+func (n *NvidiaSMI) Declared() bool { return false }
+
 // noDevices is what nvidia-smi prints, with exit status 6, on a host
 // without GPUs.
 var noDevices = []byte("No devices were found")
 
 // Discover implements Discoverer.
+//
+// A GPU whose minor number cannot be read from the driver's /proc entry is
+// left out, with an error in the log and the refused_gpus metric, and the
+// other GPUs are returned. The nvidia-smi index is no substitute: the two
+// numberings differ on many hosts (nvidia-smi counts in PCI order, the
+// driver in probe order), and a guessed minor would make the claim's CDI
+// spec grant another GPU's /dev/nvidia<minor>. Publishing the GPU tainted
+// would not help either: a taint keeps new claims away, not an allocation
+// made before the entry broke, and Prepare would then hand out the wrong
+// device node.
 func (n *NvidiaSMI) Discover(ctx context.Context) ([]device.GPU, error) {
 	logger := klog.FromContext(ctx)
 	out, err := n.Runner.Run(ctx, QueryArgs...)
@@ -83,6 +99,11 @@ func (n *NvidiaSMI) Discover(ctx context.Context) ([]device.GPU, error) {
 	if procDir == "" {
 		procDir = DefaultNvidiaProcDir
 	}
+	var files ProcFiles = ProcDir(procDir)
+	if recorded, ok := n.Runner.(ProcFiles); ok {
+		files = recorded
+	}
+	refused := map[string]int{}
 	gpus := make([]device.GPU, 0, len(rows))
 	for _, row := range rows {
 		if len(row.unavailableFieldNames) > 0 {
@@ -90,7 +111,6 @@ func (n *NvidiaSMI) Discover(ctx context.Context) ([]device.GPU, error) {
 		}
 		g := device.GPU{
 			Index:                 row.Index,
-			Minor:                 row.Index,
 			UUID:                  row.UUID,
 			ProductName:           row.Name,
 			CUDAComputeCapability: row.ComputeCapability,
@@ -114,20 +134,20 @@ func (n *NvidiaSMI) Discover(ctx context.Context) ([]device.GPU, error) {
 				return nil, err
 			}
 		}
-		info, err := readProcInfo(procDir, row.PCIBusID)
-		switch {
-		case err == nil:
-			if info.UUID != row.UUID {
-				return nil, invalidf("GPU %d (%s) has UUID %s in nvidia-smi but %s in %s", row.Index, row.PCIBusID, row.UUID, info.UUID, procDir)
+		info, err := readProcInfo(files, row.PCIBusID)
+		if err != nil {
+			reason := RefusedBadProcEntry
+			if errors.Is(err, fs.ErrNotExist) {
+				reason = RefusedNoProcEntry
 			}
-			g.Minor = info.Minor
-		case errors.Is(err, fs.ErrNotExist), errors.Is(err, ErrInvalidInput):
-			// The /proc entry only adds the minor number; nvidia-smi
-			// remains the source of truth for everything else.
-			logger.V(2).Info("No usable NVIDIA driver /proc entry, assuming the minor number equals the index", "gpu", row.Index, "dir", procDir, "err", err)
-		default:
-			return nil, err
+			refused[reason]++
+			logger.Error(err, "Leaving out GPU: its minor number (/dev/nvidia<minor>) is unknown", "gpu", row.Index, "uuid", row.UUID, "pciBusID", row.PCIBusID, "reason", reason, "procDir", procDir)
+			continue
 		}
+		if info.UUID != row.UUID {
+			return nil, invalidf("GPU %d (%s) has UUID %s in nvidia-smi but %s in %s", row.Index, row.PCIBusID, row.UUID, info.UUID, procDir)
+		}
+		g.Minor = info.Minor
 		topo, errs := readTopology(sysfsRoot, row.PCIBusID)
 		if len(errs) > 0 {
 			logger.V(4).Info("Leaving out topology attributes", "gpu", row.Index, "err", errors.Join(errs...))
@@ -139,6 +159,7 @@ func (n *NvidiaSMI) Discover(ctx context.Context) ([]device.GPU, error) {
 	if err != nil {
 		return nil, fmt.Errorf("nvidia-smi: %w", err)
 	}
+	recordRefused(refused)
 	logger.V(5).Info("Discovered GPUs", "backend", n.String(), "devices", describe(gpus))
 	return gpus, nil
 }

@@ -3,14 +3,19 @@ package discovery
 import (
 	"context"
 	"errors"
+	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"k8s.io/component-base/metrics/legacyregistry"
+	"k8s.io/component-base/metrics/testutil"
 	"k8s.io/klog/v2/ktesting"
 
 	"github.com/drasched/drasched/pkg/driver/gpu/device"
@@ -187,6 +192,20 @@ func (f fakeRunner) Run(_ context.Context, args ...string) ([]byte, error) {
 	return r.out, r.err
 }
 
+// ReadProcFile implements ProcFiles with the entries "cat <name>".
+func (f fakeRunner) ReadProcFile(name string) ([]byte, error) {
+	r, ok := f["cat "+name]
+	if !ok {
+		return nil, fmt.Errorf("no %s: %w", name, fs.ErrNotExist)
+	}
+	return r.out, r.err
+}
+
+// procInformation is a GPU's /proc/driver/nvidia/gpus/<bus>/information.
+func procInformation(uuid, busID string, minor int) string {
+	return fmt.Sprintf("Model: \t\t NVIDIA H100 80GB HBM3\nGPU UUID: \t %s\nBus Location: \t %s\nDevice Minor: \t %d\n", uuid, busID, minor)
+}
+
 const (
 	goodRow  = "0, GPU-4cf8db2d-06c0-7d70-1a51-e59b25b2c16c, NVIDIA H100 80GB HBM3, 00000000:18:00.0, 81559, 550.54.15, 9.0, Disabled, 0\n"
 	migRow   = "0, GPU-4cf8db2d-06c0-7d70-1a51-e59b25b2c16c, NVIDIA A100-SXM4-40GB, 00000000:07:00.0, 40960, 535.104.05, 8.0, Enabled, 0\n"
@@ -195,8 +214,23 @@ const (
 	lgipRows = "|   0  MIG 3g.20gb        9     1/2        19.62      No     42     2     0   |\n|                                                             3     0     0   |\n"
 )
 
+// query answers the query with out and, as a host where nothing is
+// wrong, serves a /proc entry for each of its rows, minor = index.
 func query(out string) fakeRunner {
-	return fakeRunner{strings.Join(QueryArgs, " "): {out: []byte(out)}}
+	f := fakeRunner{strings.Join(QueryArgs, " "): {out: []byte(out)}}
+	for _, row := range strings.Split(out, "\n") {
+		fields := strings.Split(row, ", ")
+		if len(fields) < 4 {
+			continue
+		}
+		index, err := strconv.Atoi(fields[0])
+		busID, busErr := device.NormalizePCIBusID(fields[3])
+		if err != nil || busErr != nil {
+			continue
+		}
+		f["cat "+procInfoName(busID)] = fakeResult{out: []byte(procInformation(fields[1], busID, index))}
+	}
+	return f
 }
 
 func withMIG(list, lgi, lgip string) fakeRunner {
@@ -328,12 +362,20 @@ func TestNvidiaSMINoDevices(t *testing.T) {
 	}
 }
 
+// registerMetrics registers the metrics once per test binary, also with
+// -count=2.
+var registerMetrics sync.Once
+
+// commandsOnly hides a fake's ProcFiles, so that the backend reads the
+// driver's /proc files from NvidiaProcDir as on a host.
+type commandsOnly struct{ Runner }
+
 func TestNvidiaSMIReadsHostTopology(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	root := t.TempDir()
 	host := newFakeHost(t, root)
 	host.addGPU(fakePCIGPU{busID: "0000:18:00.0", root: "pci0000:15", numa: "1", minor: 3, uuid: "GPU-4cf8db2d-06c0-7d70-1a51-e59b25b2c16c"})
-	b := &NvidiaSMI{Runner: query(goodRow), SysfsRoot: host.sysfs, NvidiaProcDir: host.proc}
+	b := &NvidiaSMI{Runner: commandsOnly{query(goodRow)}, SysfsRoot: host.sysfs, NvidiaProcDir: host.proc}
 	gpus, err := b.Discover(ctx)
 	if err != nil {
 		t.Fatalf("Discover: %v", err)
@@ -343,17 +385,70 @@ func TestNvidiaSMIReadsHostTopology(t *testing.T) {
 		t.Errorf("got minor %d, PCIe root %q, NUMA node %v; want 3, pci0000:15, 1", got.Minor, got.PCIeRoot, got.NUMANode)
 	}
 
-	// A /proc entry this code cannot read only loses the minor number.
+	// A /proc entry without a minor number: the GPU is left out, not
+	// published with a guessed device node.
 	host.write(filepath.Join(host.proc, "gpus", "0000:18:00.0", "information"), "Model: NVIDIA H100\nFuture Field: 1\n")
 	gpus, err = b.Discover(ctx)
-	if err != nil || gpus[0].Minor != gpus[0].Index {
-		t.Errorf("Discover with an unreadable /proc entry: %v, minor %d; want the index as minor", err, gpus[0].Minor)
+	if err != nil || len(gpus) != 0 {
+		t.Errorf("Discover with an unreadable /proc entry: %v, %v; want no GPUs and no error", err, summarizeGPUs(gpus))
 	}
 
 	// The driver's /proc entry names another GPU at that address: refuse.
 	host.addGPU(fakePCIGPU{busID: "0000:18:00.0", root: "pci0000:15", numa: "1", minor: 3, uuid: "GPU-00000000-06c0-7d70-1a51-e59b25b2c16c"})
 	if _, err := b.Discover(ctx); err == nil || !strings.Contains(err.Error(), "has UUID") {
 		t.Errorf("Discover with mismatching /proc UUID: got error %v, want a UUID mismatch", err)
+	}
+}
+
+// TestNvidiaSMIMinorNumbers: minor numbers come from the driver's /proc
+// entries recorded with the nvidia-smi output, and a GPU without a usable
+// one is left out and counted in refused_gpus, never given its index as
+// minor number.
+func TestNvidiaSMIMinorNumbers(t *testing.T) {
+	registerMetrics.Do(func() { legacyregistry.MustRegister(Metrics()...) })
+	l40s := func(index, minor int, bus string) gpuSummary {
+		return gpuSummary{
+			Name: "gpu-" + itoa(index), Product: "NVIDIA L40S", BusID: "0000:" + bus + ":00.0",
+			Driver: "550.90.7", CC: "8.9.0", Arch: "Ada Lovelace", Brand: "Nvidia", MemoryMiB: 46068, Minor: minor, Health: "/",
+		}
+	}
+	tests := map[string]struct {
+		file        string
+		want        []gpuSummary
+		wantRefused map[string]float64
+	}{
+		"all entries fine": {
+			file:        "nvidia-smi-l40s-4.txt",
+			want:        []gpuSummary{l40s(0, 0, "01"), l40s(1, 1, "41"), l40s(2, 2, "81"), l40s(3, 3, "c1")},
+			wantRefused: map[string]float64{RefusedNoProcEntry: 0, RefusedBadProcEntry: 0},
+		},
+		"no entry for GPU 2, minors other than the indexes": {
+			file:        "nvidia-smi-l40s-4-proc-missing.txt",
+			want:        []gpuSummary{l40s(0, 1, "01"), l40s(1, 0, "41"), l40s(3, 3, "c1")},
+			wantRefused: map[string]float64{RefusedNoProcEntry: 1, RefusedBadProcEntry: 0},
+		},
+		"garbled minor of GPU 1, entry of GPU 3 cut short": {
+			file:        "nvidia-smi-l40s-4-proc-garbled.txt",
+			want:        []gpuSummary{l40s(0, 0, "01"), l40s(2, 2, "81")},
+			wantRefused: map[string]float64{RefusedNoProcEntry: 0, RefusedBadProcEntry: 2},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			gpus, err := discoverRecording(t, loadTestRecording(t, tc.file))
+			if err != nil {
+				t.Fatalf("Discover: %v", err)
+			}
+			if diff := cmp.Diff(tc.want, summarizeGPUs(gpus)); diff != "" {
+				t.Errorf("GPUs (-want +got):\n%s", diff)
+			}
+			for reason, want := range tc.wantRefused {
+				got, err := testutil.GetGaugeMetricValue(refusedGPUs.WithLabelValues(reason))
+				if err != nil || got != want {
+					t.Errorf("refused_gpus{reason=%q} = %v (%v), want %v", reason, got, err, want)
+				}
+			}
+		})
 	}
 }
 
@@ -411,10 +506,14 @@ func TestExecRunner(t *testing.T) {
 // TestRecorderRoundTrip records what the backend runs and replays the
 // transcript: the live path and the replay path give the same devices.
 func TestRecorderRoundTrip(t *testing.T) {
-	rec := &Recorder{Runner: loadTestRecording(t, "nvidia-smi-a100-mig.txt")}
+	recording := loadTestRecording(t, "nvidia-smi-a100-mig.txt")
+	rec := &Recorder{Runner: recording, ProcFiles: recording}
 	want, err := discoverRecording(t, rec)
 	if err != nil {
 		t.Fatalf("Discover: %v", err)
+	}
+	if len(want) != 4 {
+		t.Fatalf("recorded discovery found %d GPUs, want 4", len(want))
 	}
 	var transcript strings.Builder
 	if _, err := rec.WriteTo(&transcript); err != nil {

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"strings"
@@ -141,24 +142,37 @@ func (b *limitedBuffer) Write(p []byte) (int, error) {
 //	$ nvidia-smi --query-gpu=index,uuid,... --format=csv,noheader,nounits
 //	0, GPU-..., NVIDIA H100 80GB HBM3, 00000000:18:00.0, 81559, ...
 //
+// The files discovery read from the driver's /proc directory follow as
+// "$ cat /proc/driver/nvidia/<name>" lines with their content, under that
+// path whatever --nvidia-proc-dir was, so that a replay sees the minor
+// numbers the host had; a file missing from the transcript replays as
+// missing.
+//
 // `gpu-kubelet-plugin discover --record-nvidia-smi FILE` writes one from the
 // live commands; `--nvidia-smi-output FILE` replays it, through the same
 // parsing code.
-const recordingPrompt = "$ nvidia-smi "
+const (
+	recordingPrompt     = "$ nvidia-smi "
+	recordingFilePrompt = "$ cat " + DefaultNvidiaProcDir + "/"
+)
 
-// Recording replays a transcript. It implements Runner.
+// Recording replays a transcript. It implements Runner and ProcFiles.
 type Recording struct {
 	outputs map[string][]byte
+	files   map[string][]byte
 }
 
 // ParseRecording reads a transcript.
 func ParseRecording(data []byte) (*Recording, error) {
-	rec := &Recording{outputs: map[string][]byte{}}
+	rec := &Recording{outputs: map[string][]byte{}, files: map[string][]byte{}}
+	// current is the command or file whose output is being read; into
+	// says where it goes.
 	var current string
+	var into map[string][]byte
 	var out bytes.Buffer
 	flush := func() {
 		if current != "" {
-			rec.outputs[current] = bytes.Clone(out.Bytes())
+			into[current] = bytes.Clone(out.Bytes())
 		}
 		out.Reset()
 	}
@@ -171,9 +185,15 @@ func ParseRecording(data []byte) (*Recording, error) {
 		switch {
 		case strings.HasPrefix(text, recordingPrompt):
 			flush()
-			current = strings.TrimSpace(strings.TrimPrefix(text, recordingPrompt))
-			if _, dup := rec.outputs[current]; dup {
+			current, into = strings.TrimSpace(strings.TrimPrefix(text, recordingPrompt)), rec.outputs
+			if _, dup := into[current]; dup {
 				return nil, invalidf("recording line %d: command %q appears twice", line, current)
+			}
+		case strings.HasPrefix(text, recordingFilePrompt):
+			flush()
+			current, into = strings.TrimSpace(strings.TrimPrefix(text, recordingFilePrompt)), rec.files
+			if _, dup := into[current]; dup || current == "" {
+				return nil, invalidf("recording line %d: file %q appears twice or has no name", line, current)
 			}
 		case current == "":
 			if strings.TrimSpace(text) != "" && !strings.HasPrefix(text, "#") {
@@ -216,10 +236,22 @@ func (r *Recording) Run(_ context.Context, args ...string) ([]byte, error) {
 	return out, nil
 }
 
-// Recorder wraps a Runner and writes a transcript of every successful run,
-// for bug reports and new test data.
+// ReadProcFile implements ProcFiles with the recorded files.
+func (r *Recording) ReadProcFile(name string) ([]byte, error) {
+	data, ok := r.files[name]
+	if !ok {
+		return nil, fmt.Errorf("recording has no `cat %s%s`: %w", strings.TrimPrefix(recordingFilePrompt, "$ cat "), name, fs.ErrNotExist)
+	}
+	return data, nil
+}
+
+// Recorder wraps a Runner and writes a transcript of every successful run
+// and every file read through it, for bug reports and new test data.
 type Recorder struct {
 	Runner Runner
+	// ProcFiles reads the driver's /proc files: ProcDir on a host, the
+	// Recording when re-recording a replay.
+	ProcFiles ProcFiles
 
 	// mu guards transcript: discovery may run from the periodic rescan and
 	// from an fsnotify event at once.
@@ -241,6 +273,26 @@ func (r *Recorder) Run(ctx context.Context, args ...string) ([]byte, error) {
 		r.transcript.WriteByte('\n')
 	}
 	return out, nil
+}
+
+// ReadProcFile implements ProcFiles. Only files that could be read are
+// recorded; the others replay as missing.
+func (r *Recorder) ReadProcFile(name string) ([]byte, error) {
+	if r.ProcFiles == nil {
+		return nil, errors.New("recorder has no ProcFiles to read the driver's /proc files from")
+	}
+	data, err := r.ProcFiles.ReadProcFile(name)
+	if err != nil {
+		return nil, err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.transcript.WriteString(recordingFilePrompt + name + "\n")
+	r.transcript.Write(data)
+	if len(data) > 0 && data[len(data)-1] != '\n' {
+		r.transcript.WriteByte('\n')
+	}
+	return data, nil
 }
 
 // WriteTo writes the transcript so far.

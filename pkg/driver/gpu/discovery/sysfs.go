@@ -76,6 +76,9 @@ func (s *Sysfs) procDir() string {
 
 func (s *Sysfs) String() string { return "sysfs " + s.root() }
 
+// Declared implements Discoverer: sysfs shows the hardware.
+func (s *Sysfs) Declared() bool { return false }
+
 // WatchPaths implements Discoverer. The kernel does not send inotify events
 // for sysfs on hot-plug, so on real hosts the periodic rescan does the work;
 // the watch covers trees that are ordinary directories (tests, bind mounts).
@@ -128,13 +131,13 @@ func (s *Sysfs) Discover(ctx context.Context) ([]device.GPU, error) {
 	gpus := make([]device.GPU, 0, len(busIDs))
 	var missing []string
 	for i, busID := range busIDs {
-		info, err := readProcInfo(s.procDir(), busID)
+		info, err := readProcInfo(ProcDir(s.procDir()), busID)
 		if errors.Is(err, fs.ErrNotExist) {
 			missing = append(missing, busID)
 			continue
 		}
 		if err != nil {
-			return nil, fmt.Errorf("sysfs: %w", err)
+			return nil, fmt.Errorf("sysfs: %s: %w", s.procDir(), err)
 		}
 		g := device.GPU{
 			Index:         i,
