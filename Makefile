@@ -8,6 +8,9 @@ GO ?= go
 # Tools are pinned in hack/tools/go.mod and run with `go tool`; nothing is
 # installed from a moving version query.
 GO_TOOL := $(GO) tool -modfile=hack/tools/go.mod
+# Helm (helm.sh/helm/v3) has a module of its own, hack/helm, so that its
+# Kubernetes libraries do not move the versions of hack/tools.
+HELM := $(GO) tool -modfile=hack/helm/go.mod helm
 
 OUTPUT_DIR ?= _output
 BIN_DIR := $(OUTPUT_DIR)/bin
@@ -119,6 +122,7 @@ test: ## Run all tests: unit, differential, integration, fault injection, race a
 	$(GO) test ./...
 	cd bench/cmd/report && $(GO) test ./...
 	$(MAKE) test-images
+	$(MAKE) test-chart
 	$(MAKE) test-faults
 	$(MAKE) test-race
 	$(MAKE) conformance
@@ -126,6 +130,19 @@ test: ## Run all tests: unit, differential, integration, fault injection, race a
 .PHONY: test-images
 test-images: ## Test the image builder (hack/images) and that config/ deploys the images `make images` builds.
 	cd hack/images && $(GO) test -count=1 ./...
+
+# helm template needs a Kubernetes version: Helm's default (1.20) is older
+# than the chart's kubeVersion.
+CHART := charts/drasched
+CHART_KUBE_VERSION := $(K8S_VERSION)
+
+.PHONY: test-chart
+test-chart: ## Lint and render the Helm chart, and check that it renders what config/ holds (hack/helm).
+	$(HELM) lint --strict --kube-version $(CHART_KUBE_VERSION) $(CHART)
+	$(HELM) template drasched $(CHART) --namespace drasched-system --kube-version $(CHART_KUBE_VERSION) >/dev/null
+	$(HELM) template drasched $(CHART) --namespace drasched-system --kube-version $(CHART_KUBE_VERSION) \
+		--set namespace.create=true --set scheduler.featureGates.GenericWorkload=true --set gpuDriver.backend=sysfs >/dev/null
+	cd hack/helm && $(GO) test -count=1 ./...
 
 .PHONY: test-integration
 test-integration: ## Run the integration tests: in-process kube-apiserver, etcd, claim controller and scheduler.
@@ -192,12 +209,14 @@ vet: ## Run go vet.
 	$(GO) vet -tags faults ./test/faults/...
 	cd bench/cmd/report && $(GO) vet ./...
 	cd hack/images && $(GO) vet ./...
+	cd hack/helm && $(GO) vet ./...
 
 .PHONY: lint
 lint: ## Run golangci-lint (pinned in hack/tools/go.mod).
 	$(GO_TOOL) golangci-lint run ./...
 	cd bench/cmd/report && $(GO) tool -modfile=../../../hack/tools/go.mod golangci-lint run ./...
 	cd hack/images && $(GO) tool -modfile=../tools/go.mod golangci-lint run ./...
+	cd hack/helm && $(GO) tool -modfile=../tools/go.mod golangci-lint run ./...
 
 .PHONY: update-codegen
 update-codegen: ## Regenerate deepcopy/conversion/defaults of apis/config and config/scheduler/configmap.yaml.
