@@ -10,7 +10,7 @@ GO ?= go
 GO_TOOL := $(GO) tool -modfile=hack/tools/go.mod
 # Helm (helm.sh/helm/v3) has a module of its own, hack/helm, so that its
 # Kubernetes libraries do not move the versions of hack/tools.
-HELM := $(GO) tool -modfile=hack/helm/go.mod helm
+HELM_TOOL := $(GO) tool -modfile=hack/helm/go.mod helm
 
 OUTPUT_DIR ?= _output
 BIN_DIR := $(OUTPUT_DIR)/bin
@@ -54,11 +54,16 @@ help: ## Show this help.
 # takes half a minute to find everything up to date on 2 cores.
 SOURCE_DATE := $(shell TZ=UTC0 git log -1 --date=format-local:%Y-%m-%dT%H:%M:%SZ --format=%cd 2>/dev/null)
 
+# `make demo HELM=1`: the Helm chart's demo instead (hack/demo-helm.sh).
+HELM ?=
+DEMO_SCRIPT := $(if $(filter 1,$(HELM)),hack/demo-helm.sh,hack/demo.sh)
+DEMO_DIR := $(OUTPUT_DIR)/$(if $(filter 1,$(HELM)),demo-helm,demo)
+
 .PHONY: demo
-demo: build-control-plane ## Run the main job: local control plane, kwok GPU nodes, drasched scheduling GPU pods (KEEP=1 leaves it up).
+demo: build-control-plane ## Run the main job: local control plane, kwok GPU nodes, drasched scheduling GPU pods (KEEP=1 leaves it up; HELM=1: install the Helm chart and use it).
 	@echo "==> drasched binaries in $(BIN_DIR) (a few minutes when the Go build cache is cold)"
 	@$(MAKE) --no-print-directory commands BUILD_DATE=$(or $(SOURCE_DATE),$(BUILD_DATE))
-	BIN_DIR=$(BIN_DIR) CLUSTER_BIN_DIR=$(CLUSTER_BIN_DIR) DEMO_DIR=$(OUTPUT_DIR)/demo hack/demo.sh
+	BIN_DIR=$(BIN_DIR) CLUSTER_BIN_DIR=$(CLUSTER_BIN_DIR) DEMO_DIR=$(DEMO_DIR) $(DEMO_SCRIPT)
 
 # Images: static binaries (CGO_ENABLED=0) on an empty base, built by
 # hack/images (go-containerregistry, pinned in hack/images/go.mod) without a
@@ -98,8 +103,8 @@ image-refs: ## Print the images that `make images` builds: <repository>/<name>:<
 	@echo $(foreach img,$(IMAGES),$(IMAGE_REPOSITORY)/$(img):$(VERSION))
 
 .PHONY: demo-down
-demo-down: ## Tear down the cluster that KEEP=1 make demo left up.
-	BIN_DIR=$(BIN_DIR) CLUSTER_BIN_DIR=$(CLUSTER_BIN_DIR) DEMO_DIR=$(OUTPUT_DIR)/demo hack/demo.sh down
+demo-down: ## Tear down the cluster that KEEP=1 make demo left up (HELM=1: that of make demo HELM=1).
+	BIN_DIR=$(BIN_DIR) CLUSTER_BIN_DIR=$(CLUSTER_BIN_DIR) DEMO_DIR=$(DEMO_DIR) $(DEMO_SCRIPT) down
 
 .PHONY: build-control-plane
 build-control-plane: ## Build etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, kwok, kwokctl (rebuilt when versions change).
@@ -138,9 +143,9 @@ CHART_KUBE_VERSION := $(K8S_VERSION)
 
 .PHONY: test-chart
 test-chart: ## Lint and render the Helm chart, and check that it renders what config/ holds (hack/helm).
-	$(HELM) lint --strict --kube-version $(CHART_KUBE_VERSION) $(CHART)
-	$(HELM) template drasched $(CHART) --namespace drasched-system --kube-version $(CHART_KUBE_VERSION) >/dev/null
-	$(HELM) template drasched $(CHART) --namespace drasched-system --kube-version $(CHART_KUBE_VERSION) \
+	$(HELM_TOOL) lint --strict --kube-version $(CHART_KUBE_VERSION) $(CHART)
+	$(HELM_TOOL) template drasched $(CHART) --namespace drasched-system --kube-version $(CHART_KUBE_VERSION) >/dev/null
+	$(HELM_TOOL) template drasched $(CHART) --namespace drasched-system --kube-version $(CHART_KUBE_VERSION) \
 		--set namespace.create=true --set scheduler.featureGates.GenericWorkload=true --set gpuDriver.backend=sysfs >/dev/null
 	cd hack/helm && $(GO) test -count=1 ./...
 
