@@ -317,7 +317,8 @@ gpuDriver:
 	objects(t, "chart", []byte(manifest), map[string]map[string]any{})
 }
 
-// TestChartRefuses checks the values the chart refuses to render.
+// TestChartRefuses checks the values the chart refuses to render: by its
+// templates (fail) or by values.schema.json.
 func TestChartRefuses(t *testing.T) {
 	for name, tc := range map[string]struct {
 		values map[string]any
@@ -330,6 +331,31 @@ func TestChartRefuses(t *testing.T) {
 		"replicas without leader election": {
 			values: map[string]any{"scheduler": map[string]any{"leaderElection": map[string]any{"enabled": false}}},
 			want:   "needs scheduler.leaderElection.enabled",
+		},
+		// values.schema.json
+		"unknown value": {
+			values: map[string]any{"scheduler": map[string]any{"replica": 3}},
+			want:   "additional properties 'replica' not allowed",
+		},
+		"replicas not a number": {
+			values: map[string]any{"scheduler": map[string]any{"replicas": "two"}},
+			want:   "/scheduler/replicas",
+		},
+		"unknown backend": {
+			values: map[string]any{"gpuDriver": map[string]any{"backend": "nvml"}},
+			want:   "/gpuDriver/backend",
+		},
+		"unknown StructuredDRAArgs field": {
+			values: map[string]any{"scheduler": map[string]any{"structuredDRAArgs": map[string]any{"filterTimout": "5s"}}},
+			want:   "additional properties 'filterTimout' not allowed",
+		},
+		"unknown allocation policy": {
+			values: map[string]any{"scheduler": map[string]any{"structuredDRAArgs": map[string]any{"allocation": map[string]any{"policy": "Random"}}}},
+			want:   "/scheduler/structuredDRAArgs/allocation/policy",
+		},
+		"malformed duration": {
+			values: map[string]any{"scheduler": map[string]any{"structuredDRAArgs": map[string]any{"filterTimeout": "ten seconds"}}},
+			want:   "/scheduler/structuredDRAArgs/filterTimeout",
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
