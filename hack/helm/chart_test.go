@@ -41,11 +41,16 @@ const (
 	kubeVersion = "v1.37.1"
 )
 
-// Each component of the chart and the config/ directory it renders.
-var (
-	schedulerDir = repoRoot + "/config/scheduler"
-	gpuDriverDir = repoRoot + "/config/gpu-driver"
-)
+// components are the chart's components: the value that enables each and
+// the config/ directory (a kustomization) it renders. A new component is a
+// new line here, a block of values with `enabled` and its templates.
+var components = []struct {
+	enabled string // top-level key in values.yaml
+	dir     string
+}{
+	{enabled: "scheduler", dir: repoRoot + "/config/scheduler"},
+	{enabled: "gpuDriver", dir: repoRoot + "/config/gpu-driver"},
+}
 
 // helmOnly are the labels (metadata only) and pod template annotations the
 // chart adds to what config/ has.
@@ -222,26 +227,31 @@ func withoutNamespace(objs map[string]map[string]any) map[string]map[string]any 
 // the template of the object it names (charts/drasched/templates), or the
 // other way round.
 func TestChartRendersConfig(t *testing.T) {
-	withNamespace := map[string]any{"namespace": map[string]any{"create": true}}
-	for name, tc := range map[string]struct {
+	type testCase struct {
 		values map[string]any
 		dirs   []string
 		// The Namespace is left to `helm install` unless namespace.create.
 		keepNamespace bool
-	}{
-		"defaults":         {values: nil, dirs: []string{schedulerDir, gpuDriverDir}},
-		"namespace.create": {values: withNamespace, dirs: []string{schedulerDir, gpuDriverDir}, keepNamespace: true},
-		"scheduler only": {
-			values:        map[string]any{"namespace": map[string]any{"create": true}, "gpuDriver": map[string]any{"enabled": false}},
-			dirs:          []string{schedulerDir},
-			keepNamespace: true,
-		},
-		"GPU driver only": {
-			values:        map[string]any{"namespace": map[string]any{"create": true}, "scheduler": map[string]any{"enabled": false}},
-			dirs:          []string{gpuDriverDir},
-			keepNamespace: true,
-		},
-	} {
+	}
+	var all []string
+	for _, c := range components {
+		all = append(all, c.dir)
+	}
+	withNamespace := map[string]any{"create": true}
+	cases := map[string]testCase{
+		"defaults":         {values: nil, dirs: all},
+		"namespace.create": {values: map[string]any{"namespace": withNamespace}, dirs: all, keepNamespace: true},
+	}
+	// Each component alone.
+	for _, only := range components {
+		values := map[string]any{"namespace": withNamespace}
+		for _, c := range components {
+			values[c.enabled] = map[string]any{"enabled": c == only}
+		}
+		cases[only.enabled+" only"] = testCase{values: values, dirs: []string{only.dir}, keepNamespace: true}
+	}
+
+	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			want := configObjects(t, tc.dirs...)
 			if !tc.keepNamespace {
