@@ -8,13 +8,21 @@ GO ?= go
 # Tools are pinned in hack/tools/go.mod and run with `go tool`; nothing is
 # installed from a moving version query.
 GO_TOOL := $(GO) tool -modfile=hack/tools/go.mod
+# Helm (helm.sh/helm/v3) has a module of its own, hack/helm, so that its
+# Kubernetes libraries do not move the versions of hack/tools.
+HELM_TOOL := $(GO) tool -modfile=hack/helm/go.mod helm
 
 OUTPUT_DIR ?= _output
 BIN_DIR := $(OUTPUT_DIR)/bin
 # Control-plane binaries for the demo, e2e tests and benchmarks (hack/build-control-plane.sh).
 CLUSTER_BIN_DIR := $(OUTPUT_DIR)/cluster/bin
 
-VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo v0.0.0-dev)
+# drasched's release version is the chart's appVersion
+# (charts/drasched/Chart.yaml): the binaries report it, `make images` tags the
+# images with it, and config/ and the chart deploy those tags
+# (hack/images/refs_test.go checks). For a development build, name the
+# commit: `make images VERSION=$$(git describe --tags --always --dirty)`.
+VERSION ?= $(shell sed -n 's/^appVersion: *//p' charts/drasched/Chart.yaml)
 GIT_COMMIT ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 BUILD_DATE ?= $(shell date -u +%Y-%m-%dT%H:%M:%SZ)
 VERSION_PKG := github.com/drasched/drasched/pkg/version
@@ -46,15 +54,57 @@ help: ## Show this help.
 # takes half a minute to find everything up to date on 2 cores.
 SOURCE_DATE := $(shell TZ=UTC0 git log -1 --date=format-local:%Y-%m-%dT%H:%M:%SZ --format=%cd 2>/dev/null)
 
+# `make demo HELM=1`: the Helm chart's demo instead (hack/demo-helm.sh).
+HELM ?=
+DEMO_SCRIPT := $(if $(filter 1,$(HELM)),hack/demo-helm.sh,hack/demo.sh)
+DEMO_DIR := $(OUTPUT_DIR)/$(if $(filter 1,$(HELM)),demo-helm,demo)
+
 .PHONY: demo
-demo: build-control-plane ## Run the main job: local control plane, kwok GPU nodes, drasched scheduling GPU pods (KEEP=1 leaves it up).
+demo: build-control-plane ## Run the main job: local control plane, kwok GPU nodes, drasched scheduling GPU pods (KEEP=1 leaves it up; HELM=1: install the Helm chart and use it).
 	@echo "==> drasched binaries in $(BIN_DIR) (a few minutes when the Go build cache is cold)"
 	@$(MAKE) --no-print-directory commands BUILD_DATE=$(or $(SOURCE_DATE),$(BUILD_DATE))
-	BIN_DIR=$(BIN_DIR) CLUSTER_BIN_DIR=$(CLUSTER_BIN_DIR) DEMO_DIR=$(OUTPUT_DIR)/demo hack/demo.sh
+	BIN_DIR=$(BIN_DIR) CLUSTER_BIN_DIR=$(CLUSTER_BIN_DIR) DEMO_DIR=$(DEMO_DIR) $(DEMO_SCRIPT)
+
+# Images: static binaries (CGO_ENABLED=0) on an empty base, built by
+# hack/images (go-containerregistry, pinned in hack/images/go.mod) without a
+# container engine or a registry. The images, their files and the binaries
+# in them carry the commit's time, so the same commit gives the same image
+# digest; the tarballs are in `docker save` format.
+IMAGES := scheduler gpu-kubelet-plugin
+IMAGE_REPOSITORY ?= ghcr.io/drasched
+IMAGE_ARCH ?= $(shell $(GO) env GOARCH)
+IMAGE_DIR := $(OUTPUT_DIR)/images
+IMAGE_SOURCE := https://github.com/drasched/drasched
+IMAGE_CREATED = $(or $(SOURCE_DATE),1970-01-01T00:00:00Z)
+IMAGE_REVISION = $(shell git rev-parse HEAD 2>/dev/null)
+
+.PHONY: images
+images: ## Build the image tarballs $(IMAGE_DIR)/<name>-$(VERSION).tar without a container engine (VERSION=, IMAGE_ARCH=, IMAGE_REPOSITORY=).
+	@$(MAKE) --no-print-directory image-binaries BUILD_DATE=$(IMAGE_CREATED)
+	$(GO) build -C hack/images -o $(CURDIR)/$(IMAGE_DIR)/bin/images .
+	@for img in $(IMAGES); do \
+		$(IMAGE_DIR)/bin/images --name=$$img --binary=$(IMAGE_DIR)/bin/linux_$(IMAGE_ARCH)/$$img \
+			--repository=$(IMAGE_REPOSITORY) --version=$(VERSION) --revision=$(IMAGE_REVISION) \
+			--source=$(IMAGE_SOURCE) --arch=$(IMAGE_ARCH) --created=$(IMAGE_CREATED) \
+			--output=$(IMAGE_DIR)/$$img-$(VERSION).tar; \
+	done
+
+.PHONY: image-binaries
+image-binaries:
+	@mkdir -p $(IMAGE_DIR)/bin/linux_$(IMAGE_ARCH)
+	@for img in $(IMAGES); do \
+		echo "CGO_ENABLED=0 GOOS=linux GOARCH=$(IMAGE_ARCH) go build -trimpath -o $(IMAGE_DIR)/bin/linux_$(IMAGE_ARCH)/$$img ./cmd/$$img"; \
+		CGO_ENABLED=0 GOOS=linux GOARCH=$(IMAGE_ARCH) $(GO) build -trimpath -ldflags "-s -w $(LDFLAGS)" \
+			-o $(IMAGE_DIR)/bin/linux_$(IMAGE_ARCH)/$$img ./cmd/$$img; \
+	done
+
+.PHONY: image-refs
+image-refs: ## Print the images that `make images` builds: <repository>/<name>:<version>.
+	@echo $(foreach img,$(IMAGES),$(IMAGE_REPOSITORY)/$(img):$(VERSION))
 
 .PHONY: demo-down
-demo-down: ## Tear down the cluster that KEEP=1 make demo left up.
-	BIN_DIR=$(BIN_DIR) CLUSTER_BIN_DIR=$(CLUSTER_BIN_DIR) DEMO_DIR=$(OUTPUT_DIR)/demo hack/demo.sh down
+demo-down: ## Tear down the cluster that KEEP=1 make demo left up (HELM=1: that of make demo HELM=1).
+	BIN_DIR=$(BIN_DIR) CLUSTER_BIN_DIR=$(CLUSTER_BIN_DIR) DEMO_DIR=$(DEMO_DIR) $(DEMO_SCRIPT) down
 
 .PHONY: build-control-plane
 build-control-plane: ## Build etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, kwok, kwokctl (rebuilt when versions change).
@@ -76,9 +126,28 @@ commands: ## Build only the binaries under cmd/ into $(BIN_DIR).
 test: ## Run all tests: unit, differential, integration, fault injection, race and upstream conformance.
 	$(GO) test ./...
 	cd bench/cmd/report && $(GO) test ./...
+	$(MAKE) test-images
+	$(MAKE) test-chart
 	$(MAKE) test-faults
 	$(MAKE) test-race
 	$(MAKE) conformance
+
+.PHONY: test-images
+test-images: ## Test the image builder (hack/images) and that config/ deploys the images `make images` builds.
+	cd hack/images && $(GO) test -count=1 ./...
+
+# helm template needs a Kubernetes version: Helm's default (1.20) is older
+# than the chart's kubeVersion.
+CHART := charts/drasched
+CHART_KUBE_VERSION := $(K8S_VERSION)
+
+.PHONY: test-chart
+test-chart: ## Lint and render the Helm chart, and check that it renders what config/ holds (hack/helm).
+	$(HELM_TOOL) lint --strict --kube-version $(CHART_KUBE_VERSION) $(CHART)
+	$(HELM_TOOL) template drasched $(CHART) --namespace drasched-system --kube-version $(CHART_KUBE_VERSION) >/dev/null
+	$(HELM_TOOL) template drasched $(CHART) --namespace drasched-system --kube-version $(CHART_KUBE_VERSION) \
+		--set namespace.create=true --set scheduler.featureGates.GenericWorkload=true --set gpuDriver.backend=sysfs >/dev/null
+	cd hack/helm && $(GO) test -count=1 ./...
 
 .PHONY: test-integration
 test-integration: ## Run the integration tests: in-process kube-apiserver, etcd, claim controller and scheduler.
@@ -144,11 +213,15 @@ vet: ## Run go vet.
 	$(GO) vet -tags schedulerperf ./bench/schedulerperf
 	$(GO) vet -tags faults ./test/faults/...
 	cd bench/cmd/report && $(GO) vet ./...
+	cd hack/images && $(GO) vet ./...
+	cd hack/helm && $(GO) vet ./...
 
 .PHONY: lint
 lint: ## Run golangci-lint (pinned in hack/tools/go.mod).
 	$(GO_TOOL) golangci-lint run ./...
 	cd bench/cmd/report && $(GO) tool -modfile=../../../hack/tools/go.mod golangci-lint run ./...
+	cd hack/images && $(GO) tool -modfile=../tools/go.mod golangci-lint run ./...
+	cd hack/helm && $(GO) tool -modfile=../tools/go.mod golangci-lint run ./...
 
 .PHONY: update-codegen
 update-codegen: ## Regenerate deepcopy/conversion/defaults of apis/config and config/scheduler/configmap.yaml.

@@ -433,7 +433,7 @@ func TestScripts(t *testing.T) {
 	if err != nil {
 		t.Skip("no bash")
 	}
-	for _, script := range []string{"demo.sh", "build-control-plane.sh", "bench-kwok.sh", "lib/processes.sh"} {
+	for _, script := range []string{"demo.sh", "demo-helm.sh", "build-control-plane.sh", "bench-kwok.sh", "lib/processes.sh"} {
 		out, err := exec.Command(bash, "-n", filepath.Join(repoRoot, "hack", script)).CombinedOutput()
 		if err != nil {
 			t.Errorf("bash -n hack/%s: %v\n%s", script, err, out)

@@ -1,0 +1,378 @@
+// Package helm_test checks the chart charts/drasched against config/: with
+// its default values the chart renders the objects of config/scheduler and
+// config/gpu-driver, compared as objects (not as text), so that the two stay
+// one source. `make test-chart` runs these tests after `helm lint` and
+// `helm template`.
+//
+// The tests live in hack/helm, the module that pins Helm (go.mod's tool
+// directive), so that Helm's dependencies stay out of drasched's module.
+package helm_test
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"helm.sh/helm/v3/pkg/action"
+	"helm.sh/helm/v3/pkg/chart/loader"
+	"helm.sh/helm/v3/pkg/chartutil"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/yaml"
+)
+
+const (
+	repoRoot  = "../.."
+	chartDir  = repoRoot + "/charts/drasched"
+	namespace = "drasched-system"
+	// kubeVersion is the Kubernetes release drasched is built on; Helm's
+	// default (1.20) is older than the chart's kubeVersion.
+	kubeVersion = "v1.37.1"
+)
+
+// components are the chart's components: the value that enables each and
+// the config/ directory (a kustomization) it renders. A new component is a
+// new line here, a block of values with `enabled` and its templates.
+var components = []struct {
+	enabled string // top-level key in values.yaml
+	dir     string
+}{
+	{enabled: "scheduler", dir: repoRoot + "/config/scheduler"},
+	{enabled: "gpuDriver", dir: repoRoot + "/config/gpu-driver"},
+}
+
+// helmOnly are the labels (metadata only) and pod template annotations the
+// chart adds to what config/ has.
+var (
+	helmOnlyLabels      = []string{"app.kubernetes.io/instance", "app.kubernetes.io/managed-by", "helm.sh/chart"}
+	helmOnlyAnnotations = []string{"checksum/config"}
+)
+
+// strict decodes every built-in kind and fails on unknown or duplicate
+// fields, as config/*_test.go do.
+var strict = serializer.NewCodecFactory(scheme.Scheme, serializer.EnableStrict).UniversalDeserializer()
+
+// render is `helm template drasched charts/drasched -n drasched-system
+// --kube-version v1.37.1` with values.
+func render(t *testing.T, values map[string]any) (string, error) {
+	t.Helper()
+	chrt, err := loader.Load(chartDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv, err := chartutil.ParseKubeVersion(kubeVersion)
+	if err != nil {
+		t.Fatal(err)
+	}
+	install := action.NewInstall(&action.Configuration{Log: func(string, ...any) {}})
+	install.ClientOnly = true
+	install.DryRun = true
+	install.Replace = true
+	install.ReleaseName = "drasched"
+	install.Namespace = namespace
+	install.KubeVersion = kv
+	rel, err := install.Run(chrt, values)
+	if err != nil {
+		return "", err
+	}
+	return rel.Manifest, nil
+}
+
+// objects decodes a multi-document YAML stream into normalized objects keyed
+// by kind, namespace and name. Documents with only comments are skipped.
+func objects(t *testing.T, what string, data []byte, into map[string]map[string]any) {
+	t.Helper()
+	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
+	for {
+		doc, err := r.Read()
+		if errors.Is(err, io.EOF) {
+			return
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		var probe map[string]any
+		if err := yaml.Unmarshal(doc, &probe); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		if probe == nil {
+			continue
+		}
+		obj, gvk, err := strict.Decode(doc, nil, nil)
+		if err != nil {
+			t.Fatalf("%s: %v\n%s", what, err, doc)
+		}
+		u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+		if err != nil {
+			t.Fatal(err)
+		}
+		u["apiVersion"], u["kind"] = gvk.GroupVersion().String(), gvk.Kind
+		normalize(t, u)
+		meta := u["metadata"].(map[string]any)
+		key := fmt.Sprintf("%s %v/%v", gvk.Kind, meta["namespace"], meta["name"])
+		if prev, ok := into[key]; ok {
+			// The Namespace is in both of config/'s directories.
+			if diff := cmp.Diff(prev, u); diff != "" {
+				t.Fatalf("%s: %s twice, different (-first +second):\n%s", what, key, diff)
+			}
+		}
+		into[key] = u
+	}
+}
+
+// normalize removes what the chart adds (Helm's labels, the configuration
+// checksum) and parses configuration files in ConfigMaps, so that comments
+// and key order do not count.
+func normalize(t *testing.T, u map[string]any) {
+	t.Helper()
+	deleteKeys(u, helmOnlyLabels, "metadata", "labels")
+	deleteKeys(u, helmOnlyAnnotations, "spec", "template", "metadata", "annotations")
+	if u["kind"] == "ConfigMap" {
+		data, _ := u["data"].(map[string]any)
+		for k, v := range data {
+			if !strings.HasSuffix(k, ".yaml") {
+				continue
+			}
+			var parsed any
+			if err := yaml.Unmarshal([]byte(v.(string)), &parsed); err != nil {
+				t.Fatalf("ConfigMap key %s: %v", k, err)
+			}
+			data[k] = parsed
+		}
+	}
+}
+
+// deleteKeys deletes keys from the map at path and the map itself if that
+// leaves it empty.
+func deleteKeys(u map[string]any, keys []string, path ...string) {
+	parent := u
+	for _, p := range path[:len(path)-1] {
+		next, ok := parent[p].(map[string]any)
+		if !ok {
+			return
+		}
+		parent = next
+	}
+	last := path[len(path)-1]
+	m, ok := parent[last].(map[string]any)
+	if !ok {
+		return
+	}
+	for _, k := range keys {
+		delete(m, k)
+	}
+	if len(m) == 0 {
+		delete(parent, last)
+	}
+}
+
+// configObjects returns the objects of the kustomization directories.
+func configObjects(t *testing.T, dirs ...string) map[string]map[string]any {
+	t.Helper()
+	objs := map[string]map[string]any{}
+	for _, dir := range dirs {
+		data, err := os.ReadFile(filepath.Join(dir, "kustomization.yaml"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var k struct {
+			Resources []string `json:"resources"`
+		}
+		if err := yaml.Unmarshal(data, &k); err != nil {
+			t.Fatal(err)
+		}
+		for _, res := range k.Resources {
+			p := filepath.Join(dir, res)
+			data, err := os.ReadFile(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			objects(t, p, data, objs)
+		}
+	}
+	return objs
+}
+
+func chartObjects(t *testing.T, values map[string]any) map[string]map[string]any {
+	t.Helper()
+	manifest, err := render(t, values)
+	if err != nil {
+		t.Fatalf("render the chart: %v", err)
+	}
+	objs := map[string]map[string]any{}
+	objects(t, "chart", []byte(manifest), objs)
+	return objs
+}
+
+func withoutNamespace(objs map[string]map[string]any) map[string]map[string]any {
+	out := maps.Clone(objs)
+	delete(out, "Namespace <nil>/"+namespace)
+	return out
+}
+
+// TestChartRendersConfig is the "one source" check: each component of the
+// chart, with default values, renders exactly what its config/ directory
+// holds. When it fails after a change to config/, make the same change to
+// the template of the object it names (charts/drasched/templates), or the
+// other way round.
+func TestChartRendersConfig(t *testing.T) {
+	type testCase struct {
+		values map[string]any
+		dirs   []string
+		// The Namespace is left to `helm install` unless namespace.create.
+		keepNamespace bool
+	}
+	var all []string
+	for _, c := range components {
+		all = append(all, c.dir)
+	}
+	withNamespace := map[string]any{"create": true}
+	cases := map[string]testCase{
+		"defaults":         {values: nil, dirs: all},
+		"namespace.create": {values: map[string]any{"namespace": withNamespace}, dirs: all, keepNamespace: true},
+	}
+	// Each component alone.
+	for _, only := range components {
+		values := map[string]any{"namespace": withNamespace}
+		for _, c := range components {
+			values[c.enabled] = map[string]any{"enabled": c == only}
+		}
+		cases[only.enabled+" only"] = testCase{values: values, dirs: []string{only.dir}, keepNamespace: true}
+	}
+
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			want := configObjects(t, tc.dirs...)
+			if !tc.keepNamespace {
+				want = withoutNamespace(want)
+			}
+			got := chartObjects(t, tc.values)
+			if diff := cmp.Diff(slices.Sorted(maps.Keys(want)), slices.Sorted(maps.Keys(got))); diff != "" {
+				t.Errorf("objects of config/ (-) and of the chart (+):\n%s", diff)
+			}
+			for key, w := range want {
+				if g, ok := got[key]; ok {
+					if diff := cmp.Diff(w, g); diff != "" {
+						t.Errorf("%s: config/ (-) and the chart (+) differ:\n%s", key, diff)
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestChartValues checks that the documented values reach the objects.
+func TestChartValues(t *testing.T) {
+	values := map[string]any{}
+	if err := yaml.Unmarshal([]byte(`
+commonLabels: {team: gpu}
+scheduler:
+  schedulerName: gpu-scheduler
+  image: {repository: registry.example.com/drasched/scheduler, tag: dev, pullPolicy: Always}
+  replicas: 3
+  logLevel: 4
+  featureGates: {GenericWorkload: true, DRAWorkloadResourceClaims: true}
+  structuredDRAArgs: {allocation: {policy: BestFit}}
+  resources: {requests: {cpu: 500m}}
+  podDisruptionBudget: {enabled: false}
+gpuDriver:
+  backend: sysfs
+  logLevel: 5
+  image: {tag: v9.9.9}
+  runtimeClassName: ""
+  deviceClasses: {enabled: false}
+  ownNodeSlicesPolicy: {enabled: false}
+`), &values); err != nil {
+		t.Fatal(err)
+	}
+	manifest, err := render(t, values)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"team: gpu",
+		"- schedulerName: gpu-scheduler",
+		"image: registry.example.com/drasched/scheduler:dev",
+		"imagePullPolicy: Always",
+		"replicas: 3",
+		"- --v=4",
+		"- --feature-gates=DRAWorkloadResourceClaims=true,GenericWorkload=true",
+		"policy: BestFit",
+		"cpu: 500m",
+		"- --backend=sysfs",
+		"- --v=5",
+		"image: ghcr.io/drasched/gpu-kubelet-plugin:v9.9.9",
+	} {
+		if !strings.Contains(manifest, want) {
+			t.Errorf("rendered chart lacks %q", want)
+		}
+	}
+	for _, absent := range []string{"kind: PodDisruptionBudget", "kind: DeviceClass", "kind: ValidatingAdmissionPolicy", "runtimeClassName:"} {
+		if strings.Contains(manifest, absent) {
+			t.Errorf("rendered chart has %q", absent)
+		}
+	}
+	// What the values change is still a valid object of its kind.
+	objects(t, "chart", []byte(manifest), map[string]map[string]any{})
+}
+
+// TestChartRefuses checks the values the chart refuses to render: by its
+// templates (fail) or by values.schema.json.
+func TestChartRefuses(t *testing.T) {
+	for name, tc := range map[string]struct {
+		values map[string]any
+		want   string
+	}{
+		"default-scheduler": {
+			values: map[string]any{"scheduler": map[string]any{"schedulerName": "default-scheduler"}},
+			want:   "must not be default-scheduler",
+		},
+		"replicas without leader election": {
+			values: map[string]any{"scheduler": map[string]any{"leaderElection": map[string]any{"enabled": false}}},
+			want:   "needs scheduler.leaderElection.enabled",
+		},
+		// values.schema.json
+		"unknown value": {
+			values: map[string]any{"scheduler": map[string]any{"replica": 3}},
+			want:   "additional properties 'replica' not allowed",
+		},
+		"replicas not a number": {
+			values: map[string]any{"scheduler": map[string]any{"replicas": "two"}},
+			want:   "/scheduler/replicas",
+		},
+		"unknown backend": {
+			values: map[string]any{"gpuDriver": map[string]any{"backend": "nvml"}},
+			want:   "/gpuDriver/backend",
+		},
+		"unknown StructuredDRAArgs field": {
+			values: map[string]any{"scheduler": map[string]any{"structuredDRAArgs": map[string]any{"filterTimout": "5s"}}},
+			want:   "additional properties 'filterTimout' not allowed",
+		},
+		"unknown allocation policy": {
+			values: map[string]any{"scheduler": map[string]any{"structuredDRAArgs": map[string]any{"allocation": map[string]any{"policy": "Random"}}}},
+			want:   "/scheduler/structuredDRAArgs/allocation/policy",
+		},
+		"malformed duration": {
+			values: map[string]any{"scheduler": map[string]any{"structuredDRAArgs": map[string]any{"filterTimeout": "ten seconds"}}},
+			want:   "/scheduler/structuredDRAArgs/filterTimeout",
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := render(t, tc.values)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error %v, want one with %q", err, tc.want)
+			}
+		})
+	}
+}
