@@ -118,7 +118,7 @@ func TestDashboard(t *testing.T) {
 	if err := buildScheduler(); err != nil {
 		t.Fatal(err)
 	}
-	data, err := os.ReadFile("../../config/dashboards/drasched.json")
+	data, err := os.ReadFile("../../charts/drasched/dashboards/drasched.json")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -50,6 +50,7 @@ var components = []struct {
 }{
 	{enabled: "scheduler", dir: repoRoot + "/config/scheduler"},
 	{enabled: "gpuDriver", dir: repoRoot + "/config/gpu-driver"},
+	{enabled: "admission", dir: repoRoot + "/config/admission"},
 }
 
 // helmOnly are the labels (metadata only) and pod template annotations the
@@ -258,6 +259,11 @@ func TestChartRendersConfig(t *testing.T) {
 				want = withoutNamespace(want)
 			}
 			got := chartObjects(t, tc.values)
+			if _, ok := want["Namespace <nil>/"+namespace]; !ok && tc.keepNamespace {
+				// A component of cluster-scoped objects only (admission):
+				// namespace.create still renders the namespace.
+				got = withoutNamespace(got)
+			}
 			if diff := cmp.Diff(slices.Sorted(maps.Keys(want)), slices.Sorted(maps.Keys(got))); diff != "" {
 				t.Errorf("objects of config/ (-) and of the chart (+):\n%s", diff)
 			}
@@ -293,6 +299,11 @@ gpuDriver:
   runtimeClassName: ""
   deviceClasses: {enabled: false}
   ownNodeSlicesPolicy: {enabled: false}
+  migMonitor: true
+admission:
+  extendedResourceNames: [nvidia.com/gpu]
+dashboards:
+  enabled: true
 `), &values); err != nil {
 		t.Fatal(err)
 	}
@@ -313,6 +324,12 @@ gpuDriver:
 		"- --backend=sysfs",
 		"- --v=5",
 		"image: ghcr.io/drasched/gpu-kubelet-plugin:v9.9.9",
+		"privileged: true",
+		"value: all", // NVIDIA_MIG_MONITOR_DEVICES
+		`"gpu-scheduler"`,
+		`["nvidia.com/gpu"]`,
+		"grafana_dashboard: \"1\"",
+		`"title": "drasched`,
 	} {
 		if !strings.Contains(manifest, want) {
 			t.Errorf("rendered chart lacks %q", want)
