@@ -153,6 +153,27 @@ pod_bound() {
   [[ -n "$(kubectl get pod "$1" -o jsonpath='{.spec.nodeName}')" ]]
 }
 
+# gpu_pod prints the demo's GPU pod, which names no scheduler.
+gpu_pod() {
+  cat <<EOF
+apiVersion: v1
+kind: Pod
+metadata: {name: one-gpu}
+spec:
+  resourceClaims: [{name: gpu, resourceClaimTemplateName: one-gpu}]
+  containers:
+  - name: app
+    image: registry.example.com/app:1
+    resources: {claims: [{name: gpu}]}
+EOF
+}
+
+# routing_in_force: the API server applies the chart's routing policy
+# (admission policies take effect asynchronously after they are created).
+routing_in_force() {
+  [[ "$(gpu_pod | kubectl create --dry-run=server -o jsonpath='{.spec.schedulerName}' -f -)" == drasched ]]
+}
+
 up() {
   local b
   for b in "${bin_dir}/scheduler" "${bin_dir}/gpu-kubelet-plugin" "${cluster_bin}/kwokctl" "${cluster_bin}/kubectl"; do
@@ -258,7 +279,7 @@ EOF
     return 1
   fi
 
-  step "a GPU pod with schedulerName: drasched"
+  step "a GPU pod that names no scheduler: the chart's MutatingAdmissionPolicy routes it to drasched"
   kubectl apply -f - <<EOF
 apiVersion: resource.k8s.io/v1
 kind: ResourceClaimTemplate
@@ -269,18 +290,10 @@ spec:
       requests:
       - name: gpu
         exactly: {deviceClassName: gpu.drasched.dev}
----
-apiVersion: v1
-kind: Pod
-metadata: {name: one-gpu}
-spec:
-  schedulerName: drasched
-  resourceClaims: [{name: gpu, resourceClaimTemplateName: one-gpu}]
-  containers:
-  - name: app
-    image: registry.example.com/app:1
-    resources: {claims: [{name: gpu}]}
 EOF
+  run_watching wait_for "the routing policy in force" 60 routing_in_force
+  gpu_pod | kubectl create -f -
+  echo "spec.schedulerName: $(kubectl get pod one-gpu -o jsonpath='{.spec.schedulerName}')"
   run_watching wait_for "pod one-gpu to be bound" 60 pod_bound one-gpu
   kubectl get pods -o wide
   kubectl get resourceclaims -o custom-columns='CLAIM:.metadata.name,NODE:.status.allocation.nodeSelector.nodeSelectorTerms[0].matchFields[0].values[0],DEVICES:.status.allocation.devices.results[*].device,RESERVED FOR:.status.reservedFor[*].name'
