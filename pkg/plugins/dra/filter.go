@@ -228,27 +228,12 @@ func classFailures(claims []*resourceapi.ResourceClaim, failures []allocator.Fai
 			if f.Claim != "" && f.Claim != klog.KObj(claim).String() {
 				continue
 			}
-			for _, class := range requestedClasses(claim) {
+			for _, class := range requestClasses(claim) {
 				out = append(out, classFailure{class: class, reason: f.Reason})
 			}
 		}
 	}
 	return out
-}
-
-// requestedClasses are the DeviceClasses that the claim's requests and
-// their alternatives name.
-func requestedClasses(claim *resourceapi.ResourceClaim) []string {
-	var classes []string
-	for _, request := range claim.Spec.Devices.Requests {
-		if request.Exactly != nil {
-			classes = append(classes, request.Exactly.DeviceClassName)
-		}
-		for _, sub := range request.FirstAvailable {
-			classes = append(classes, sub.DeviceClassName)
-		}
-	}
-	return classes
 }
 
 func (pl *Plugin) bindingConditions() bool {
