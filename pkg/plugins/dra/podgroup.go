@@ -264,8 +264,7 @@ func (pl *Plugin) releaseGroupClaims(ctx context.Context, g *groupState, pod *v1
 			s.results.mutex.Unlock()
 			for _, i := range unavailable {
 				claim := s.claims[i]
-				reserved := claim.Status.ReservedFor
-				if claim.Status.Allocation == nil || len(reserved) > 1 || len(reserved) == 1 && reserved[0].UID != group.UID {
+				if !freeable(claim, group.UID) {
 					continue
 				}
 				if err := pl.deallocate(ctx, claim); err != nil {

@@ -6,6 +6,8 @@ import (
 	"fmt"
 
 	v1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
@@ -73,9 +75,7 @@ func (pl *Plugin) freeUnavailable(ctx context.Context, s *stateData, pod *v1.Pod
 	// Lowest index first: deterministic, and no better heuristic exists.
 	for _, i := range candidates {
 		claim := s.claims[i]
-		reserved := claim.Status.ReservedFor
-		if claim.Status.Allocation == nil || len(reserved) > 1 || len(reserved) == 1 && reserved[0].UID != pod.UID {
-			// Not written yet (shared in a pod group cycle), or in use.
+		if !freeable(claim, pod.UID) {
 			continue
 		}
 		logger.V(5).Info("Deallocating ResourceClaim", "pod", klog.KObj(pod), "claim", klog.KObj(claim))
@@ -85,4 +85,12 @@ func (pl *Plugin) freeUnavailable(ctx context.Context, s *stateData, pod *v1.Pod
 		return true, fwk.NewStatus(fwk.Unschedulable, "deallocation of ResourceClaim completed")
 	}
 	return false, nil
+}
+
+// freeable: the claim is allocated (not only in flight for a pod group
+// cycle) and held by nobody but the consumer, so deallocating it takes
+// devices from no one else.
+func freeable(claim *resourceapi.ResourceClaim, consumer types.UID) bool {
+	reserved := claim.Status.ReservedFor
+	return claim.Status.Allocation != nil && (len(reserved) == 0 || len(reserved) == 1 && reserved[0].UID == consumer)
 }
