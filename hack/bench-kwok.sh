@@ -122,25 +122,19 @@ gang_feature_gates=GenericWorkload=true
 gang_runtime_config=scheduling.k8s.io/v1beta1=true
 # shellcheck source=hack/lib/processes.sh
 source hack/lib/processes.sh
+# shellcheck source=hack/lib/kwok.sh
+source hack/lib/kwok.sh
 
 start=${SECONDS}
 log() {
 	printf 'kwok: %s  (%ds)\n' "$1" "$((SECONDS - start))" >&2
 }
 
-kwokctl() {
-	"${cluster_bin}/kwokctl" "$@"
-}
 
 cluster_name() {
 	echo "drasched-bench-$1"
 }
 
-cluster_exists() {
-	local clusters
-	clusters=$(kwokctl get clusters 2>/dev/null) || return 1
-	grep -qxF "$1" <<<"${clusters}"
-}
 
 teardown() {
 	local s

@@ -44,6 +44,8 @@ declare -A binaries=(
   [gpu-kubelet-plugin]=${bin_dir}/gpu-kubelet-plugin
 )
 source hack/lib/processes.sh
+# shellcheck source=hack/lib/kwok.sh
+source hack/lib/kwok.sh
 
 start=${SECONDS}
 step() {
@@ -52,26 +54,17 @@ step() {
 kubectl() {
   "${cluster_bin}/kubectl" --kubeconfig "${kubeconfig}" "$@"
 }
-kwokctl() {
-  "${cluster_bin}/kwokctl" "$@"
-}
 helm() {
   go tool -modfile="${root}/hack/helm/go.mod" helm --kubeconfig "${kubeconfig}" "$@"
 }
 
-cluster_exists() {
-  local clusters
-  [[ -x "${cluster_bin}/kwokctl" ]] || return 1
-  clusters=$(kwokctl get clusters 2>/dev/null) || return 1
-  grep -qxF "${cluster}" <<<"${clusters}"
-}
 
 teardown() {
   local name
   for name in "${!binaries[@]}"; do
     stop_process "${name}" "${binaries[${name}]}"
   done
-  if cluster_exists; then
+  if cluster_exists "${cluster}"; then
     kwokctl delete cluster --name "${cluster}"
   fi
   if [[ -f "${run_dir}/plugin-dir" ]]; then
@@ -96,7 +89,7 @@ on_exit() {
       fi
     done
   fi
-  if [[ "${KEEP}" == 1 ]] && cluster_exists; then
+  if [[ "${KEEP}" == 1 ]] && cluster_exists "${cluster}"; then
     cat <<EOF
 
 The cluster stays up (KEEP=1). From ${root}:
@@ -183,7 +176,7 @@ up() {
     }
   done
   mkdir -p "${run_dir}" "${log_dir}"
-  if cluster_exists || [[ -n "$(ls -A "${run_dir}")" ]]; then
+  if cluster_exists "${cluster}" || [[ -n "$(ls -A "${run_dir}")" ]]; then
     echo "==> removing what an earlier run left"
     teardown
   fi

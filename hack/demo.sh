@@ -68,9 +68,6 @@ kubectl() {
   "${cluster_bin}/kubectl" --kubeconfig "${kubeconfig}" "$@"
 }
 
-kwokctl() {
-  "${cluster_bin}/kwokctl" "$@"
-}
 
 # The processes the demo runs besides the cluster, by name.
 declare -A binaries=(
@@ -82,22 +79,16 @@ declare -A binaries=(
 # run_dir, log_dir, root and binaries.
 # shellcheck source=hack/lib/processes.sh
 source hack/lib/processes.sh
+# shellcheck source=hack/lib/kwok.sh
+source hack/lib/kwok.sh
 
-cluster_exists() {
-  local clusters
-  [[ -x "${cluster_bin}/kwokctl" ]] || return 1
-  # Not a pipe into grep -q: with pipefail, kwokctl dying of SIGPIPE after
-  # an early match would read as "no cluster".
-  clusters=$(kwokctl get clusters 2>/dev/null) || return 1
-  grep -qxF "${cluster}" <<<"${clusters}"
-}
 
 teardown() {
   local name
   for name in "${!binaries[@]}"; do
     stop_process "${name}" "${binaries[${name}]}"
   done
-  if cluster_exists; then
+  if cluster_exists "${cluster}"; then
     kwokctl delete cluster --name "${cluster}"
   fi
   if [[ -f "${run_dir}/plugin-dir" ]]; then
@@ -146,7 +137,7 @@ on_exit() {
     echo "demo failed (exit ${rc})" >&2
     show_logs >&2
   fi
-  if [[ "${KEEP}" == 1 ]] && cluster_exists; then
+  if [[ "${KEEP}" == 1 ]] && cluster_exists "${cluster}"; then
     print_usage
   else
     step "tearing down"
@@ -173,7 +164,7 @@ check_binaries() {
 up() {
   check_binaries
   mkdir -p "${run_dir}" "${log_dir}" "$(dirname "${demo}")"
-  if cluster_exists || [[ -n "$(ls -A "${run_dir}")" ]]; then
+  if cluster_exists "${cluster}" || [[ -n "$(ls -A "${run_dir}")" ]]; then
     echo "==> removing what an earlier run left"
     teardown
   fi
