@@ -259,10 +259,7 @@ func (pl *Plugin) releaseGroupClaims(ctx context.Context, g *groupState, pod *v1
 	// An unusable claim held by nobody or by the group alone: deallocate.
 	if g != nil {
 		for _, s := range g.pods {
-			s.results.mutex.Lock()
-			unavailable := sets.List(s.results.unavailable)
-			s.results.mutex.Unlock()
-			for _, i := range unavailable {
+			for _, i := range s.results.unavailableClaims() {
 				claim := s.claims[i]
 				if !freeable(claim, group.UID) {
 					continue

@@ -8,7 +8,6 @@ import (
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
@@ -68,12 +67,8 @@ func (pl *Plugin) freeUnavailable(ctx context.Context, s *stateData, pod *v1.Pod
 	if status := pl.postFilterExtended(ctx, s, pod); status != nil {
 		return true, status
 	}
-	s.results.mutex.Lock()
-	candidates := sets.List(s.results.unavailable)
-	s.results.mutex.Unlock()
-
 	// Lowest index first: deterministic, and no better heuristic exists.
-	for _, i := range candidates {
+	for _, i := range s.results.unavailableClaims() {
 		claim := s.claims[i]
 		if !freeable(claim, pod.UID) {
 			continue

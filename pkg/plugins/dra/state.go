@@ -159,6 +159,14 @@ func (r *filterResults) store(node string, results []resourceapi.AllocationResul
 	r.allocations[node] = results
 }
 
+// unavailableClaims returns the indices of the allocated claims that some
+// node could not use, lowest first.
+func (r *filterResults) unavailableClaims() []int {
+	r.mutex.Lock()
+	defer r.mutex.Unlock()
+	return sets.List(r.unavailable)
+}
+
 // allocation returns what Filter found on the node.
 func (r *filterResults) allocation(node string) ([]resourceapi.AllocationResult, bool) {
 	r.mutex.Lock()
