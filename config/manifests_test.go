@@ -37,21 +37,7 @@ func TestManifests(t *testing.T) {
 		"examples/shared-claim.yaml":            {"ResourceClaim shared-gpu", "Pod shared-gpu-a", "Pod shared-gpu-b"},
 		"admission/routing.yaml":                {"MutatingAdmissionPolicy drasched-routing", "MutatingAdmissionPolicyBinding drasched-routing"},
 	}
-	got := map[string][]string{}
-	for _, dir := range manifestDirs {
-		for _, path := range manifestFiles(t, dir) {
-			for _, obj := range decodeFile(t, path) {
-				name := kindAndName(t, obj)
-				got[path] = append(got[path], name)
-				if errs := validate(t, obj); len(errs) > 0 {
-					t.Errorf("%s: %s: %v", path, name, errs.ToAggregate())
-				}
-			}
-		}
-	}
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("objects per file (-want +got):\n%s", diff)
-	}
+	checkObjectsPerFile(t, want, manifestDirs...)
 }
 
 // TestKustomizations: each kustomization.yaml lists exactly the manifests
@@ -102,8 +88,16 @@ func TestExampleSteps(t *testing.T) {
 			"Pod pretrain-0", "Pod pretrain-1", "Pod pretrain-2", "Pod pretrain-3", "Pod pretrain-4",
 		},
 	}
+	checkObjectsPerFile(t, want, "examples/preemption", "examples/gang")
+}
+
+// checkObjectsPerFile decodes every manifest of the directories strictly,
+// runs the API server's validation on each object, and compares the
+// objects (kind and name) of each file with want.
+func checkObjectsPerFile(t *testing.T, want map[string][]string, dirs ...string) {
+	t.Helper()
 	got := map[string][]string{}
-	for _, dir := range []string{"examples/preemption", "examples/gang"} {
+	for _, dir := range dirs {
 		for _, path := range manifestFiles(t, dir) {
 			for _, obj := range decodeFile(t, path) {
 				name := kindAndName(t, obj)
