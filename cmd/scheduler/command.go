@@ -48,10 +48,11 @@ import (
 func newCommand(extra ...app.Option) *cobra.Command {
 	opts := options.NewOptions()
 	fence := leaderfence.New(leaderfence.DefaultMargin)
-	registry := append([]app.Option{
-		app.WithPlugin(dra.Name, dra.Factory(dra.ProcessOptions{Fence: fence})),
-		app.WithPlugin(dra.PreemptionName, dra.NewPreemption),
-	}, extra...)
+	var registry []app.Option
+	for name, factory := range dra.Registry(dra.ProcessOptions{Fence: fence}) {
+		registry = append(registry, app.WithPlugin(name, factory))
+	}
+	registry = append(registry, extra...)
 
 	cmd := &cobra.Command{
 		Use:   "drasched",

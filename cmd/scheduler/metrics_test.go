@@ -17,7 +17,6 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/kubernetes/cmd/kube-scheduler/app/options"
 	"k8s.io/kubernetes/pkg/scheduler"
-	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 
 	"github.com/drasched/drasched/pkg/plugins/dra"
 )
@@ -39,10 +38,7 @@ var buildScheduler = sync.OnceValue(func() error {
 	_, err = scheduler.New(ctx, client, factory, nil,
 		func(string) events.EventRecorderLogger { return events.NewFakeRecorder(100) },
 		scheduler.WithProfiles(cfg.Profiles...),
-		scheduler.WithFrameworkOutOfTreeRegistry(frameworkruntime.Registry{
-			dra.Name:           dra.New,
-			dra.PreemptionName: dra.NewPreemption,
-		}),
+		scheduler.WithFrameworkOutOfTreeRegistry(dra.Registry(dra.ProcessOptions{})),
 	)
 	return err
 })

@@ -130,6 +130,18 @@ func Factory(opts ProcessOptions) frameworkruntime.PluginFactory {
 	}
 }
 
+// Registry is the plugins that drasched adds to kube-scheduler's, by name:
+// StructuredDRA with the process options, and StructuredDRAPreemption. It
+// is the one list of them: cmd/scheduler registers it, and the tests and
+// benchmarks that build a scheduler of the shipped profile use it, so a
+// plugin the profile enables is never missing there.
+func Registry(opts ProcessOptions) frameworkruntime.Registry {
+	return frameworkruntime.Registry{
+		Name:           Factory(opts),
+		PreemptionName: NewPreemption,
+	}
+}
+
 // New builds the plugin from its StructuredDRAArgs, for a scheduler without
 // leader election.
 func New(ctx context.Context, obj runtime.Object, fh fwk.Handle) (fwk.Plugin, error) {

@@ -38,7 +38,7 @@ func DraschedConfiguration() (*config.KubeSchedulerConfiguration, frameworkrunti
 		return nil, nil, fmt.Errorf("the shipped scheduler configuration must have exactly the profile %s", SchedulerName)
 	}
 	cfg.LeaderElection.LeaderElect = false
-	return &cfg, frameworkruntime.Registry{dra.Name: dra.New, dra.PreemptionName: dra.NewPreemption}, nil
+	return &cfg, dra.Registry(dra.ProcessOptions{}), nil
 }
 
 // RepoFile is the path of a file of the repository, such as
