@@ -10,7 +10,10 @@
 # Usage: hack/bench-scheduler-perf.sh [benchmark flags]
 #   QUICK=1        only the quick cases (see bench/schedulerperf/cases.go)
 #   RUNS=N         runs per case and scheduler (default 1; 2 for the full run via make bench)
-#   CASES=REGEXP   only the cases whose names match
+#   CASES=REGEXP   only the cases whose names match; a case named NAME+pqh is
+#                  NAME with the alpha gate SchedulerPreQueueingHints on for
+#                  both schedulers: CASES='\+pqh' runs just those,
+#                  CASES='^empty_500nodes$' the default one alone
 #   DURATION=10s   steady-state duration instead of upstream's 10s
 #   PROFILE=1      CPU profile of every run's measurement phase (*-cpu.prof in its runs/ folder)
 #   BENCH_COMMAND  the command recorded in the results as how to reproduce them

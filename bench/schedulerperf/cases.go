@@ -15,7 +15,11 @@ package schedulerperf
 import (
 	"fmt"
 	"regexp"
+	"strings"
 	"time"
+
+	"k8s.io/component-base/featuregate"
+	"k8s.io/kubernetes/pkg/features"
 )
 
 // Scheduler is one side of the comparison.
@@ -43,6 +47,11 @@ type Case struct {
 	// ResourceClaims: its pods reference no claims and no claims or
 	// claim templates are created; nodes, slices and DeviceClasses stay.
 	WithoutClaims bool
+	// FeatureGates are set for the case, on top of those of the upstream
+	// test case, in both schedulers' runs: scheduler_perf sets a test
+	// case's featureGates in the process before it starts the apiserver
+	// and the scheduler.
+	FeatureGates map[featuregate.Feature]bool
 	// Quick cases run with QUICK=1.
 	Quick bool
 	// DRA cases must never be slower with drasched; the others are
@@ -63,15 +72,26 @@ const (
 	claimTemplateTestCase = "SchedulingWithResourceClaimTemplate"
 )
 
+// preQueueingHints turns on the alpha PreQueueingHint extension point of
+// the scheduling queue (off by default in 1.37): on a claim event, the
+// DRA plugin names the pods the event can help instead of the queue
+// asking every unschedulable pod's hints. Both DynamicResources and
+// StructuredDRA implement it.
+var preQueueingHints = map[featuregate.Feature]bool{features.SchedulerPreQueueingHints: true}
+
 // Cases are the cases of `make bench`, in the order they run. The
 // steady-state cases keep the cluster at its initial utilization for 10
 // seconds (upstream's duration); 5000pods_500nodes schedules 2500 pods
-// into a half-full cluster as fast as it can.
+// into a half-full cluster as fast as it can. A "+pqh" case is the case
+// before it with SchedulerPreQueueingHints on for both schedulers
+// (upstream at its best): drasched must not be slower there either.
 var Cases = []Case{
 	{Name: "empty_500nodes", Config: draConfig, TestCase: claimTemplateTestCase, Workload: "empty_500nodes", Quick: true, DRA: true, Target: 2},
+	{Name: "empty_500nodes+pqh", Config: draConfig, TestCase: claimTemplateTestCase, Workload: "empty_500nodes", FeatureGates: preQueueingHints, DRA: true},
 	{Name: "selector_empty_500nodes", Config: draConfig, TestCase: claimTemplateTestCase, Workload: "selector_empty_500nodes", Quick: true, DRA: true, Target: 2},
 	{Name: "match_empty_500nodes", Config: draConfig, TestCase: claimTemplateTestCase, Workload: "match_empty_500nodes", Quick: true, DRA: true, Target: 3},
 	{Name: "5000pods_500nodes", Config: draConfig, TestCase: claimTemplateTestCase, Workload: "5000pods_500nodes", DRA: true, Target: 1.3},
+	{Name: "5000pods_500nodes+pqh", Config: draConfig, TestCase: claimTemplateTestCase, Workload: "5000pods_500nodes", FeatureGates: preQueueingHints, DRA: true},
 	{Name: "partitionable_empty_500nodes", Config: partitionableConfig, TestCase: "Partitionable", Workload: "empty_500nodes", Quick: true, DRA: true, Target: 3},
 	{Name: "partitionable_backtracking_empty_500nodes", Config: partitionableConfig, TestCase: "PartitionableBacktracking", Workload: "empty_500nodes", DRA: true, Target: 3},
 	{Name: "consumablecapacity_empty_500nodes", Config: consumableConfig, TestCase: "ConsumableCapacity", Workload: "empty_500nodes", DRA: true},
@@ -103,6 +123,12 @@ type Run struct {
 // Name is the run's sub-benchmark name.
 func (r Run) Name() string {
 	return fmt.Sprintf("case=%s/scheduler=%s/run=%d", r.Case.Name, r.Scheduler, r.Index)
+}
+
+// Dir is the name of the run's folder under runs/: its name, one path
+// element.
+func (r Run) Dir() string {
+	return strings.ReplaceAll(r.Name(), "/", "_")
 }
 
 // Select returns the cases that opts select, in the order of cases.

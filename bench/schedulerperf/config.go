@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"k8s.io/component-base/featuregate"
 	"sigs.k8s.io/yaml"
 )
 
@@ -113,6 +114,9 @@ func metricsCollectorConfig(opts ConfigOptions) map[string]any {
 //     filter per case);
 //   - schedulerConfigPath, the duration and the metrics to collect are set
 //     from opts;
+//   - c.FeatureGates are added to the test case's featureGates (a gate
+//     that the workload sets itself is an error: the workload's would
+//     win);
 //   - with c.WithoutClaims, the workload loses its ResourceClaims: see
 //     Case.WithoutClaims. The pod templates without claims are written
 //     next to the configuration.
@@ -164,6 +168,9 @@ func WorkloadConfig(upstreamDir, dir string, c Case, opts ConfigOptions) (string
 		}
 		tc["metricsCollectorConfig"] = metricsCollectorConfig(opts)
 	}
+	if err := addFeatureGates(tc, workload, c.FeatureGates); err != nil {
+		return "", fmt.Errorf("%s: test case %s: %w", src, c.TestCase, err)
+	}
 	if opts.SchedulerConfigPath != "" {
 		tc["schedulerConfigPath"] = opts.SchedulerConfigPath
 	} else {
@@ -198,6 +205,28 @@ func WorkloadConfig(upstreamDir, dir string, c Case, opts ConfigOptions) (string
 		return "", err
 	}
 	return path, nil
+}
+
+// addFeatureGates adds gates to the featureGates of a decoded test case.
+// scheduler_perf lets a workload's featureGates override its test case's,
+// so a gate that the workload sets is refused rather than silently lost.
+func addFeatureGates(tc, workload map[string]any, gates map[featuregate.Feature]bool) error {
+	if len(gates) == 0 {
+		return nil
+	}
+	own, _ := workload["featureGates"].(map[string]any)
+	merged, _ := tc["featureGates"].(map[string]any)
+	if merged == nil {
+		merged = map[string]any{}
+	}
+	for name, enabled := range gates {
+		if _, ok := own[string(name)]; ok {
+			return fmt.Errorf("workload %s sets feature gate %s itself", workload["name"], name)
+		}
+		merged[string(name)] = enabled
+	}
+	tc["featureGates"] = merged
+	return nil
 }
 
 // absPaths makes the relative file names in a decoded configuration

@@ -12,14 +12,19 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
+	"k8s.io/component-base/featuregate"
+	"k8s.io/kubernetes/pkg/features"
 	schedconfig "k8s.io/kubernetes/pkg/scheduler/apis/config"
 	schedscheme "k8s.io/kubernetes/pkg/scheduler/apis/config/scheme"
 	schedvalidation "k8s.io/kubernetes/pkg/scheduler/apis/config/validation"
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins"
 	"sigs.k8s.io/yaml"
 
 	"github.com/drasched/drasched/apis/config"
 	_ "github.com/drasched/drasched/apis/config/scheme"
 	"github.com/drasched/drasched/bench/internal/results"
+	"github.com/drasched/drasched/pkg/plugins/dra"
 )
 
 // upstreamDir is scheduler_perf in the module cache; the tests read the
@@ -74,6 +79,14 @@ func TestSchedulerConfig(t *testing.T) {
 	}
 	if enabled := names(profile.Plugins.MultiPoint.Enabled); !slices.Contains(enabled, "StructuredDRA") {
 		t.Errorf("StructuredDRA not enabled: %v", enabled)
+	}
+	// Every plugin of the profile must be one that scheduler_perf can
+	// build: kube-scheduler's or one of dra.Registry.
+	inTree, ours := plugins.NewInTreeRegistry(), dra.Registry(dra.ProcessOptions{})
+	for _, name := range names(profile.Plugins.MultiPoint.Enabled) {
+		if _, ok := inTree[name]; !ok && ours[name] == nil {
+			t.Errorf("plugin %s of the shipped profile is neither in-tree nor in dra.Registry", name)
+		}
 	}
 	if disabled := names(profile.Plugins.MultiPoint.Disabled); !slices.Contains(disabled, "DynamicResources") {
 		t.Errorf("DynamicResources not disabled: %v", disabled)
@@ -206,6 +219,135 @@ func TestWorkloadConfig(t *testing.T) {
 			if c.WithoutClaims {
 				checkWithoutClaims(t, tc)
 			}
+			// Upstream's gates stay; the case's come on top, in
+			// this test case's featureGates, which scheduler_perf
+			// sets before it starts the scheduler.
+			want := upstreamFeatureGates(t, upstream, c)
+			for name, enabled := range c.FeatureGates {
+				want[string(name)] = enabled
+			}
+			if diff := cmp.Diff(want, tc.FeatureGates, cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("featureGates (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// upstreamFeatureGates returns the featureGates of c's test case in the
+// upstream configuration.
+func upstreamFeatureGates(t *testing.T, upstream string, c Case) map[string]any {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(upstream, c.Config))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tcs []testCaseConfig
+	if err := yaml.Unmarshal(data, &tcs); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range tcs {
+		if tc.Name == c.TestCase {
+			gates := map[string]any{}
+			for name, enabled := range tc.FeatureGates {
+				gates[name] = enabled
+			}
+			return gates
+		}
+	}
+	t.Fatalf("%s: no test case %s", c.Config, c.TestCase)
+	return nil
+}
+
+func TestCaseFeatureGates(t *testing.T) {
+	for i, c := range Cases {
+		t.Run(c.Name, func(t *testing.T) {
+			// What featuregatetesting.SetFeatureGatesDuringTest does
+			// in scheduler_perf: a gate that is unknown, locked or
+			// gone after an upgrade of k8s.io/kubernetes fails here
+			// rather than after the minutes a run takes to start.
+			gates := map[string]bool{}
+			for name, enabled := range c.FeatureGates {
+				gates[string(name)] = enabled
+			}
+			if err := utilfeature.DefaultFeatureGate.DeepCopy().SetFromMap(gates); err != nil {
+				t.Errorf("feature gates %v: %v", gates, err)
+			}
+			base, pqh := strings.CutSuffix(c.Name, "+pqh")
+			if !pqh {
+				if _, ok := c.FeatureGates[features.SchedulerPreQueueingHints]; ok {
+					t.Errorf("sets %s without the +pqh suffix", features.SchedulerPreQueueingHints)
+				}
+				return
+			}
+			// A +pqh case sits right after its default case and
+			// differs from it only in the gate and the target.
+			if i == 0 || Cases[i-1].Name != base {
+				t.Fatalf("does not follow its default case %s", base)
+			}
+			want := Cases[i-1]
+			want.Name, want.FeatureGates, want.Quick, want.Target = c.Name, map[featuregate.Feature]bool{features.SchedulerPreQueueingHints: true}, c.Quick, 0
+			if diff := cmp.Diff(want, c); diff != "" {
+				t.Errorf("differs from %s in more than the gate, Quick and Target (-want +got):\n%s", base, diff)
+			}
+			if !c.DRA {
+				t.Error("not a DRA case: drasched could be slower unnoticed")
+			}
+		})
+	}
+}
+
+func TestAddFeatureGates(t *testing.T) {
+	gates := map[featuregate.Feature]bool{features.SchedulerPreQueueingHints: true}
+	for name, tt := range map[string]struct {
+		tc, workload map[string]any
+		gates        map[featuregate.Feature]bool
+		want         map[string]any
+		wantErr      bool
+	}{
+		"no gates": {
+			tc:       map[string]any{"featureGates": map[string]any{"DynamicResourceAllocation": true}},
+			workload: map[string]any{"name": "w"},
+			want:     map[string]any{"featureGates": map[string]any{"DynamicResourceAllocation": true}},
+		},
+		"added to the test case's": {
+			tc:       map[string]any{"featureGates": map[string]any{"DynamicResourceAllocation": true}},
+			workload: map[string]any{"name": "w"},
+			gates:    gates,
+			want:     map[string]any{"featureGates": map[string]any{"DynamicResourceAllocation": true, "SchedulerPreQueueingHints": true}},
+		},
+		"test case without gates": {
+			tc:       map[string]any{},
+			workload: map[string]any{"name": "w"},
+			gates:    gates,
+			want:     map[string]any{"featureGates": map[string]any{"SchedulerPreQueueingHints": true}},
+		},
+		"replaces the test case's value": {
+			tc:       map[string]any{"featureGates": map[string]any{"SchedulerPreQueueingHints": false}},
+			workload: map[string]any{"name": "w"},
+			gates:    gates,
+			want:     map[string]any{"featureGates": map[string]any{"SchedulerPreQueueingHints": true}},
+		},
+		"workload sets the gate": {
+			tc:       map[string]any{},
+			workload: map[string]any{"name": "w", "featureGates": map[string]any{"SchedulerPreQueueingHints": false}},
+			gates:    gates,
+			wantErr:  true,
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			err := addFeatureGates(tt.tc, tt.workload, tt.gates)
+			if tt.wantErr {
+				if err == nil {
+					t.Errorf("no error, test case %v", tt.tc)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tt.want, tt.tc); diff != "" {
+				t.Errorf("test case (-want +got):\n%s", diff)
+			}
 		})
 	}
 }
@@ -333,6 +475,49 @@ func TestSelectAndPlan(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("plan (-want +got):\n%s", diff)
 	}
+
+	// The +pqh cases, as hack/bench-scheduler-perf.sh's usage selects
+	// them; an anchored name selects only the default case.
+	for pattern, want := range map[string][]string{
+		`\+pqh`:              {"empty_500nodes+pqh", "5000pods_500nodes+pqh"},
+		`^empty_500nodes$`:   {"empty_500nodes"},
+		`^5000pods_500nodes`: {"5000pods_500nodes", "5000pods_500nodes+pqh"},
+	} {
+		var got []string
+		for _, c := range Select(Cases, Options{Cases: regexp.MustCompile(pattern)}) {
+			got = append(got, c.Name)
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("cases matching %s (-want +got):\n%s", pattern, diff)
+		}
+	}
+}
+
+// TestRunNames runs a subtest per run under the run's name: Go's testing
+// rewrites some characters of sub-test and sub-benchmark names (spaces,
+// unprintable ones), and scheduler_perf names its data items file after
+// the sub-benchmark, so a name must come back as it went in. Run folders
+// must be one path element each, and distinct.
+func TestRunNames(t *testing.T) {
+	dirs := map[string]string{}
+	for _, r := range Plan(Cases, 2) {
+		t.Run(r.Name(), func(t *testing.T) {
+			if got, want := t.Name(), "TestRunNames/"+r.Name(); got != want {
+				t.Errorf("sub-test name %q, want %q", got, want)
+			}
+			if got := t.Name(); !strings.Contains(got, "case="+r.Case.Name+"/") {
+				t.Errorf("sub-test name %q does not hold the case name %q", got, r.Case.Name)
+			}
+		})
+		dir := r.Dir()
+		if filepath.Base(dir) != dir || dir == "." || dir == ".." {
+			t.Errorf("run folder %q is not one path element", dir)
+		}
+		if other, ok := dirs[dir]; ok {
+			t.Errorf("runs %s and %s share the folder %s", other, r.Name(), dir)
+		}
+		dirs[dir] = r.Name()
+	}
 }
 
 func TestReadMeasurement(t *testing.T) {
@@ -366,16 +551,18 @@ func TestReadMeasurement(t *testing.T) {
 }
 
 func TestSummarize(t *testing.T) {
-	empty, noClaims := Cases[0], Cases[7]
-	if empty.Name != "empty_500nodes" || noClaims.Name != "noclaims_empty_500nodes" {
-		t.Fatalf("Cases changed order: %s, %s", empty.Name, noClaims.Name)
+	byName := map[string]Case{}
+	for _, c := range Cases {
+		byName[c.Name] = c
 	}
-	plan := Plan([]Case{empty, noClaims}, 2)
+	empty, pqh, noClaims := byName["empty_500nodes"], byName["empty_500nodes+pqh"], byName["noclaims_empty_500nodes"]
+	plan := Plan([]Case{empty, pqh, noClaims}, 2)
 	tp := func(avg float64) Measurement {
 		return Measurement{Throughput: map[string]float64{"Average": avg, "Perc50": avg, "Perc90": avg * 1.2}, Progress: [][2]float64{{1, avg}}}
 	}
 	measured := []Measurement{
 		tp(40), tp(100), {Err: os.ErrNotExist}, tp(110), // empty: upstream 40 (one run failed), drasched 105
+		tp(90), tp(80), tp(100), tp(90), // empty with PreQueueingHints: upstream 95, drasched 85
 		tp(120), tp(150), tp(130), tp(170), // no claims: upstream 125, drasched 160
 	}
 	f := Summarize(plan, measured)
@@ -396,6 +583,11 @@ func TestSummarize(t *testing.T) {
 	if p90 := byKey["empty_500nodes pods_per_second_p90"]; p90.Upstream != 48 {
 		t.Errorf("empty p90: %+v", p90)
 	}
+	// The DRA rule "never slower" holds with the gate too.
+	withHints := byKey["empty_500nodes+pqh pods_per_second"]
+	if withHints.Upstream != 95 || withHints.Drasched != 85 || withHints.Target != "≥ 1×" || withHints.TargetMet == nil || *withHints.TargetMet {
+		t.Errorf("empty+pqh: %+v, want 95 → 85, target ≥ 1× not met", withHints)
+	}
 	none := byKey["noclaims_empty_500nodes pods_per_second"]
 	if none.Target != "" || none.TargetMet != nil {
 		t.Errorf("no-claims case has a target: %+v", none)
@@ -404,8 +596,8 @@ func TestSummarize(t *testing.T) {
 	if share.Upstream != 40.0/125 || share.Drasched != 105.0/160 || share.TargetMet == nil || !*share.TargetMet {
 		t.Errorf("share: %+v", share)
 	}
-	if len(f.Series) != 7 {
-		t.Errorf("%d series, want one per successful run (7)", len(f.Series))
+	if len(f.Series) != 11 {
+		t.Errorf("%d series, want one per successful run (11)", len(f.Series))
 	}
 }
 

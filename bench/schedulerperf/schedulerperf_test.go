@@ -8,15 +8,19 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	_ "k8s.io/component-base/logs/json/register"
+	"k8s.io/component-base/metrics/legacyregistry"
+	"k8s.io/kubernetes/pkg/features"
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/names"
-	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 	schedmetrics "k8s.io/kubernetes/pkg/scheduler/metrics"
 	perf "k8s.io/kubernetes/test/integration/scheduler_perf"
+	"k8s.io/kubernetes/test/utils/client-go/ktesting"
 
 	_ "github.com/drasched/drasched/apis/config/scheme" // StructuredDRAArgs in the scheduler configuration
 	"github.com/drasched/drasched/bench/internal/results"
@@ -86,7 +90,7 @@ func BenchmarkSchedulerPerf(b *testing.B) {
 	// The generated configurations select their workloads; labels are
 	// gone, so no label filter may apply.
 	perf.PerfSchedulingLabelFilter = ""
-	registry := frameworkruntime.Registry{dra.Name: dra.New}
+	registry := dra.Registry(dra.ProcessOptions{})
 
 	plan := Plan(Select(Cases, opts), opts.Runs)
 	if len(plan) == 0 {
@@ -113,7 +117,7 @@ func BenchmarkSchedulerPerf(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		runDir := filepath.Join(out, "runs", strings.ReplaceAll(r.Name(), "/", "_"))
+		runDir := filepath.Join(out, "runs", r.Dir())
 		if err := os.RemoveAll(runDir); err != nil {
 			b.Fatal(err)
 		}
@@ -126,7 +130,7 @@ func BenchmarkSchedulerPerf(b *testing.B) {
 		runStart := time.Now()
 		b.Run(r.Name(), func(b *testing.B) {
 			// The topic selects thresholds; none are keyed by this one.
-			perf.RunBenchmarkPerfScheduling(b, configFile, "drasched_bench", registry)
+			perf.RunBenchmarkPerfScheduling(b, configFile, "drasched_bench", registry, perf.WithPrepareFn(checkFeatureGates(r.Case)))
 		})
 		m, err := ReadMeasurement(runDir)
 		if err != nil {
@@ -149,6 +153,70 @@ func BenchmarkSchedulerPerf(b *testing.B) {
 	if err := writePluginDurations(filepath.Join(out, "plugin_durations.txt"), plan, measured); err != nil {
 		b.Fatal(err)
 	}
+}
+
+// checkFeatureGates is scheduler_perf's prepare hook for a run of c: it
+// runs once the scheduler is up. It fails the run if a gate of the case
+// is not in effect (a run that measured the default queue under a +pqh
+// name would compare the wrong thing and look fine), and logs, when the
+// run ends, whether the scheduling queue ran PreQueueingHints: the queue
+// reads SchedulerPreQueueingHints once, when it is created, and counts
+// scheduler_pre_queueing_hint_evaluations_total only when it is on.
+func checkFeatureGates(c Case) perf.HookFn {
+	return func(tCtx ktesting.TContext) error {
+		for name, want := range c.FeatureGates {
+			if got := utilfeature.DefaultFeatureGate.Enabled(name); got != want {
+				return fmt.Errorf("case %s: feature gate %s is %t, want %t", c.Name, name, got, want)
+			}
+		}
+		// As scheduler_perf's own lines: the test's log is cut to ten
+		// lines in benchmark output, the global one goes to test.log.
+		logger := tCtx.Logger()
+		if !perf.UseTestingLog {
+			logger = logger.WithName(tCtx.Name())
+		}
+		enabled := utilfeature.DefaultFeatureGate.Enabled(features.SchedulerPreQueueingHints)
+		// Registered after scheduler_perf's cleanup, so it runs before
+		// that one stops the scheduler and resets the metrics.
+		tCtx.TB().Cleanup(func() {
+			evaluations, err := preQueueingHintEvaluations()
+			if err != nil {
+				logger.Error(err, "Read the scheduler's metrics", "metric", preQueueingHintEvaluationsMetric)
+				return
+			}
+			logger.Info("Scheduling queue", string(features.SchedulerPreQueueingHints), enabled, preQueueingHintEvaluationsMetric, evaluations)
+		})
+		return nil
+	}
+}
+
+const preQueueingHintEvaluationsMetric = "scheduler_pre_queueing_hint_evaluations_total"
+
+// preQueueingHintEvaluations returns the scheduler's PreQueueingHint
+// evaluations so far, "plugin/result=count" sorted, or "none".
+func preQueueingHintEvaluations() (string, error) {
+	families, err := legacyregistry.DefaultGatherer.Gather()
+	if err != nil {
+		return "", err
+	}
+	var counts []string
+	for _, family := range families {
+		if family.GetName() != preQueueingHintEvaluationsMetric {
+			continue
+		}
+		for _, m := range family.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			counts = append(counts, fmt.Sprintf("%s/%s=%g", labels["plugin"], labels["result"], m.GetCounter().GetValue()))
+		}
+	}
+	if len(counts) == 0 {
+		return "none", nil
+	}
+	slices.Sort(counts)
+	return strings.Join(counts, " "), nil
 }
 
 // writePluginDurations keeps the DRA plugin's extension point durations of
