@@ -188,7 +188,7 @@ bench-scheduler-perf: ## Run upstream's scheduler_perf DRA workloads with Dynami
 	hack/bench-scheduler-perf.sh
 
 .PHONY: bench-kwok
-bench-kwok: ## Run the kwok end-to-end benchmark: upstream, drasched and (fragmentation cases) drasched BestFit, each on a fresh kwok cluster (NODES=n QUICK=1 RUNS=n CHURN_RATE=p FRAG_STEPS=n CASES=a,b SCHEDULERS="a b").
+bench-kwok: ## Run the kwok end-to-end benchmark: upstream, drasched (each also with SchedulerPreQueueingHints, +pqh) and (fragmentation cases) drasched BestFit, each on a fresh kwok cluster (PLAN="N:cases ..." NODES="n ..." QUICK=1 RUNS=n FILL_PODS=n CHURN_RATE=p CASES=a,b SCHEDULERS="a b").
 	QUICK=$(QUICK) hack/bench-kwok.sh
 
 .PHONY: bench-allocator

@@ -32,38 +32,67 @@
 #          scheduling.k8s.io/v1beta1 API, in the control plane and the
 #          scheduler; also measures creation of a group -> all its pods
 #          bound and counts the groups left partly bound
+#   noclaims  fill's pods without their claims, on the same cluster: what
+#          a plain pod costs the scheduler, beside a DRA pod
 #
 # It measures pods/s and the p50/p90/p99 of creation → bound latency (what
-# the churns leave whole, for the fragmentation cases), checks every
-# allocation after each case, and writes
-# _output/bench/kwok/kwok.json (bench/internal/results format); `make bench`
-# merges it into bench/results/.
+# the churns leave whole, for the fragmentation cases), the scheduler
+# process's CPU seconds per pod bound and peak RSS (from /proc; fill,
+# noclaims, churn, match, mig, gang), checks every allocation after each
+# case, and writes _output/bench/kwok/kwok.json (bench/internal/results
+# format), its case names carrying the node count (fill_5000nodes) and, for
+# the runs with SchedulerPreQueueingHints, +pqh; `make bench` merges it into
+# bench/results/.
 #
 # Usage: hack/bench-kwok.sh
-#   NODES=N          nodes per cluster (default 1000; 100 with QUICK=1): a
-#                    tenth each L40S and A100 MIG nodes, the rest H100, 8
-#                    GPUs each
-#   QUICK=1          100 nodes, 20 s of churn and 16 fragmentation steps:
-#                    the three runs in ~5-6 min
+#   PLAN="N:CASES ..." the sizes and the cases of each (CASES comma-separated
+#                    or all); default: all cases on 1000 nodes, and fill,
+#                    noclaims and churn on 500, 2000 and 5000 nodes, match
+#                    too on 5000 (the scaling curve); QUICK=1: all on 100
+#   NODES="N ..."    instead of PLAN: these sizes, each with CASES (or all)
+#                    nodes per cluster: a tenth each L40S and A100 MIG nodes,
+#                    the rest H100, 8 GPUs each
+#   QUICK=1          100 nodes, 20 s of churn at 10 pods/s, 16
+#                    fragmentation steps, no +pqh runs: ~6 min
 #   RUNS=N           runs per scheduler, each on a fresh cluster (default 1;
 #                    the order of the schedulers alternates)
-#   CHURN_RATE=P     pods/s of the churn workload (default 10)
-#   CHURN_DURATION=D how long churn creates pods (default 60s; 20s QUICK)
+#   CHURN_RATE=P     pods/s of the churn workload (default 20; 10 QUICK)
+#   CHURN_DURATION=D how long churn creates pods (default 3m; 20s QUICK)
+#   FILL_PODS=N      the most pods of fill, noclaims and churn's base
+#                    (default 5000: on 5000 nodes fill takes 37% of the
+#                    H100 GPUs instead of 90%, churn's base 30%)
 #   FRAG_STEPS=N     steps of the fragmentation churns after the initial
 #                    fill, half a second or more each (default 24, pods
 #                    living 8 steps on average; 16 QUICK, living 6)
 #   FRAG_SEED=S      seed of the fragmentation churns (default 1)
-#   CASES=A,B        only these cases (default all); drasched-bestfit runs
-#                    the fragmentation cases among them, if any
+#   CASES=A,B        with NODES: only these cases (default all);
+#                    drasched-bestfit runs the fragmentation cases among
+#                    them, if any
 #   SCHEDULERS="A B" only these schedulers (default: upstream drasched
-#                    drasched-bestfit); without both upstream and drasched
-#                    there is no report, only the runs' files and output
+#                    drasched-bestfit upstream+pqh drasched+pqh; QUICK
+#                    without the +pqh ones); without both upstream and
+#                    drasched there is no report, only the runs' files
+#   SCHEDULER_ARGS   more flags for every scheduler process, e.g. to profile
+#                    one: "--secure-port=10259
+#                    --authorization-always-allow-paths=/healthz,/debug/pprof/*"
+#                    and `go tool pprof -seconds 60
+#                    https+insecure://127.0.0.1:10259/debug/pprof/profile`
 #   BENCH_COMMAND    the command recorded in the results as how to reproduce them
+#
+# upstream+pqh and drasched+pqh are upstream and drasched with the alpha
+# feature gate SchedulerPreQueueingHints on (upstream at its best; drasched
+# implements the hints too), on the same cases.
 #
 # Clusters: kwokctl create cluster --runtime binary with the binaries of
 # hack/build-control-plane.sh, --disable-qps-limits, and without kwokctl's
-# own kube-scheduler. kwokctl's state and the logs go to _output/bench/kwok;
-# everything is torn down on exit, also on failure or Ctrl-C.
+# own kube-scheduler. kwok renews each node's Lease every quarter of its
+# duration (40 s times kwokctl's --heartbeat-factor): with the default factor
+# of 5 that is 100 writes/s on 5000 nodes, as many as the benchmark's own
+# on 2 cores, so the factor grows with the cluster (nodes/200, at least 5),
+# keeping the renewals at 20/s or fewer; kube-controller-manager's
+# node-monitor periods grow with it, so no node goes NotReady. kwokctl's
+# state and the logs go to _output/bench/kwok; everything is torn down on
+# exit, also on failure or Ctrl-C.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -71,20 +100,32 @@ root=$PWD
 # The fragmentation churns run until the pods of the initial fill are gone
 # (2·lifetime−1 steps) and then some: QUICK keeps them to ~20-30 s.
 if [[ "${QUICK:-}" == 1 ]]; then
-	nodes=${NODES:-100}
+	default_plan="${NODES:-100}:${CASES:-all}"
+	churn_rate=${CHURN_RATE:-10}
 	churn_duration=${CHURN_DURATION:-20s}
 	frag_steps=${FRAG_STEPS:-16}
 	frag_lifetime=6
+	default_schedulers="upstream drasched drasched-bestfit"
 else
-	nodes=${NODES:-1000}
-	churn_duration=${CHURN_DURATION:-60s}
+	default_plan="1000:all 500:fill,noclaims,churn 2000:fill,noclaims,churn 5000:fill,noclaims,churn,match"
+	churn_rate=${CHURN_RATE:-20}
+	churn_duration=${CHURN_DURATION:-3m}
 	frag_steps=${FRAG_STEPS:-24}
 	frag_lifetime=8
+	default_schedulers="upstream drasched drasched-bestfit upstream+pqh drasched+pqh"
 fi
+if [[ -n "${NODES:-}" ]]; then
+	default_plan=""
+	for n in ${NODES}; do
+		default_plan+=" ${n}:${CASES:-all}"
+	done
+fi
+read -r -a plan <<<"${PLAN:-${default_plan}}"
 runs=${RUNS:-1}
-churn_rate=${CHURN_RATE:-10}
+fill_pods=${FILL_PODS:-5000}
 frag_seed=${FRAG_SEED:-1}
 command=${BENCH_COMMAND:-hack/bench-kwok.sh}
+schedulers=${SCHEDULERS:-${default_schedulers}}
 
 bin_dir=${root}/_output/bin
 cluster_bin=${root}/_output/cluster/bin
@@ -96,21 +137,23 @@ bench=${out}/bin/kwok
 export KWOK_WORKDIR=${out}/kwok
 export KWOK_KUBECTL_BINARY=${cluster_bin}/kubectl
 
-# The schedulers, by the process name of their run.
+# The schedulers, by the process name of their run. drasched-bestfit is
+# drasched with the BestFit allocation policy; a +pqh one has the feature
+# gate SchedulerPreQueueingHints on.
 declare -A binaries=(
 	[upstream]=${cluster_bin}/kube-scheduler
 	[drasched]=${bin_dir}/scheduler
 	[drasched-bestfit]=${bin_dir}/scheduler
+	[upstream+pqh]=${cluster_bin}/kube-scheduler
+	[drasched+pqh]=${bin_dir}/scheduler
 )
-# The cases of upstream's and drasched's runs (all if empty), and those of
-# drasched-bestfit's: the fragmentation cases among them. The other cases
-# measure speed, which the allocation policy is not about.
-cases=${CASES:-}
-bestfit_cases=fragmentation,fragmentation_mig
-if [[ -n "${cases}" ]]; then
-	bestfit_cases=$(tr ',' '\n' <<<"${cases}" | grep -xE 'fragmentation|fragmentation_mig' | paste -sd, -) || true
-fi
-schedulers=${SCHEDULERS:-upstream drasched drasched-bestfit}
+for s in ${schedulers}; do
+	[[ -n "${binaries[${s}]:-}" ]] || {
+		echo "kwok: SCHEDULERS: unknown scheduler ${s} (want some of: ${!binaries[*]})" >&2
+		exit 2
+	}
+done
+pqh_feature_gate=SchedulerPreQueueingHints=true
 # The gang case runs on a cluster of its own, whose control plane and
 # scheduler have the GenericWorkload feature gate (beta, off by default)
 # and serve scheduling.k8s.io/v1beta1 (PodGroup). Not on every cluster: with
@@ -131,8 +174,9 @@ log() {
 }
 
 
+# cluster_name SCHEDULER: a scheduler's cluster (a name without "+").
 cluster_name() {
-	echo "drasched-bench-$1"
+	echo "drasched-bench-${1//+/-}"
 }
 
 
@@ -177,22 +221,33 @@ build() {
 	go build -o "${bench}" ./bench/kwok
 }
 
-# run_scheduler SCHEDULER RUN CASES [FEATURE_GATES RUNTIME_CONFIG]: one run
-# of one scheduler on a fresh cluster, of the cases (comma-separated), with
-# the feature gates (control plane and scheduler) and the APIs given.
+# heartbeat_factor NODES: kwokctl's --heartbeat-factor for a cluster of
+# that size: node Lease renewals at 20/s or fewer (see the top).
+heartbeat_factor() {
+	local factor=$(($1 / 200))
+	echo $((factor < 5 ? 5 : factor))
+}
+
+# run_scheduler SCHEDULER NODES RUN CASES [FEATURE_GATES RUNTIME_CONFIG]:
+# one run of one scheduler on a fresh cluster of NODES nodes, of the cases
+# (comma-separated), with the feature gates (control plane and scheduler)
+# and the APIs given.
 run_scheduler() {
-	local s=$1 run=$2 run_cases=$3 gates=${4:-} runtime_config=${5:-} cluster kubeconfig config rc=0 name
-	local config_args=(--scheduler "${s}") run_args=(--cases "${run_cases}") cluster_args=() scheduler_args=()
-	[[ "${s}" != drasched-bestfit ]] || config_args=(--scheduler drasched --allocation-policy BestFit)
-	if [[ -n "${gates}" ]]; then
-		cluster_args+=(--kube-feature-gates "${gates}")
-		scheduler_args+=(--feature-gates="${gates}")
+	local s=$1 nodes=$2 run=$3 run_cases=$4 gates=${5:-} runtime_config=${6:-} cluster kubeconfig config rc=0 name pid
+	local base=${s%+pqh} scheduler_gates=${5:-} variant=()
+	local config_args=(--scheduler "${base}") run_args=(--cases "${run_cases}") cluster_args=() scheduler_args=()
+	[[ "${base}" != drasched-bestfit ]] || config_args=(--scheduler drasched --allocation-policy BestFit)
+	if [[ "${s}" == *+pqh ]]; then
+		variant=(--variant pqh)
+		scheduler_gates=${scheduler_gates:+${scheduler_gates},}${pqh_feature_gate}
 	fi
+	[[ -z "${gates}" ]] || cluster_args+=(--kube-feature-gates "${gates}")
+	[[ -z "${scheduler_gates}" ]] || scheduler_args+=(--feature-gates="${scheduler_gates}")
 	[[ -z "${runtime_config}" ]] || cluster_args+=(--kube-runtime-config "${runtime_config}")
-	# The run's name: its scheduler, and its cases where it is the gang
-	# case's own cluster.
-	name=${s}
-	[[ "${run_cases}" != "${gang_case}" ]] || name=${s}-${gang_case}
+	# The run's name: its scheduler, size, and its cases where it is the
+	# gang case's own cluster.
+	name=${s}-${nodes}nodes
+	[[ "${run_cases}" != "${gang_case}" ]] || name=${name}-${gang_case}
 	cluster=$(cluster_name "${s}")
 	kubeconfig=${out}/${s}.kubeconfig
 	config=${out}/${s}-scheduler-config.yaml
@@ -200,6 +255,7 @@ run_scheduler() {
 	log "${name} run ${run}: kwok cluster ${cluster} with ${nodes} nodes${gates:+, feature gates ${gates}}"
 	kwokctl create cluster --name "${cluster}" --runtime binary --kubeconfig "" --wait 2m \
 		--disable-qps-limits --disable kube-scheduler "${cluster_args[@]}" \
+		--heartbeat-factor "$(heartbeat_factor "${nodes}")" \
 		--etcd-binary "${cluster_bin}/etcd" \
 		--kube-apiserver-binary "${cluster_bin}/kube-apiserver" \
 		--kube-controller-manager-binary "${cluster_bin}/kube-controller-manager" \
@@ -213,10 +269,13 @@ run_scheduler() {
 	"${bench}" nodes --kubeconfig "${kubeconfig}" --nodes "${nodes}" >&2
 
 	"${bench}" scheduler-config --kubeconfig "${kubeconfig}" "${config_args[@]}" --out "${config}"
-	log "${name} run ${run}: starting ${binaries[${s}]#"${root}"/}"
-	start_process "${s}" "${binaries[${s}]}" --config "${config}" --leader-elect=false --secure-port=0 -v=1 "${scheduler_args[@]}" || rc=$?
+	log "${name} run ${run}: starting ${binaries[${s}]#"${root}"/}${scheduler_gates:+ --feature-gates=${scheduler_gates}}"
+	# shellcheck disable=SC2086 # SCHEDULER_ARGS are words
+	start_process "${s}" "${binaries[${s}]}" --config "${config}" --leader-elect=false --secure-port=0 -v=1 "${scheduler_args[@]}" ${SCHEDULER_ARGS:-} || rc=$?
 	if ((rc == 0)); then
-		run_watching "${bench}" run --kubeconfig "${kubeconfig}" --scheduler "${s}" --run "${run}" \
+		pid=$(process_pid "${s}" "${binaries[${s}]}")
+		run_watching "${bench}" run --kubeconfig "${kubeconfig}" --scheduler "${base}" "${variant[@]}" --run "${run}" \
+			--scheduler-pid "${pid}" --fill-pods "${fill_pods}" \
 			--churn-rate "${churn_rate}" --churn-duration "${churn_duration}" \
 			--frag-steps "${frag_steps}" --frag-lifetime "${frag_lifetime}" --frag-seed "${frag_seed}" "${run_args[@]}" \
 			--out "${raw_dir}/${name}-${run}.json" >&2 || rc=$?
@@ -227,8 +286,8 @@ run_scheduler() {
 	fi
 	stop_process "${s}" "${binaries[${s}]}"
 	# The scheduler's and the control plane's logs: keep them per run.
-	[[ "${name}" == "${s}" ]] || cp "${log_dir}/${s}.log" "${log_dir}/${name}.log" 2>/dev/null || true
-	cp -r "${KWOK_WORKDIR}/clusters/${cluster}/logs" "${log_dir}/${name}-cluster" 2>/dev/null || true
+	cp "${log_dir}/${s}.log" "${log_dir}/${name}-${run}.log" 2>/dev/null || true
+	cp -r "${KWOK_WORKDIR}/clusters/${cluster}/logs" "${log_dir}/${name}-${run}-cluster" 2>/dev/null || true
 	kwokctl delete cluster --name "${cluster}" >/dev/null 2>&1 || true
 	return "${rc}"
 }
@@ -241,27 +300,37 @@ trap on_exit EXIT
 trap 'exit 130' INT TERM
 
 build
-# The cases of upstream's and drasched's clusters without feature gates
-# (all but gang), and whether gang runs on its own.
-plain_cases=$("${bench}" cases | grep -vxF "${gang_case}" | paste -sd, -)
-run_gang=true
-if [[ -n "${cases}" ]]; then
-	plain_cases=$(tr ',' '\n' <<<"${cases}" | grep -vxF "${gang_case}" | paste -sd, -) || true
-	grep -qxF "${gang_case}" < <(tr ',' '\n' <<<"${cases}") || run_gang=false
-fi
-log "${runs} run(s) per scheduler, ${nodes} nodes, churn ${churn_rate} pods/s for ${churn_duration}, fragmentation ${frag_steps} steps of pods living ${frag_lifetime} (seed ${frag_seed})"
+all_cases=$("${bench}" cases | paste -sd, -)
+log "${runs} run(s) per scheduler of ${plan[*]}; schedulers ${schedulers}; fill at most ${fill_pods} pods, churn ${churn_rate} pods/s for ${churn_duration}, fragmentation ${frag_steps} steps of pods living ${frag_lifetime} (seed ${frag_seed})"
 status=0
-for ((run = 1; run <= runs; run++)); do
-	order=(upstream drasched drasched-bestfit)
-	((run % 2 == 0)) && order=(drasched-bestfit drasched upstream)
-	for s in "${order[@]}"; do
-		[[ " ${schedulers} " == *" ${s} "* ]] || continue
-		if [[ "${s}" == drasched-bestfit ]]; then
-			[[ -z "${bestfit_cases}" ]] || run_scheduler "${s}" "${run}" "${bestfit_cases}" || status=1
-			continue
-		fi
-		[[ -z "${plain_cases}" ]] || run_scheduler "${s}" "${run}" "${plain_cases}" || status=1
-		! ${run_gang} || run_scheduler "${s}" "${run}" "${gang_case}" "${gang_feature_gates}" "${gang_runtime_config}" || status=1
+for entry in "${plan[@]}"; do
+	nodes=${entry%%:*}
+	cases=${entry#*:}
+	[[ "${nodes}" =~ ^[1-9][0-9]*$ && "${entry}" == *:* ]] || {
+		echo "kwok: PLAN: ${entry} is not NODES:CASES" >&2
+		exit 2
+	}
+	[[ "${cases}" != all ]] || cases=${all_cases}
+	# The cases of upstream's and drasched's clusters without feature
+	# gates (all but gang), whether gang runs on its own, and those of
+	# drasched-bestfit: the fragmentation cases. The other cases measure
+	# speed, which the allocation policy is not about.
+	plain_cases=$(tr ',' '\n' <<<"${cases}" | grep -vxF "${gang_case}" | paste -sd, -) || true
+	run_gang=false
+	! grep -qxF "${gang_case}" < <(tr ',' '\n' <<<"${cases}") || run_gang=true
+	bestfit_cases=$(tr ',' '\n' <<<"${cases}" | grep -xE 'fragmentation|fragmentation_mig' | paste -sd, -) || true
+	for ((run = 1; run <= runs; run++)); do
+		order=(upstream drasched drasched-bestfit upstream+pqh drasched+pqh)
+		((run % 2 == 0)) && order=(drasched+pqh upstream+pqh drasched-bestfit drasched upstream)
+		for s in "${order[@]}"; do
+			[[ " ${schedulers} " == *" ${s} "* ]] || continue
+			if [[ "${s}" == drasched-bestfit ]]; then
+				[[ -z "${bestfit_cases}" ]] || run_scheduler "${s}" "${nodes}" "${run}" "${bestfit_cases}" || status=1
+				continue
+			fi
+			[[ -z "${plain_cases}" ]] || run_scheduler "${s}" "${nodes}" "${run}" "${plain_cases}" || status=1
+			! ${run_gang} || run_scheduler "${s}" "${nodes}" "${run}" "${gang_case}" "${gang_feature_gates}" "${gang_runtime_config}" || status=1
+		done
 	done
 done
 

@@ -9,15 +9,24 @@
 #   2. allocator: pkg/allocator against structured.NewAllocator
 #      (hack/bench-allocator.sh).
 #   3. kwok: each scheduler as a process against its own fresh kwok
-#      cluster, end to end (hack/bench-kwok.sh).
+#      cluster, end to end, on 500 to 5000 nodes, upstream and drasched
+#      also with the feature gate SchedulerPreQueueingHints (+pqh), with
+#      the CPU seconds per pod and peak RSS of each scheduler process
+#      (hack/bench-kwok.sh).
+#
+# A full run takes about 4 hours on 2 cores, most of it upstream on 5000
+# nodes (both variants): it is not part of CI. Run a part of it with
+# CASES (scheduler_perf), PLAN or NODES and CASES (kwok), e.g.
+#   PLAN="5000:fill,noclaims,churn,match" hack/bench-kwok.sh
 #
 # QUICK=1 runs the quick scheduler_perf cases once per scheduler, the
 # allocator benchmarks briefly and kwok on 100 nodes, writes
 # bench/results/quick/ and leaves README.md alone; under 10 minutes on 2
 # cores with a warm build cache.
 # RUNS, CASES, DURATION, PROFILE (see hack/bench-scheduler-perf.sh),
-# BENCHTIME and COUNT (allocator), NODES, KWOK_RUNS (default 1) and
-# CHURN_RATE (kwok) override the defaults.
+# BENCHTIME and COUNT (allocator), PLAN, NODES, KWOK_RUNS (default 1),
+# FILL_PODS, CHURN_RATE and CHURN_DURATION (kwok, see hack/bench-kwok.sh)
+# override the defaults.
 #
 # Another suite joins by writing its file in the results format
 # (bench/internal/results) and adding it to suites below.

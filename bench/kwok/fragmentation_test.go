@@ -347,7 +347,7 @@ func TestBatches(t *testing.T) {
 		cases []string
 		want  [][]string
 	}{
-		{nil, [][]string{{caseFill}, {caseChurn}, {caseMatch}, {caseMIG}, {casePreempt}, {caseFragmentation, caseFragmentationMIG}, {caseGang}}},
+		{nil, [][]string{{caseFill}, {caseNoClaims}, {caseChurn}, {caseMatch}, {caseMIG}, {casePreempt}, {caseFragmentation, caseFragmentationMIG}, {caseGang}}},
 		{[]string{caseGang}, [][]string{{caseGang}}},
 		{[]string{caseFragmentationMIG, caseFragmentation}, [][]string{{caseFragmentation, caseFragmentationMIG}}},
 		{[]string{caseFragmentationMIG, caseFill}, [][]string{{caseFill}, {caseFragmentationMIG}}},

@@ -331,6 +331,10 @@ func withAllocationPolicy(in []byte, policy string) ([]byte, error) {
 	return yaml.Marshal(cfg)
 }
 
+// perPodNodes is the cluster size up to which a run's timeout allows
+// PerPod for each pod; on n times as many nodes, n times that.
+const perPodNodes = 1000
+
 func newRunCommand(client func() (kubernetes.Interface, error)) *cobra.Command {
 	cfg := runConfig{
 		Namespace:     defaultNamespace,
@@ -355,7 +359,7 @@ func newRunCommand(client func() (kubernetes.Interface, error)) *cobra.Command {
 		Timeout:       time.Minute,
 		PerPod:        200 * time.Millisecond,
 	}
-	scheduler, out := "", ""
+	scheduler, variant, out := "", "", ""
 	run := 1
 	cmd := &cobra.Command{
 		Use:   "run",
@@ -365,6 +369,9 @@ func newRunCommand(client func() (kubernetes.Interface, error)) *cobra.Command {
 			if scheduler == "" || out == "" {
 				return errors.New("--scheduler and --out are required")
 			}
+			if variant != "" && variant != variantPQH {
+				return fmt.Errorf("--variant %q: want %s or none", variant, variantPQH)
+			}
 			c, err := client()
 			if err != nil {
 				return err
@@ -373,10 +380,20 @@ func newRunCommand(client func() (kubernetes.Interface, error)) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			// Upstream schedules pods more slowly on a larger cluster:
+			// a pod's share of the timeout grows with the nodes.
+			nodes := 0
+			for _, n := range mix {
+				nodes += n
+			}
+			cfg.PerPod *= time.Duration(max(1, nodes/perPodNodes))
 			r := &runner{client: c, cfg: cfg, out: cmd.OutOrStdout(), tracker: newTracker(time.Now)}
+			if cfg.SchedulerPID != 0 {
+				r.cost = &costMeter{pid: cfg.SchedulerPID, procRoot: "/proc"}
+			}
 			cases, runErr := r.run(cmd.Context())
 			result := runResult{
-				Scheduler: scheduler, Run: run, NodeMix: mix,
+				Scheduler: scheduler, Variant: variant, Run: run, NodeMix: mix, FillPods: cfg.FillPods,
 				Fraction: cfg.Fraction, ChurnBase: cfg.ChurnBase, ChurnRate: cfg.ChurnRate, ChurnLifetimeSeconds: cfg.ChurnLifetime.Seconds(),
 				PreemptShare: cfg.PreemptShare, PreemptWaitSeconds: cfg.PreemptWait.Seconds(),
 				Cases: cases,
@@ -388,9 +405,7 @@ func newRunCommand(client func() (kubernetes.Interface, error)) *cobra.Command {
 				result.FragSeed, result.FragUse, result.FragSteps, result.FragLifetimeSteps = cfg.FragSeed, cfg.FragUse, cfg.FragSteps, cfg.FragLifetime
 				result.FragIntervalSeconds, result.FragLargeWaitSeconds = cfg.FragInterval.Seconds(), cfg.FragLargeWait.Seconds()
 			}
-			for _, n := range mix {
-				result.Nodes += n
-			}
+			result.Nodes = nodes
 			if len(cases) > 0 {
 				if err := writeJSON(out, result); err != nil {
 					return errors.Join(runErr, err)
@@ -401,6 +416,9 @@ func newRunCommand(client func() (kubernetes.Interface, error)) *cobra.Command {
 	}
 	cmd.Flags().StringVar(&scheduler, "scheduler", scheduler, "Which scheduler runs (upstream, drasched or drasched-bestfit), for the results.")
 	cmd.Flags().IntVar(&run, "run", run, "Which run this is, for the results.")
+	cmd.Flags().StringVar(&variant, "variant", variant, "How the scheduler differs from its defaults, for the results: "+variantPQH+" (feature gate SchedulerPreQueueingHints on) or empty.")
+	cmd.Flags().IntVar(&cfg.SchedulerPID, "scheduler-pid", cfg.SchedulerPID, "The scheduler's process: the cost cases measure its CPU time and peak RSS (0: none).")
+	cmd.Flags().IntVar(&cfg.FillPods, "fill-pods", cfg.FillPods, "The most pods of fill, noclaims and churn's base (0: as many as their fraction gives).")
 	cmd.Flags().StringVar(&out, "out", out, "Where to write the measurements (JSON).")
 	cmd.Flags().StringVar(&cfg.SchedulerName, "scheduler-name", cfg.SchedulerName, "The schedulerName of the pods.")
 	cmd.Flags().StringVar(&cfg.DeviceClasses, "device-classes", cfg.DeviceClasses, "YAML file with the GPU driver's DeviceClasses.")

@@ -1,8 +1,11 @@
 package main
 
 import (
+	"cmp"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"slices"
 	"strconv"
@@ -128,28 +131,88 @@ var metrics = []metric{
 	{metricIdealWholeFreeGPUs, results.Higher, func(c caseResult) float64 { return float64(c.IdealWholeFree) }, []string{caseFragmentationMIG}},
 }
 
-// suiteFile turns the runs of the schedulers into the suite's file of the
-// results format: per case and metric the median of each scheduler's runs,
-// the targets of the issues (fill: p99 latency no worse than upstream's;
-// preempt: every high-priority pod bound; fragmentation: BestFit at least
-// twice upstream's whole free nodes and within 10% of the ideal; gang: no
-// partly bound group; no allocation errors), notes on what each workload is and on pods that were
-// not bound, and the series for plots (throughput over time, latency CDF,
-// whole free capacity over the churn). The drasched column of the
-// fragmentation cases is drasched-bestfit's where it ran them.
-func suiteFile(runs []runResult, command string, seconds float64) (results.File, error) {
-	byScheduler := map[string][]runResult{}
-	for _, r := range runs {
-		byScheduler[r.Scheduler] = append(byScheduler[r.Scheduler], r)
-	}
-	for _, s := range []string{upstream, drasched} {
-		if len(byScheduler[s]) == 0 {
-			return results.File{}, fmt.Errorf("no run of %s", s)
+// Metrics of the scheduler's cost (cost cases; runs with --scheduler-pid):
+// CPU seconds of its process per pod bound, and its peak RSS.
+const (
+	metricCPUPerPod = "cpu_seconds_per_pod"
+	metricPeakRSS   = "peak_rss_bytes"
+)
+
+var costMetrics = []metric{
+	{metricCPUPerPod, results.Lower, func(c caseResult) float64 {
+		if len(c.Latencies) == 0 {
+			return 0
 		}
+		return c.CPUSeconds / float64(len(c.Latencies))
+	}, costCases},
+	{metricPeakRSS, results.Lower, func(c caseResult) float64 { return float64(c.PeakRSSBytes) }, costCases},
+}
+
+// runGroup is the runs of one cluster size and one variant of the
+// schedulers (variantPQH or none): its cases are reported as
+// <case>_<nodes>nodes, +<variant> for a variant, so that sizes and
+// variants stand in one file.
+type runGroup struct {
+	nodes   int
+	variant string
+}
+
+func (g runGroup) caseName(name string) string {
+	n := fmt.Sprintf("%s_%dnodes", name, g.nodes)
+	if g.variant != "" {
+		n += "+" + g.variant
 	}
-	for s := range byScheduler {
-		slices.SortFunc(byScheduler[s], func(a, b runResult) int { return a.Run - b.Run })
+	return n
+}
+
+// Targets of issue 13, on the largest clusters.
+const (
+	// targetNodes is the cluster size the targets are set for.
+	targetNodes = 5000
+	// fillP99Factor: drasched's fill p99 at least this many times lower
+	// than upstream's best (at its defaults or with PreQueueingHints).
+	fillP99Factor = 10
+	// churnP50Seconds: drasched's churn p50 at most this.
+	churnP50Seconds = 0.1
+	// cpuPerPodFactor: drasched's CPU per DRA pod (fill) at most this many
+	// times its CPU per plain pod (noclaims).
+	cpuPerPodFactor = 2
+)
+
+// scalingCases are the cases whose p50, p99 and CPU per pod are drawn
+// against the cluster size, one line per scheduler (and variant).
+var scalingCases = []string{caseFill, caseChurn}
+
+// Series metrics of the scaling plots: points (nodes, median).
+const (
+	metricScalingP50 = "scaling_p50_seconds"
+	metricScalingP99 = "scaling_p99_seconds"
+	metricScalingCPU = "scaling_cpu_seconds_per_pod"
+)
+
+// suiteFile turns the runs of the schedulers into the suite's file of the
+// results format: per cluster size, variant, case and metric the median of
+// each scheduler's runs, the targets of the issues (fill: p99 latency no
+// worse than upstream's, on 5000 nodes 10× lower than upstream's best;
+// churn on 5000 nodes: p50 ≤ 100 ms; CPU per DRA pod ≤ 2× per plain pod;
+// peak RSS ≤ upstream's; preempt: every high-priority pod bound;
+// fragmentation: BestFit at least twice upstream's whole free nodes and
+// within 10% of the ideal; gang: no partly bound group; no allocation
+// errors), notes on what each workload is and on pods that were not bound,
+// and the series for plots (throughput over time, latency CDF, whole free
+// capacity over the churn, and latencies and CPU per pod against the
+// cluster size). The drasched column of the fragmentation cases is
+// drasched-bestfit's where it ran them.
+func suiteFile(runs []runResult, command string, seconds float64) (results.File, error) {
+	byGroup := map[runGroup][]runResult{}
+	for _, r := range runs {
+		g := runGroup{nodes: r.Nodes, variant: r.Variant}
+		byGroup[g] = append(byGroup[g], r)
 	}
+	groups := slices.Collect(maps.Keys(byGroup))
+	slices.SortFunc(groups, func(a, b runGroup) int {
+		return cmp.Or(cmp.Compare(a.nodes, b.nodes), cmp.Compare(a.variant, b.variant))
+	})
 	f := results.File{
 		Date:      results.Now(),
 		Machine:   results.CurrentMachine(),
@@ -159,7 +222,39 @@ func suiteFile(runs []runResult, command string, seconds float64) (results.File,
 	if command != "" {
 		f.Commands = []string{command}
 	}
+	var missing []string
+	for _, g := range groups {
+		if err := groupCases(&f, g, byGroup[g]); err != nil {
+			missing = append(missing, err.Error())
+		}
+	}
+	if len(f.Cases) == 0 {
+		if len(missing) > 0 {
+			return f, errors.New(strings.Join(missing, "; "))
+		}
+		return f, fmt.Errorf("no case measured for both schedulers")
+	}
+	setTargets(&f, groups)
+	f.Series = append(f.Series, scalingSeries(byGroup)...)
+	return f, nil
+}
+
+// groupCases adds the cases and series of one group's runs to the file.
+func groupCases(f *results.File, g runGroup, runs []runResult) error {
+	byScheduler := map[string][]runResult{}
+	for _, r := range runs {
+		byScheduler[r.Scheduler] = append(byScheduler[r.Scheduler], r)
+	}
+	for _, s := range []string{upstream, drasched} {
+		if len(byScheduler[s]) == 0 {
+			return fmt.Errorf("no run of %s on %d nodes%s", s, g.nodes, map[bool]string{true: " with " + g.variant}[g.variant != ""])
+		}
+	}
+	for s := range byScheduler {
+		slices.SortFunc(byScheduler[s], func(a, b runResult) int { return a.Run - b.Run })
+	}
 	for _, name := range caseNames {
+		reported := g.caseName(name)
 		// The runs behind each column.
 		columns := map[string]string{upstream: upstream, drasched: drasched}
 		if fragmentationCase(name) && hasCase(byScheduler[draschedBestFit], name) {
@@ -198,7 +293,7 @@ func suiteFile(runs []runResult, command string, seconds float64) (results.File,
 				notes = append(notes, line)
 			}
 		}
-		for _, m := range metrics {
+		for _, m := range slices.Concat(metrics, costMetrics) {
 			if !m.of(name) {
 				continue
 			}
@@ -209,11 +304,18 @@ func suiteFile(runs []runResult, command string, seconds float64) (results.File,
 			for _, c := range cases[drasched] {
 				dr = append(dr, m.value(c))
 			}
-			c := results.NewCase(results.SuiteKwok, name, m.name, m.better, up, dr)
+			// Runs without the scheduler's process measured have no cost.
+			if (m.name == metricCPUPerPod || m.name == metricPeakRSS) && (slices.Contains(up, 0) || slices.Contains(dr, 0)) {
+				continue
+			}
+			c := results.NewCase(results.SuiteKwok, reported, m.name, m.better, up, dr)
 			switch {
 			case m.name == "p99_seconds" && name == caseFill:
 				c.Target = "p99 ≤ upstream's"
 				c.TargetMet = ptr.To(c.Drasched > 0 && c.Upstream > 0 && c.Drasched <= c.Upstream)
+			case m.name == metricPeakRSS:
+				c.Target = "≤ upstream's"
+				c.TargetMet = ptr.To(c.Drasched <= c.Upstream)
 			case m.name == metricHighPriorityBound:
 				// All of them fit once low-priority pods are evicted.
 				c.Target = "drasched binds every high-priority pod that fits after eviction"
@@ -250,8 +352,8 @@ func suiteFile(runs []runResult, command string, seconds float64) (results.File,
 					continue
 				}
 				f.Series = append(f.Series,
-					results.Series{Suite: results.SuiteKwok, Case: name, Scheduler: s, Run: r.Run, Metric: "pods_per_second", Points: throughputSeries(c.BoundAt)},
-					results.Series{Suite: results.SuiteKwok, Case: name, Scheduler: s, Run: r.Run, Metric: metricLatencyCDF, Points: cdfSeries(c.Latencies, cdfPoints)})
+					results.Series{Suite: results.SuiteKwok, Case: reported, Scheduler: s, Run: r.Run, Metric: "pods_per_second", Points: throughputSeries(c.BoundAt)},
+					results.Series{Suite: results.SuiteKwok, Case: reported, Scheduler: s, Run: r.Run, Metric: metricLatencyCDF, Points: cdfSeries(c.Latencies, cdfPoints)})
 			}
 		}
 		// Every scheduler's line on the plot of a fragmentation case, the
@@ -262,14 +364,114 @@ func suiteFile(runs []runResult, command string, seconds float64) (results.File,
 				if len(c.WholeFreeSeries) == 0 {
 					continue
 				}
-				f.Series = append(f.Series, results.Series{Suite: results.SuiteKwok, Case: name, Scheduler: s, Run: r.Run, Metric: wholeFreeMetric(name), Points: c.WholeFreeSeries})
+				f.Series = append(f.Series, results.Series{Suite: results.SuiteKwok, Case: reported, Scheduler: s, Run: r.Run, Metric: wholeFreeMetric(name), Points: c.WholeFreeSeries})
 			}
 		}
 	}
-	if len(f.Cases) == 0 {
-		return f, fmt.Errorf("no case measured for both schedulers")
+	return nil
+}
+
+// setTargets sets the targets that compare a group's case with another
+// group's or case: on targetNodes nodes and more, fill's p99 against
+// upstream's best of the default and +pqh runs, and churn's p50; in every
+// group, fill's CPU per pod against noclaims'.
+func setTargets(f *results.File, groups []runGroup) {
+	find := func(name, metric string) *results.Case {
+		for i := range f.Cases {
+			if f.Cases[i].Name == name && f.Cases[i].Metric == metric {
+				return &f.Cases[i]
+			}
+		}
+		return nil
 	}
-	return f, nil
+	for _, g := range groups {
+		if fill := find(g.caseName(caseFill), "p99_seconds"); fill != nil && g.nodes >= targetNodes {
+			best := fill.Upstream
+			for _, other := range groups {
+				if c := find(other.caseName(caseFill), "p99_seconds"); other.nodes == g.nodes && c != nil && c.Upstream > 0 {
+					best = min(best, c.Upstream)
+				}
+			}
+			fill.Target = fmt.Sprintf("p99 ≥ %d× lower than upstream's best, %s", fillP99Factor, formatSeconds(best))
+			fill.TargetMet = ptr.To(fill.Drasched > 0 && fill.Drasched*fillP99Factor <= best)
+		}
+		if churn := find(g.caseName(caseChurn), "p50_seconds"); churn != nil && g.nodes >= targetNodes {
+			churn.Target = fmt.Sprintf("drasched p50 ≤ %s", formatSeconds(churnP50Seconds))
+			churn.TargetMet = ptr.To(churn.Drasched > 0 && churn.Drasched <= churnP50Seconds)
+		}
+		fill, plain := find(g.caseName(caseFill), metricCPUPerPod), find(g.caseName(caseNoClaims), metricCPUPerPod)
+		if fill != nil && plain != nil {
+			fill.Target = fmt.Sprintf("drasched ≤ %d× its CPU per plain pod (noclaims), %s", cpuPerPodFactor, formatSeconds(plain.Drasched))
+			fill.TargetMet = ptr.To(fill.Drasched <= cpuPerPodFactor*plain.Drasched)
+		}
+	}
+}
+
+// formatSeconds prints a duration of seconds to three significant digits
+// or so: 1m15.163s, 2.17ms.
+func formatSeconds(s float64) string {
+	d := time.Duration(s * float64(time.Second))
+	switch {
+	case d >= time.Second:
+		return d.Round(time.Millisecond).String()
+	case d >= time.Millisecond:
+		return d.Round(10 * time.Microsecond).String()
+	}
+	return d.Round(time.Microsecond).String()
+}
+
+// scalingSeries are the points (nodes, median of the runs) of p50, p99 and
+// CPU per pod of the scaling cases, one series per scheduler and variant
+// ("upstream+pqh"), where a case ran on at least two cluster sizes.
+func scalingSeries(byGroup map[runGroup][]runResult) []results.Series {
+	type line struct{ name, scheduler, metric string }
+	points := map[line][][2]float64{}
+	var order []line
+	for g, runs := range byGroup {
+		for _, name := range scalingCases {
+			for _, s := range []string{upstream, drasched} {
+				var p50, p99, cpu []float64
+				for _, r := range runs {
+					c, ok := findCase(r, name)
+					if r.Scheduler != s || !ok || len(c.Latencies) == 0 {
+						continue
+					}
+					p50 = append(p50, percentile(c.Latencies, 0.5))
+					p99 = append(p99, percentile(c.Latencies, 0.99))
+					if c.CPUSeconds > 0 {
+						cpu = append(cpu, c.CPUSeconds/float64(len(c.Latencies)))
+					}
+				}
+				scheduler := s
+				if g.variant != "" {
+					scheduler += "+" + g.variant
+				}
+				for metric, values := range map[string][]float64{metricScalingP50: p50, metricScalingP99: p99, metricScalingCPU: cpu} {
+					if len(values) == 0 {
+						continue
+					}
+					l := line{name, scheduler, metric}
+					if _, ok := points[l]; !ok {
+						order = append(order, l)
+					}
+					points[l] = append(points[l], [2]float64{float64(g.nodes), results.Median(values)})
+				}
+			}
+		}
+	}
+	slices.SortFunc(order, func(a, b line) int {
+		return cmp.Or(cmp.Compare(a.name, b.name), cmp.Compare(a.metric, b.metric), cmp.Compare(a.scheduler, b.scheduler))
+	})
+	var series []results.Series
+	for _, l := range order {
+		pts := points[l]
+		if len(pts) < 2 {
+			continue
+		}
+		slices.SortFunc(pts, func(a, b [2]float64) int { return cmp.Compare(a[0], b[0]) })
+		series = append(series, results.Series{Suite: results.SuiteKwok, Case: l.name, Scheduler: l.scheduler, Run: 1, Metric: l.metric, Points: pts})
+	}
+	return series
 }
 
 func hasCase(runs []runResult, name string) bool {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -46,6 +47,9 @@ func speedCases() []string {
 	return out
 }
 
+// at100 is a case's name in the results of runs on 100 nodes.
+func at100(name string) string { return name + "_100nodes" }
+
 func TestSuiteFile(t *testing.T) {
 	runs := []runResult{
 		testRun(upstream, 1, 1, 0, 0),
@@ -67,7 +71,7 @@ func TestSuiteFile(t *testing.T) {
 	get := func(name, metric string) results.Case {
 		t.Helper()
 		for _, c := range f.Cases {
-			if c.Name == name && c.Metric == metric {
+			if c.Name == at100(name) && c.Metric == metric {
 				return c
 			}
 		}
@@ -149,7 +153,7 @@ func TestSuiteFilePreemptUpstreamNone(t *testing.T) {
 	}
 	byMetric := map[string]results.Case{}
 	for _, c := range f.Cases {
-		if c.Name == casePreempt {
+		if c.Name == at100(casePreempt) {
 			byMetric[c.Metric] = c
 		}
 	}
@@ -182,7 +186,7 @@ func TestSuiteFilePreemptUpstreamNone(t *testing.T) {
 	if err := results.Markdown(&md, f); err != nil {
 		t.Fatal(err)
 	}
-	if want := "| preempt | – → 2.00 (–) | – → 1.00 s (–) | – → 2.00 s (–) | – → 2.00 s (–) | 0 → 0 (–) | 0 → 4 (–) | 0 → 12 (–) |"; !strings.Contains(md.String(), want) {
+	if want := "| preempt_100nodes | – → 2.00 (–) | – → 1.00 s (–) | – → 2.00 s (–) | – → 2.00 s (–) | 0 → 0 (–) | 0 → 4 (–) | 0 → 12 (–) |"; !strings.Contains(md.String(), want) {
 		t.Errorf("Markdown lacks %q:\n%s", want, md.String())
 	}
 	// A drasched run that leaves one unbound misses the target.
@@ -196,7 +200,7 @@ func TestSuiteFilePreemptUpstreamNone(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, c := range f.Cases {
-		if c.Name == casePreempt && c.Metric == metricHighPriorityBound && (c.TargetMet == nil || *c.TargetMet) {
+		if c.Name == at100(casePreempt) && c.Metric == metricHighPriorityBound && (c.TargetMet == nil || *c.TargetMet) {
 			t.Errorf("target met with 3 of 4 bound: %+v", c)
 		}
 	}
@@ -240,7 +244,7 @@ func TestSuiteFileFragmentation(t *testing.T) {
 	}
 	byMetric := map[[2]string]results.Case{}
 	for _, c := range f.Cases {
-		byMetric[[2]string{c.Name, c.Metric}] = c
+		byMetric[[2]string{strings.TrimSuffix(c.Name, "_100nodes"), c.Metric}] = c
 	}
 	for _, want := range []struct {
 		name, metric       string
@@ -275,12 +279,12 @@ func TestSuiteFileFragmentation(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{
-		"| fragmentation | – | – | – | – | 0 → 0 (–) | – | – | – | 3 → 22 (7.33×) | 20 → 55 (2.75×) | 3 → 22 (7.33×) | 24 → 24 (1.00×) | – | – |",
-		"\nfragmentation: A churn of 900 pods of 1, 2 or 4 H100 GPUs (sizes and lifetimes drawn from seed 1, the same for every scheduler) on 80 H100 nodes, 70% of the GPUs requested throughout: 24 steps",
+		"| fragmentation_100nodes | – | – | – | – | 0 → 0 (–) | – | – | – | 3 → 22 (7.33×) | 20 → 55 (2.75×) | 3 → 22 (7.33×) | 24 → 24 (1.00×) | – | – |",
+		"\nfragmentation_100nodes: A churn of 900 pods of 1, 2 or 4 H100 GPUs (sizes and lifetimes drawn from seed 1, the same for every scheduler) on 80 H100 nodes, 70% of the GPUs requested throughout: 24 steps",
 		"lifetime (1 to 15 steps)",
 		"drasched is BestFit + MostAllocated. drasched-bestfit run 1: 2 of 900 churn pods never bound.",
-		"\nfragmentation: drasched with its shipped configuration (FirstFit + MostAllocated): 16 whole free H100 nodes (ideal 24), 50 free 4-GPU NUMA nodes, 16 of 24 8-GPU pods placed.\n",
-		"\nfragmentation_mig: drasched with its shipped configuration (FirstFit + MostAllocated): 20 whole free GPUs in MIG mode (ideal 30), 20 of 30 whole-GPU pods placed.\n",
+		"\nfragmentation_100nodes: drasched with its shipped configuration (FirstFit + MostAllocated): 16 whole free H100 nodes (ideal 24), 50 free 4-GPU NUMA nodes, 16 of 24 8-GPU pods placed.\n",
+		"\nfragmentation_mig_100nodes: drasched with its shipped configuration (FirstFit + MostAllocated): 20 whole free GPUs in MIG mode (ideal 30), 20 of 30 whole-GPU pods placed.\n",
 		"BestFit ≥ 2× upstream's and ≥ 90% of the ideal ✓",
 	} {
 		if !strings.Contains(md.String(), want) {
@@ -290,8 +294,8 @@ func TestSuiteFileFragmentation(t *testing.T) {
 
 	series := map[string][]string{}
 	for _, s := range f.Series {
-		if fragmentationCase(s.Case) {
-			series[s.Case+" "+s.Metric] = append(series[s.Case+" "+s.Metric], s.Scheduler)
+		if name := strings.TrimSuffix(s.Case, "_100nodes"); fragmentationCase(name) {
+			series[name+" "+s.Metric] = append(series[name+" "+s.Metric], s.Scheduler)
 		}
 	}
 	if diff := cmp.Diff(map[string][]string{
@@ -307,7 +311,7 @@ func TestSuiteFileFragmentation(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, c := range f.Cases {
-		if c.Name == caseFragmentation && c.Metric == metricWholeFreeNodes && (c.TargetMet == nil || *c.TargetMet) {
+		if c.Name == at100(caseFragmentation) && c.Metric == metricWholeFreeNodes && (c.TargetMet == nil || *c.TargetMet) {
 			t.Errorf("target met with 20 of an ideal 24: %+v", c)
 		}
 	}
@@ -372,7 +376,7 @@ func TestSuiteFileGang(t *testing.T) {
 			}
 			got := map[string]results.Case{}
 			for _, c := range f.Cases {
-				if c.Name == caseGang {
+				if c.Name == at100(caseGang) {
 					got[c.Metric] = c
 				}
 			}
@@ -407,9 +411,130 @@ func TestSuiteFileGang(t *testing.T) {
 				t.Errorf("gang note %q: says partly bound groups %v, want %v", note, says, tc.partial > 0)
 			}
 			// The other cases are there too, from the other runs.
-			if !slices.ContainsFunc(f.Cases, func(c results.Case) bool { return c.Name == caseFill }) {
+			if !slices.ContainsFunc(f.Cases, func(c results.Case) bool { return c.Name == at100(caseFill) }) {
 				t.Error("no fill case")
 			}
 		})
+	}
+}
+
+// sizedRun is a run on nodes nodes of fill, noclaims and churn, whose
+// pods' latencies are latency, 2·latency, ...; the scheduler used cpu
+// seconds per case (half of it for noclaims) and peaked at rss bytes.
+func sizedRun(scheduler, variant string, nodes int, latency, cpu float64, rss uint64) runResult {
+	r := runResult{Scheduler: scheduler, Variant: variant, Run: 1, Nodes: nodes,
+		NodeMix: map[string]int{kindH100: nodes * 8 / 10}, Fraction: 0.9, ChurnBase: 0.3, ChurnRate: 20, ChurnLifetimeSeconds: 5}
+	for _, name := range []string{caseFill, caseNoClaims, caseChurn} {
+		c := caseResult{Name: name, Pods: 4, Seconds: 2, CPUSeconds: cpu, PeakRSSBytes: rss}
+		if name == caseNoClaims {
+			c.CPUSeconds = cpu / 2
+		}
+		for i := range 4 {
+			c.Latencies = append(c.Latencies, latency*float64(i+1))
+			c.BoundAt = append(c.BoundAt, 0.5*float64(i+1))
+		}
+		r.Cases = append(r.Cases, c)
+	}
+	return r
+}
+
+// TestSuiteFileSizesAndVariants: cases carry their cluster size and
+// variant; on 5000 nodes fill's p99 is held against upstream's best of
+// both variants and churn's p50 against 100 ms; CPU per DRA pod against
+// CPU per plain pod; the scaling series have a point per size.
+func TestSuiteFileSizesAndVariants(t *testing.T) {
+	runs := []runResult{
+		// 1000 nodes: drasched 4× lower latencies, CPU 0.4 s per case.
+		sizedRun(upstream, "", 1000, 0.4, 1, 300<<20),
+		sizedRun(drasched, "", 1000, 0.1, 0.4, 200<<20),
+		// 5000 nodes: upstream at its defaults 2 s, with pqh 0.5 s;
+		// drasched 0.04 s (12.5× lower than upstream's best, p50 80 ms),
+		// with pqh 0.06 s (8.3×).
+		sizedRun(upstream, "", 5000, 2, 4, 900<<20),
+		sizedRun(drasched, "", 5000, 0.04, 2, 1000<<20),
+		sizedRun(upstream, variantPQH, 5000, 0.5, 3, 800<<20),
+		sizedRun(drasched, variantPQH, 5000, 0.06, 2, 700<<20),
+	}
+	f, err := suiteFile(runs, "", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	get := func(name, metric string) results.Case {
+		t.Helper()
+		for _, c := range f.Cases {
+			if c.Name == name && c.Metric == metric {
+				return c
+			}
+		}
+		t.Fatalf("no case %s %s", name, metric)
+		return results.Case{}
+	}
+	// Upstream's best p99 on 5000 nodes is pqh's 4·0.5 = 2 s; drasched's
+	// 0.16 s is 12.5× lower, drasched+pqh's 0.24 s only 8.3×.
+	fill := get("fill_5000nodes", "p99_seconds")
+	if fill.Upstream != 8 || fill.TargetMet == nil || !*fill.TargetMet || !strings.Contains(fill.Target, "10× lower than upstream's best, 2s") {
+		t.Errorf("fill_5000nodes p99: %+v", fill)
+	}
+	if pqh := get("fill_5000nodes+pqh", "p99_seconds"); pqh.Upstream != 2 || pqh.TargetMet == nil || *pqh.TargetMet {
+		t.Errorf("fill_5000nodes+pqh p99: %+v, want the target missed", pqh)
+	}
+	if small := get("fill_1000nodes", "p99_seconds"); small.Target != "p99 ≤ upstream's" {
+		t.Errorf("fill_1000nodes p99 target %q, want the one of every size", small.Target)
+	}
+	// Churn's p50 (2.5·latency): 100 ms for drasched, 150 ms with pqh.
+	if churn := get("churn_5000nodes", "p50_seconds"); churn.TargetMet == nil || !*churn.TargetMet {
+		t.Errorf("churn_5000nodes p50: %+v, want met", churn)
+	}
+	if churn := get("churn_5000nodes+pqh", "p50_seconds"); churn.TargetMet == nil || *churn.TargetMet {
+		t.Errorf("churn_5000nodes+pqh p50: %+v, want missed", churn)
+	}
+	if churn := get("churn_1000nodes", "p50_seconds"); churn.Target != "" {
+		t.Errorf("churn_1000nodes has target %q; only 5000 nodes have one", churn.Target)
+	}
+	// CPU per pod: cpu/4 pods, noclaims half of it.
+	cpu := get("fill_5000nodes", metricCPUPerPod)
+	if cpu.Upstream != 1 || cpu.Drasched != 0.5 || cpu.Ratio != 2 || cpu.TargetMet == nil || !*cpu.TargetMet {
+		t.Errorf("fill_5000nodes CPU per pod: %+v", cpu)
+	}
+	if plain := get("noclaims_5000nodes", metricCPUPerPod); plain.Drasched != 0.25 || plain.Target != "" {
+		t.Errorf("noclaims_5000nodes CPU per pod: %+v", plain)
+	}
+	if rss := get("fill_5000nodes", metricPeakRSS); rss.TargetMet == nil || *rss.TargetMet {
+		t.Errorf("fill_5000nodes peak RSS %+v: drasched's is above upstream's, want missed", rss)
+	}
+	if rss := get("fill_5000nodes+pqh", metricPeakRSS); rss.TargetMet == nil || !*rss.TargetMet {
+		t.Errorf("fill_5000nodes+pqh peak RSS %+v, want met", rss)
+	}
+
+	// Scaling: upstream and drasched on 1000 and 5000 nodes; the pqh
+	// variants have one size only, so no line.
+	lines := map[string][][2]float64{}
+	for _, s := range f.Series {
+		if strings.HasPrefix(s.Metric, "scaling_") {
+			lines[s.Case+" "+s.Scheduler+" "+s.Metric] = s.Points
+		}
+	}
+	if got := lines["fill drasched "+metricScalingP99]; !cmp.Equal(got, [][2]float64{{1000, 0.4}, {5000, 0.16}}) {
+		t.Errorf("fill drasched p99 by nodes %v", got)
+	}
+	if got := lines["churn upstream "+metricScalingCPU]; !cmp.Equal(got, [][2]float64{{1000, 0.25}, {5000, 1}}) {
+		t.Errorf("churn upstream CPU per pod by nodes %v", got)
+	}
+	if len(lines) != 2*2*3 {
+		t.Errorf("%d scaling lines, want 12 (fill and churn, 2 schedulers, 3 metrics): %v", len(lines), slices.Collect(maps.Keys(lines)))
+	}
+}
+
+// TestSuiteFileWithoutCost: runs without the scheduler's process measured
+// report no cost metrics, rather than zeros.
+func TestSuiteFileWithoutCost(t *testing.T) {
+	f, err := suiteFile([]runResult{sizedRun(upstream, "", 100, 1, 0, 0), sizedRun(drasched, "", 100, 1, 0, 0)}, "", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range f.Cases {
+		if c.Metric == metricCPUPerPod || c.Metric == metricPeakRSS {
+			t.Errorf("case %s has %s without a measurement", c.Name, c.Metric)
+		}
 	}
 }

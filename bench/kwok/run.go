@@ -33,11 +33,21 @@ const (
 	caseMatch   = "match"
 	caseMIG     = "mig"
 	casePreempt = "preempt"
+	// caseNoClaims is fill's pods without their claims, on the same
+	// cluster: what a plain pod costs the scheduler, beside a DRA pod.
+	caseNoClaims = "noclaims"
 	// caseFragmentation and caseFragmentationMIG: see fragmentation.go;
 	// caseGang: see gang.go.
 )
 
-var caseNames = []string{caseFill, caseChurn, caseMatch, caseMIG, casePreempt, caseFragmentation, caseFragmentationMIG, caseGang}
+var caseNames = []string{caseFill, caseNoClaims, caseChurn, caseMatch, caseMIG, casePreempt, caseFragmentation, caseFragmentationMIG, caseGang}
+
+// costCases are the cases whose scheduler cost (CPU seconds per pod bound,
+// peak RSS) a run measures: each runs alone and measures every pod the
+// scheduler binds while it runs. The others share their run with pods that
+// they do not measure (preempt's low-priority fill) or with another case
+// (the fragmentation churns).
+var costCases = []string{caseFill, caseNoClaims, caseChurn, caseMatch, caseMIG, caseGang}
 
 // batches groups the cases to run (all if none are named) into what runs
 // at once, in the order of caseNames: each case alone, but the
@@ -66,6 +76,11 @@ func batches(cases []string) ([][]string, error) {
 	return out, nil
 }
 
+// variantPQH is a run whose scheduler has the feature gate
+// SchedulerPreQueueingHints on (alpha in 1.37, off by default): upstream at
+// its best. Its cases are reported as <case>+pqh.
+const variantPQH = "pqh"
+
 // runConfig says what a run measures and how.
 type runConfig struct {
 	Namespace     string
@@ -74,6 +89,13 @@ type runConfig struct {
 	DeviceClasses string
 	// Fraction of the devices that the fill, match and mig workloads take.
 	Fraction float64
+	// FillPods, if not 0, bounds the pods of fill (and noclaims): fill
+	// then takes a smaller fraction of the H100 GPUs, with the same mix of
+	// sizes.
+	FillPods int
+	// SchedulerPID is the scheduler's process, whose CPU time and peak RSS
+	// the cost cases measure; 0 measures none.
+	SchedulerPID int
 	// ChurnBase is the fraction of the H100 GPUs that the churn workload
 	// takes before its stream starts; ChurnRate pods/s are created for
 	// ChurnDuration, each deleted ChurnLifetime after it was bound.
@@ -118,8 +140,13 @@ type runConfig struct {
 // writes it and bench/kwok report reads it.
 type runResult struct {
 	Scheduler string `json:"scheduler"`
-	Run       int    `json:"run"`
-	Nodes     int    `json:"nodes"`
+	// Variant is how the scheduler differed from its defaults: variantPQH,
+	// or empty.
+	Variant string `json:"variant,omitempty"`
+	Run     int    `json:"run"`
+	Nodes   int    `json:"nodes"`
+	// FillPods is that of the runConfig.
+	FillPods int `json:"fill_pods,omitempty"`
 	// NodeMix is the number of nodes by kind.
 	NodeMix map[string]int `json:"node_mix"`
 	// Fraction, ChurnBase, ChurnRate, ChurnLifetimeSeconds, PreemptShare
@@ -201,6 +228,14 @@ type caseResult struct {
 	GroupsBound    int       `json:"groups_bound,omitempty"`
 	PartialGroups  int       `json:"partial_groups,omitempty"`
 	GroupLatencies []float64 `json:"group_latencies,omitempty"`
+	// Share is the fraction of the H100 GPUs that fill's pods took (below
+	// the run's Fraction where FillPods bounded them).
+	Share float64 `json:"share,omitempty"`
+	// CPUSeconds is the CPU time the scheduler process used while the case
+	// ran (from the start of its measured pods to the last bind), and
+	// PeakRSSBytes its peak resident set size meanwhile; cost cases only.
+	CPUSeconds   float64 `json:"cpu_seconds,omitempty"`
+	PeakRSSBytes uint64  `json:"peak_rss_bytes,omitempty"`
 	// AllocationErrors counts what kwokcluster.Verify found.
 	AllocationErrors int `json:"allocation_errors"`
 	// Errors are the first errors of the case, for the report.
@@ -227,6 +262,36 @@ type runner struct {
 	cfg     runConfig
 	out     io.Writer
 	tracker *tracker
+	// cost reads the scheduler process, if cfg.SchedulerPID is set;
+	// costStart is the mark of the case running, costErr why it has none.
+	cost      *costMeter
+	costStart costMark
+	costErr   error
+}
+
+// markCost starts measuring the scheduler's cost for the case running.
+func (r *runner) markCost() {
+	if r.cost == nil {
+		return
+	}
+	r.costStart, r.costErr = r.cost.mark()
+}
+
+// recordCost puts the scheduler's cost since the last mark into the case.
+func (r *runner) recordCost(c *caseResult) {
+	if r.cost == nil || !slices.Contains(costCases, c.Name) {
+		return
+	}
+	if r.costErr != nil {
+		c.addErrors(r.costErr)
+		return
+	}
+	cpu, rss, err := r.cost.since(r.costStart)
+	if err != nil {
+		c.addErrors(err)
+		return
+	}
+	c.CPUSeconds, c.PeakRSSBytes = cpu, rss
 }
 
 // run measures every case against the cluster, whose nodes exist and are
@@ -269,9 +334,16 @@ func (r *runner) run(ctx context.Context) ([]caseResult, error) {
 	var failed []string
 	for _, batch := range runBatches {
 		var cases []caseResult
+		r.markCost()
 		switch name := batch[0]; name {
-		case caseFill:
-			cases = []caseResult{r.measureBatch(ctx, name, fillPods(caseFill, capa.h100, r.cfg.Fraction))}
+		case caseFill, caseNoClaims:
+			pods, share := boundedFillPods(name, capa.h100, r.cfg.Fraction, r.cfg.FillPods)
+			if name == caseNoClaims {
+				pods = withoutClaims(pods)
+			}
+			c := r.measureBatch(ctx, name, pods)
+			c.Share = share
+			cases = []caseResult{c}
 		case caseChurn:
 			c := caseResult{Name: name}
 			r.measureChurn(ctx, &c, capa)
@@ -293,6 +365,9 @@ func (r *runner) run(ctx context.Context) ([]caseResult, error) {
 		}
 		if ctx.Err() != nil {
 			return results, ctx.Err()
+		}
+		for i := range cases {
+			r.recordCost(&cases[i])
 		}
 		// The cases of a batch ran at once, on disjoint nodes: one
 		// verification of the namespace covers them, and what it finds
@@ -495,7 +570,8 @@ func (r *runner) fill(c *caseResult, names []string, start time.Time) {
 // ChurnLifetime after it was bound, oldest first, and measures the pods of
 // that stream.
 func (r *runner) measureChurn(ctx context.Context, c *caseResult, capa capacity) {
-	base := fillPods("churn-base", capa.h100, r.cfg.ChurnBase)
+	base, share := boundedFillPods("churn-base", capa.h100, r.cfg.ChurnBase, r.cfg.FillPods)
+	c.Share = share
 	if err := r.createPods(ctx, "churn-base", base); err != nil {
 		c.addErrors(err)
 		return
@@ -504,6 +580,8 @@ func (r *runner) measureChurn(ctx context.Context, c *caseResult, capa capacity)
 		c.addErrors(err)
 		return
 	}
+	// The scheduler's cost is that of the stream, not of the base.
+	r.markCost()
 
 	count := int(r.cfg.ChurnRate * r.cfg.ChurnDuration.Seconds())
 	pods := make([]podSpec, count)
@@ -778,6 +856,10 @@ func (r *runner) report(c caseResult) {
 	_, _ = fmt.Fprintf(r.out, "    %-6s %d pods, %.1f pods/s, latency p50 %s p90 %s p99 %s, %d allocation errors\n",
 		c.Name, c.Pods, s.podsPerSecond(), seconds(percentile(c.Latencies, 0.5)), seconds(percentile(c.Latencies, 0.9)),
 		seconds(percentile(c.Latencies, 0.99)), c.AllocationErrors)
+	if c.CPUSeconds > 0 && len(c.Latencies) > 0 {
+		_, _ = fmt.Fprintf(r.out, "    %-6s scheduler: %.1f CPU s, %.2f ms of CPU per pod, peak RSS %d MiB\n",
+			c.Name, c.CPUSeconds, 1000*c.CPUSeconds/float64(len(c.Latencies)), c.PeakRSSBytes>>20)
+	}
 	if c.Name == casePreempt {
 		_, _ = fmt.Fprintf(r.out, "    %-6s %d of %d high-priority pods bound, %d low-priority pods preempted, %d of their GPUs wasted\n",
 			c.Name, c.HighPriorityBound, c.Pods, c.Preempted, c.WastedGPUs)

@@ -95,7 +95,9 @@ func capacityOf(all []resourceapi.ResourceSlice) capacity {
 // podSpec is one pod of a workload: its name, the ResourceClaimTemplate
 // of its claim and, if any, its PriorityClass and its PodGroup.
 type podSpec struct {
-	name          string
+	name string
+	// template is the ResourceClaimTemplate of the pod's claim; a pod
+	// without one has no claim (noclaims).
 	template      string
 	priorityClass string
 	// gpus the pod's claim asks for, where a case counts them
@@ -120,6 +122,34 @@ func migTemplate(profile string) string { return "mig-" + strings.ReplaceAll(pro
 // fillSizes are the pod sizes of the fill workload, in GPUs.
 var fillSizes = []int{8, 4, 2, 1}
 
+// boundedFillPods are the pods of fillPods, but at most maxPods of them
+// (none: 0): then of a fraction lowered in proportion, so that the mix of
+// sizes stays, less the 1-GPU pods that rounding puts beyond maxPods. It
+// returns the fraction of the GPUs that the pods take.
+func boundedFillPods(prefix string, gpus int, fraction float64, maxPods int) ([]podSpec, float64) {
+	pods := fillPods(prefix, gpus, fraction)
+	if maxPods <= 0 || len(pods) <= maxPods {
+		return pods, fraction
+	}
+	pods = fillPods(prefix, gpus, fraction*float64(maxPods)/float64(len(pods)))
+	pods = pods[:min(len(pods), maxPods)]
+	requested := 0
+	for _, p := range pods {
+		requested += p.gpus
+	}
+	return pods, float64(requested) / float64(gpus)
+}
+
+// withoutClaims returns the pods without their claims.
+func withoutClaims(pods []podSpec) []podSpec {
+	out := make([]podSpec, len(pods))
+	for i, p := range pods {
+		p.template = ""
+		out[i] = p
+	}
+	return out
+}
+
 // fillPods returns pods of 8, 4, 2 and 1 H100 GPUs that together take
 // fraction of gpus, each size about the same share of the GPUs (so many
 // more small pods than large ones), 1-GPU pods making up the rest.
@@ -142,7 +172,7 @@ func fillPods(prefix string, gpus int, fraction float64) []podSpec {
 	var pods []podSpec
 	for _, size := range fillSizes {
 		for range counts[size] {
-			pods = append(pods, podSpec{name: fmt.Sprintf("%s-%05d", prefix, len(pods)), template: h100Template(size)})
+			pods = append(pods, podSpec{name: fmt.Sprintf("%s-%05d", prefix, len(pods)), template: h100Template(size), gpus: size})
 		}
 	}
 	return pods
@@ -327,13 +357,15 @@ func podObject(namespace, schedulerName, caseName string, p podSpec) *corev1.Pod
 			PriorityClassName:             p.priorityClass,
 			RestartPolicy:                 corev1.RestartPolicyNever,
 			TerminationGracePeriodSeconds: ptr.To[int64](0),
-			ResourceClaims:                []corev1.PodResourceClaim{{Name: "gpus", ResourceClaimTemplateName: ptr.To(p.template)}},
 			Containers: []corev1.Container{{
-				Name:      "cuda",
-				Image:     "registry.k8s.io/pause:3.10",
-				Resources: corev1.ResourceRequirements{Claims: []corev1.ResourceClaim{{Name: "gpus"}}},
+				Name:  "cuda",
+				Image: "registry.k8s.io/pause:3.10",
 			}},
 		},
+	}
+	if p.template != "" {
+		pod.Spec.ResourceClaims = []corev1.PodResourceClaim{{Name: "gpus", ResourceClaimTemplateName: ptr.To(p.template)}}
+		pod.Spec.Containers[0].Resources.Claims = []corev1.ResourceClaim{{Name: "gpus"}}
 	}
 	if p.group != "" {
 		pod.Spec.SchedulingGroup = &corev1.PodSchedulingGroup{PodGroupName: ptr.To(p.group)}

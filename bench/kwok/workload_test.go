@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"testing"
@@ -87,6 +88,53 @@ func TestFillPods(t *testing.T) {
 				t.Errorf("%d names for %d pods", names.Len(), len(pods))
 			}
 		})
+	}
+}
+
+// TestBoundedFillPods: a bound keeps fill's mix of sizes at a lower
+// fraction; without one, or above the pods of the fraction, nothing
+// changes.
+func TestBoundedFillPods(t *testing.T) {
+	// 5000 nodes: 4000 H100 nodes, 32000 GPUs; 90% is 13500 pods.
+	pods, fraction := boundedFillPods("fill", 32000, 0.9, 5000)
+	if len(pods) > 5000 || len(pods) < 4990 {
+		t.Errorf("%d pods, want at most 5000 and not many fewer", len(pods))
+	}
+	sizes, total := map[int]int{}, 0
+	for _, p := range pods {
+		sizes[gpusOf(t, p.template)] += gpusOf(t, p.template)
+		total += gpusOf(t, p.template)
+	}
+	if want := float64(total) / 32000; math.Abs(fraction-want) > 1e-9 || fraction > 0.9*5000/13500 {
+		t.Errorf("fraction %v, want %v (the GPUs of the pods), at most %v", fraction, want, 0.9*5000/13500)
+	}
+	// Each size takes about the same share of the GPUs, as unbounded.
+	for _, size := range fillSizes[:3] {
+		if share := float64(sizes[size]) / float64(sizes[1]); share < 0.95 || share > 1.05 {
+			t.Errorf("%d-GPU pods take %d GPUs, 1-GPU pods %d: the mix changed", size, sizes[size], sizes[1])
+		}
+	}
+	for _, bound := range []int{0, 13500, 20000} {
+		pods, fraction := boundedFillPods("fill", 32000, 0.9, bound)
+		if len(pods) != 13500 || fraction != 0.9 {
+			t.Errorf("bound %d: %d pods at %v, want 13500 at 0.9", bound, len(pods), fraction)
+		}
+	}
+}
+
+// TestNoClaimsPods: the noclaims case's pods are fill's without a claim.
+func TestNoClaimsPods(t *testing.T) {
+	pods := withoutClaims(fillPods("noclaims", 80, 0.9))
+	if len(pods) != len(fillPods("noclaims", 80, 0.9)) {
+		t.Fatalf("%d pods, want fill's", len(pods))
+	}
+	pod := podObject("bench", "bench", caseNoClaims, pods[0])
+	if len(pod.Spec.ResourceClaims) != 0 || len(pod.Spec.Containers[0].Resources.Claims) != 0 {
+		t.Errorf("noclaims pod has claims: %+v", pod.Spec)
+	}
+	withClaim := podObject("bench", "bench", caseFill, fillPods("fill", 80, 0.9)[0])
+	if len(withClaim.Spec.ResourceClaims) != 1 || len(withClaim.Spec.Containers[0].Resources.Claims) != 1 {
+		t.Errorf("fill pod without its claim: %+v", withClaim.Spec)
 	}
 }
 

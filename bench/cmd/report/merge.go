@@ -80,6 +80,8 @@ func writePlotLinks(md *bytes.Buffer, out string, plots []plotFile) error {
 			fmt.Fprint(md, "\nH100 nodes with all GPUs free over the churn, per case:")
 		case metricWholeFreeGPUs:
 			fmt.Fprint(md, "\nGPUs in MIG mode with no device in use over the churn, per case:")
+		case metricScaling:
+			fmt.Fprint(md, "\np50 and p99 creation → bound latency and CPU seconds per pod against the cluster size, per case:")
 		default:
 			fmt.Fprintf(md, "\n%s, per case:", m)
 		}

@@ -8,10 +8,13 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strings"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgsvg"
 
 	"github.com/drasched/drasched/bench/internal/results"
 )
@@ -32,6 +35,10 @@ var colors = map[string]color.Color{
 	"drasched-bestfit": color.RGBA{R: 0x55, G: 0xa8, B: 0x68, A: 0xff},
 }
 
+// variantSuffix is the suffix of a scheduler with a feature gate on in the
+// scaling series: drawn in its scheduler's color, dashed.
+const variantSuffix = "+pqh"
+
 // Series metrics with plots of their own kind.
 const (
 	// metricThroughput series are (seconds, pods/s) over time.
@@ -45,6 +52,23 @@ const (
 	metricWholeFreeNodes = "whole_free_nodes"
 	metricWholeFreeGPUs  = "whole_free_gpus"
 )
+
+// Series metrics of the scaling plots: points (nodes, value), one series
+// per scheduler (and variant: "upstream+pqh"). A case's three are drawn as
+// one plot of three panels, <suite>_<case>_scaling.svg.
+const (
+	metricScalingP50 = "scaling_p50_seconds"
+	metricScalingP99 = "scaling_p99_seconds"
+	metricScalingCPU = "scaling_cpu_seconds_per_pod"
+	// metricScaling is the plotFile metric of the scaling plots.
+	metricScaling = "scaling"
+)
+
+var scalingPanels = []struct{ metric, y string }{
+	{metricScalingP50, "p50 latency (s)"},
+	{metricScalingP99, "p99 latency (s)"},
+	{metricScalingCPU, "CPU s per pod"},
+}
 
 // mainMetrics are the series metrics whose plot is a case's own,
 // <suite>_<case>.svg: throughput, or for the cases that measure placement
@@ -101,8 +125,19 @@ func drawPlots(dir string, files []results.File) ([]plotFile, error) {
 	type key struct{ suite, name, metric string }
 	bySeries := map[key][]results.Series{}
 	var keys []key
+	type scalingKey struct{ suite, name string }
+	scaling := map[scalingKey][]results.Series{}
+	var scalingKeys []scalingKey
 	for _, f := range files {
 		for _, s := range f.Series {
+			if slices.ContainsFunc(scalingPanels, func(p struct{ metric, y string }) bool { return p.metric == s.Metric }) {
+				k := scalingKey{s.Suite, s.Case}
+				if _, ok := scaling[k]; !ok {
+					scalingKeys = append(scalingKeys, k)
+				}
+				scaling[k] = append(scaling[k], s)
+				continue
+			}
 			k := key{s.Suite, s.Case, s.Metric}
 			if _, ok := bySeries[k]; !ok {
 				keys = append(keys, k)
@@ -110,7 +145,7 @@ func drawPlots(dir string, files []results.File) ([]plotFile, error) {
 			bySeries[k] = append(bySeries[k], s)
 		}
 	}
-	if len(keys) == 0 {
+	if len(keys) == 0 && len(scalingKeys) == 0 {
 		return nil, nil
 	}
 	// Suites in the order of the tables, whatever the order of the files.
@@ -165,5 +200,71 @@ func drawPlots(dir string, files []results.File) ([]plotFile, error) {
 		}
 		plots = append(plots, plotFile{name: k.name, metric: k.metric, path: path})
 	}
+	for _, k := range scalingKeys {
+		path := plotPath(dir, k.suite, k.name, metricScaling)
+		if err := drawScaling(path, k.suite, k.name, scaling[k]); err != nil {
+			return nil, err
+		}
+		plots = append(plots, plotFile{name: k.name, metric: metricScaling, path: path})
+	}
 	return plots, nil
+}
+
+// drawScaling draws a case's scaling series as one SVG of three panels
+// (p50, p99, CPU per pod) over the number of nodes, a line per scheduler.
+func drawScaling(path, suite, name string, series []results.Series) error {
+	slices.SortStableFunc(series, func(a, b results.Series) int { return cmp.Compare(a.Scheduler, b.Scheduler) })
+	rows := make([][]*plot.Plot, len(scalingPanels))
+	for i, panel := range scalingPanels {
+		p := plot.New()
+		if i == 0 {
+			p.Title.Text = fmt.Sprintf("%s %s: against the cluster size", suite, name)
+		}
+		if i == len(scalingPanels)-1 {
+			p.X.Label.Text = "nodes"
+		}
+		p.Y.Label.Text = panel.y
+		p.X.Min, p.Y.Min = 0, 0
+		p.Legend.Top, p.Legend.Left = true, true
+		maxY, lines := 0.0, 0
+		for _, s := range series {
+			if s.Metric != panel.metric {
+				continue
+			}
+			pts := make(plotter.XYs, len(s.Points))
+			for j, pt := range s.Points {
+				pts[j].X, pts[j].Y = pt[0], pt[1]
+				maxY = max(maxY, pt[1])
+			}
+			line, points, err := plotter.NewLinePoints(pts)
+			if err != nil {
+				return fmt.Errorf("%s %s %s: %w", suite, name, s.Metric, err)
+			}
+			base, variant := strings.CutSuffix(s.Scheduler, variantSuffix)
+			line.Color, points.Color = colors[base], colors[base]
+			line.Width = vg.Points(1.5)
+			if variant {
+				line.Dashes = []vg.Length{vg.Points(4), vg.Points(2)}
+			}
+			p.Add(line, points)
+			p.Legend.Add(s.Scheduler, line, points)
+			lines++
+		}
+		p.Y.Max = maxY * (1.15 + 0.07*float64(lines))
+		rows[i] = []*plot.Plot{p}
+	}
+	img := vgsvg.New(6*vg.Inch, 9*vg.Inch)
+	canvases := plot.Align(rows, draw.Tiles{Rows: len(rows), Cols: 1, PadY: vg.Millimeter * 3, PadTop: vg.Millimeter * 2, PadBottom: vg.Millimeter * 2}, draw.New(img))
+	for i := range rows {
+		rows[i][0].Draw(canvases[i][0])
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := img.WriteTo(f); err != nil {
+		_ = f.Close()
+		return err
+	}
+	return f.Close()
 }

@@ -249,3 +249,50 @@ func TestFragmentationPlot(t *testing.T) {
 		t.Errorf("drasched alone is %q", got)
 	}
 }
+
+// TestScalingPlot: a case's scaling series (p50, p99, CPU per pod against
+// the cluster size) make one plot of three panels, kwok_<case>_scaling.svg,
+// a line per scheduler and variant, linked from latest.md.
+func TestScalingPlot(t *testing.T) {
+	dir := t.TempDir()
+	var series []results.Series
+	for _, scheduler := range []string{"upstream", "drasched", "upstream+pqh", "drasched+pqh"} {
+		for _, metric := range []string{metricScalingP50, metricScalingP99, metricScalingCPU} {
+			series = append(series, results.Series{Suite: results.SuiteKwok, Case: "fill", Scheduler: scheduler, Run: 1, Metric: metric,
+				Points: [][2]float64{{500, 0.1}, {1000, 0.2}, {5000, 1}}})
+		}
+	}
+	kwok := results.File{
+		Date:   "2026-01-02T10:30:00Z",
+		Cases:  []results.Case{{Suite: results.SuiteKwok, Name: "fill_5000nodes", Metric: "p99_seconds", Upstream: 2, Drasched: 1, Ratio: 2, Better: results.Lower}},
+		Series: series,
+	}
+	in := filepath.Join(dir, "kwok.json")
+	if err := results.Write(in, kwok); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "results")
+	if err := run([]string{"merge", "-out", out, in}); err != nil {
+		t.Fatal(err)
+	}
+	svg, err := os.ReadFile(filepath.Join(out, "plots", "kwok_fill_scaling.svg"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"against the cluster size", "p50 latency (s)", "p99 latency (s)", "CPU s per pod", "nodes", "upstream+pqh", "drasched+pqh"} {
+		if !strings.Contains(string(svg), want) {
+			t.Errorf("scaling plot lacks %q", want)
+		}
+	}
+	entries, err := os.ReadDir(filepath.Join(out, "plots"))
+	if err != nil || len(entries) != 1 {
+		t.Errorf("plots %v (%v), want the one scaling plot", entries, err)
+	}
+	md, err := os.ReadFile(filepath.Join(out, "latest.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "against the cluster size, per case: [fill](plots/kwok_fill_scaling.svg)\n"; !strings.Contains(string(md), want) {
+		t.Errorf("latest.md lacks %q:\n%s", want, md)
+	}
+}
