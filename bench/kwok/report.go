@@ -537,6 +537,24 @@ func findCase(r runResult, name string) (caseResult, bool) {
 	return caseResult{}, false
 }
 
+// share is the fraction of the H100 GPUs that upstream's first run of a
+// case filled (below fraction where FillPods bounded the pods), fraction if
+// it did not say.
+func share(cases map[string][]caseResult, fraction float64) float64 {
+	if s := cases[upstream][0].Share; s > 0 {
+		return s
+	}
+	return fraction
+}
+
+// boundNote says that the run bounded fill's pods, if it did.
+func boundNote(r runResult) string {
+	if r.FillPods == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" (fill and churn's base at most %d pods)", r.FillPods)
+}
+
 // caseNote says what the workload was, and which runs left pods unbound
 // or had errors; dr is the scheduler of the drasched column.
 func caseNote(name string, r runResult, cases map[string][]caseResult, dr string) string {
@@ -544,11 +562,13 @@ func caseNote(name string, r runResult, cases map[string][]caseResult, dr string
 	var what string
 	switch name {
 	case caseFill:
-		what = fmt.Sprintf("%d pods of 8, 4, 2 and 1 H100 GPUs, largest first, created at once: %.0f%% of the GPUs of %d H100 nodes.",
-			pods, r.Fraction*100, r.NodeMix[kindH100])
+		what = fmt.Sprintf("%d pods of 8, 4, 2 and 1 H100 GPUs, largest first, created at once: %.0f%% of the GPUs of %d H100 nodes%s.",
+			pods, share(cases, r.Fraction)*100, r.NodeMix[kindH100], boundNote(r))
+	case caseNoClaims:
+		what = fmt.Sprintf("%d pods without claims, fill's pods otherwise, created at once on the same cluster: the scheduler's CPU per plain pod, beside fill's per DRA pod.", pods)
 	case caseChurn:
-		what = fmt.Sprintf("%d pods of 1, 2 and 4 H100 GPUs at %.0f pods/s on %d H100 nodes %.0f%% full, each deleted %s after it was bound.",
-			pods, r.ChurnRate, r.NodeMix[kindH100], r.ChurnBase*100, time.Duration(r.ChurnLifetimeSeconds*float64(time.Second)))
+		what = fmt.Sprintf("%d pods of 1, 2 and 4 H100 GPUs at %.0f pods/s on %d H100 nodes %.0f%% full%s, each deleted %s after it was bound.",
+			pods, r.ChurnRate, r.NodeMix[kindH100], share(cases, r.ChurnBase)*100, boundNote(r), time.Duration(r.ChurnLifetimeSeconds*float64(time.Second)))
 	case caseMatch:
 		what = fmt.Sprintf("%d pods of %d L40S GPUs on one PCIe root (matchAttribute %s), created at once: %.0f%% of the slots of %d L40S nodes.",
 			pods, matchSize, pcieRootAttribute, r.Fraction*100, r.NodeMix[kindL40S])

@@ -423,11 +423,14 @@ func TestSuiteFileGang(t *testing.T) {
 // seconds per case (half of it for noclaims) and peaked at rss bytes.
 func sizedRun(scheduler, variant string, nodes int, latency, cpu float64, rss uint64) runResult {
 	r := runResult{Scheduler: scheduler, Variant: variant, Run: 1, Nodes: nodes,
-		NodeMix: map[string]int{kindH100: nodes * 8 / 10}, Fraction: 0.9, ChurnBase: 0.3, ChurnRate: 20, ChurnLifetimeSeconds: 5}
+		NodeMix: map[string]int{kindH100: nodes * 8 / 10}, Fraction: 0.9, ChurnBase: 0.3, ChurnRate: 20, ChurnLifetimeSeconds: 5, FillPods: 1000}
 	for _, name := range []string{caseFill, caseNoClaims, caseChurn} {
 		c := caseResult{Name: name, Pods: 4, Seconds: 2, CPUSeconds: cpu, PeakRSSBytes: rss}
-		if name == caseNoClaims {
+		switch name {
+		case caseNoClaims:
 			c.CPUSeconds = cpu / 2
+		case caseFill:
+			c.Share = 0.25
 		}
 		for i := range 4 {
 			c.Latencies = append(c.Latencies, latency*float64(i+1))
@@ -504,6 +507,17 @@ func TestSuiteFileSizesAndVariants(t *testing.T) {
 	}
 	if rss := get("fill_5000nodes+pqh", metricPeakRSS); rss.TargetMet == nil || !*rss.TargetMet {
 		t.Errorf("fill_5000nodes+pqh peak RSS %+v, want met", rss)
+	}
+
+	// The notes say what FillPods did to fill and churn.
+	for name, want := range map[string]string{
+		"fill_5000nodes":     "25% of the GPUs of 4000 H100 nodes (fill and churn's base at most 1000 pods)",
+		"churn_5000nodes":    "30% full (fill and churn's base at most 1000 pods)",
+		"noclaims_5000nodes": "pods without claims",
+	} {
+		if note := get(name, "pods_per_second").Note; !strings.Contains(note, want) {
+			t.Errorf("%s note %q does not say %q", name, note, want)
+		}
 	}
 
 	// Scaling: upstream and drasched on 1000 and 5000 nodes; the pqh

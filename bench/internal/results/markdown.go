@@ -28,6 +28,9 @@ var MetricTitles = map[string]string{
 	"p90_seconds":         "p90 latency",
 	"p99_seconds":         "p99 latency",
 	"allocation_errors":   "allocation errors",
+	// The scheduler process's cost (kwok).
+	"cpu_seconds_per_pod": "scheduler CPU per pod",
+	"peak_rss_bytes":      "scheduler peak RSS",
 	"high_priority_bound": "high-priority pods bound",
 	"preempted_pods":      "pods preempted",
 	"wasted_gpus":         "GPUs evicted for nothing",
@@ -193,9 +196,9 @@ func FormatValue(metric string, v float64) string {
 		return fmt.Sprintf("%.0f", v)
 	case v == 0:
 		return "–"
-	case strings.HasSuffix(metric, "_seconds") || metric == "seconds_per_op":
+	case strings.HasSuffix(metric, "_seconds") || metric == "seconds_per_op" || strings.HasPrefix(metric, "cpu_seconds_"):
 		return formatDuration(v)
-	case metric == "bytes_per_op":
+	case metric == "bytes_per_op" || strings.HasSuffix(metric, "_bytes"):
 		return formatBytes(v)
 	case strings.HasPrefix(metric, "share_"):
 		return fmt.Sprintf("%.0f%%", v*100)

@@ -195,3 +195,26 @@ func TestMemTotal(t *testing.T) {
 		t.Errorf("memTotal of a missing file = %q, want empty", got)
 	}
 }
+
+// TestFormatValue: each kind of metric prints in its unit.
+func TestFormatValue(t *testing.T) {
+	for _, tc := range []struct {
+		metric string
+		v      float64
+		want   string
+	}{
+		{"p99_seconds", 75.163, "75.16 s"},
+		{"p50_seconds", 0.07391, "73.91 ms"},
+		{"cpu_seconds_per_pod", 0.01309, "13.09 ms"},
+		{"peak_rss_bytes", 1121.2 * (1 << 20), "1.1 GiB"},
+		{"peak_rss_bytes", 351.4 * (1 << 20), "351.4 MiB"},
+		{"bytes_per_op", 2048, "2.0 KiB"},
+		{"allocation_errors", 0, "0"},
+		{"pods_per_second", 54.25, "54.2"},
+		{"pods_per_second", 0, "–"},
+	} {
+		if got := FormatValue(tc.metric, tc.v); got != tc.want {
+			t.Errorf("FormatValue(%s, %v) = %q, want %q", tc.metric, tc.v, got, tc.want)
+		}
+	}
+}
