@@ -304,13 +304,20 @@ func (s *search) release() {
 	clear(s.alternativeBuf)
 	clear(s.constraintBuf)
 	clear(s.values)
-	s.shares = nil
+	for i := range s.shares {
+		s.shares[i] = shareUse{sums: s.shares[i].sums[:0]}
+	}
+	s.sharesSized, s.anyShared = false, 0
+	s.memoClassesSized = false
+	s.searchClassesSized = false
 	clear(s.counters)
 	clear(s.compat)
 	clear(s.memo)
 	s.placements.reset()
 	clear(s.draws)
 	s.drawsSized = false
+	clear(s.scratchPools[:cap(s.scratchPools)])
+	clear(s.scratchDemands[:cap(s.scratchDemands)])
 	s.hash, s.failures, s.stats, s.suffix, s.budget = stateHash{}, 0, searchStats{}, nil, 0
 	searchPool.Put(s)
 }
@@ -323,6 +330,15 @@ func grow[T any](b []T, n int) []T {
 	b = b[:n]
 	clear(b)
 	return b
+}
+
+// growEntries returns a slice of length n that keeps b's elements, which
+// the caller resets, and zero elements beyond them.
+func growEntries[T any](b []T, n int) []T {
+	if cap(b) < n {
+		return append(b[:cap(b)], make([]T, n-cap(b))...)[:n]
+	}
+	return b[:n]
 }
 
 // growKeep returns a slice of length n whose elements are emptied slices
@@ -367,13 +383,11 @@ func (s *search) enumerateAll(nr *nodeRequest, poolStart, position []int) error 
 					// Only the device's own capacity counts here; what is in
 					// use is checked when allocating, so that a busy device
 					// makes "all" fail instead of being skipped.
-					device := &ps.slice.Spec.Devices[d]
-					eval := evaluateCapacity(rd.capacity, device.Capacity, s.a.features.FractionalCapacityRange)
-					fits, err := eval.fits(device.Capacity, nil, nil)
-					if err != nil {
-						return fmt.Errorf("claim %s, request %s: checking capacity for device %s: %w", klog.KObj(claim), rd.name, device.Name, err)
+					eval := s.capacityOf(nr, ci)
+					if eval.err != nil {
+						return fmt.Errorf("claim %s, request %s: checking capacity for device %s: %w", klog.KObj(claim), rd.name, ps.slice.Spec.Devices[d].Name, eval.err)
 					}
-					selectable = fits
+					selectable = eval.fitsUnused
 				}
 				if selectable {
 					nr.all = append(nr.all, ci)

@@ -9,6 +9,9 @@ import (
 	"testing"
 
 	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/dynamic-resource-allocation/structured"
 	"k8s.io/klog/v2/ktesting"
 
@@ -229,6 +232,85 @@ func TestConcurrentNodes(t *testing.T) {
 				errs[n] = fmt.Errorf("node %s: unexpected results %v", name, results)
 			case results[0].Devices.Results[0].Pool != name:
 				errs[n] = fmt.Errorf("node %s: got devices of pool %s", name, results[0].Devices.Results[0].Pool)
+			}
+		})
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+// TestConcurrentSharedDevices is TestConcurrentNodes for what the search
+// keeps across nodes about shared and partitionable devices: what requests
+// consume of shared GPUs, the counters of a pool that every node sees, the
+// random bytes of share IDs. Claims that fit and claims that do not (whose
+// searches backtrack into the bounds) run at once. Run with -race.
+func TestConcurrentSharedDevices(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	const nodes = 16
+	var slices []*resourceapi.ResourceSlice
+	state := structured.AllocatedState{
+		AllocatedDevices:         sets.New[structured.DeviceID](),
+		AllocatedSharedDeviceIDs: sets.New[structured.SharedDeviceID](),
+		AggregatedCapacity:       structured.NewConsumedCapacityCollection(),
+	}
+	for n := range nodes {
+		name := fmt.Sprintf("node-%d", n)
+		slices = append(slices, MakeSlice(name).Node(name).Devices(Devices("gpu", 4, func(i int, d *DeviceWrapper) {
+			d.Int("index", int64(i)).Capacity("memory", "40Gi").Shareable(nil)
+		})...).Obj())
+		// Earlier claims use two of the GPUs alike.
+		for i := range 2 {
+			id := structured.MakeDeviceID("gpu.example.com", name, fmt.Sprintf("gpu-%d", i))
+			share := types.UID(fmt.Sprintf("earlier-%d", i))
+			state.AllocatedSharedDeviceIDs.Insert(structured.MakeSharedDeviceID(id, &share))
+			state.AggregatedCapacity.Insert(structured.NewDeviceConsumedCapacity(id, map[resourceapi.QualifiedName]resource.Quantity{"memory": resource.MustParse("15Gi")}))
+		}
+	}
+	// A partitionable pool that every node sees.
+	slices = append(slices,
+		MakeSlice("counters").Driver("part.example.com").AllNodes().Pool("parts", 1, 2).Counters(CounterSet("set", map[string]string{"mem": "4"})).Obj(),
+		MakeSlice("parts").Driver("part.example.com").AllNodes().Pool("parts", 1, 2).Devices(Devices("part", 4, func(i int, d *DeviceWrapper) {
+			d.Consumes("set", map[string]string{"mem": "1"})
+		})...).Obj())
+	classes := ClassLister{
+		MakeClass("gpu", `device.driver == "gpu.example.com"`),
+		MakeClass("part", `device.driver == "part.example.com"`),
+	}
+	fits := MakeClaim("fits").Request("gpu", "gpu", 2).CapacityRequest("memory", "10Gi").Request("part", "part", 1).Obj()
+	// Four shares of 20Gi on GPUs with 25Gi and 40Gi left: two fit on the
+	// first two, four on the others, and two requests need six.
+	misfit := MakeClaim("misfit").
+		Request("a", "gpu", 3).CapacityRequest("memory", "20Gi").
+		Request("b", "gpu", 3).CapacityRequest("memory", "20Gi").
+		Request("c", "gpu", 2).CapacityRequest("memory", "20Gi").Obj()
+	a, err := allocator.New(ctx, structured.Features{ConsumableCapacity: true, PartitionableDevices: true}, state, classes, slices, allocator.Options{Cache: allocator.NewCache(0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, 2*nodes)
+	for n := range 2 * nodes {
+		wg.Go(func() {
+			node := MakeNode(fmt.Sprintf("node-%d", n/2))
+			if n%2 == 1 {
+				results, err := a.Allocate(ctx, node, []*resourceapi.ResourceClaim{misfit})
+				if err != nil || results != nil {
+					errs[n] = fmt.Errorf("node %s: misfit got results %v and error %w, want neither", node.Name, results, err)
+				}
+				return
+			}
+			results, err := a.Allocate(ctx, node, []*resourceapi.ResourceClaim{fits})
+			switch {
+			case err != nil:
+				errs[n] = err
+			case len(results) != 1 || len(results[0].Devices.Results) != 3:
+				errs[n] = fmt.Errorf("node %s: unexpected results %v", node.Name, results)
+			case results[0].Devices.Results[0].ShareID == nil || *results[0].Devices.Results[0].ShareID == *results[0].Devices.Results[1].ShareID:
+				errs[n] = fmt.Errorf("node %s: shares without distinct IDs: %v", node.Name, results[0].Devices.Results)
 			}
 		})
 	}

@@ -7,6 +7,7 @@ import (
 
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/dynamic-resource-allocation/cel"
@@ -252,7 +253,96 @@ func benchCases() map[string]func() benchCase {
 				},
 			}
 		},
+
+		// Consumable capacity, one node of shared GPUs that earlier claims
+		// use already. Requests that each fit on their own do not fit
+		// together, which upstream only finds out by trying every way of
+		// sharing the GPUs among them.
+
+		// Four requests of 10Gi shares; what earlier claims left holds 12
+		// shares, and the last request needs the thirteenth: it gets
+		// N-1 of its N GPUs at best.
+		"hard_consumable_n_minus_1": func() benchCase {
+			return sharedGPUCase(7, []earlierClaim{{memory: "40Gi"}, {memory: "15Gi"}, {gpus: []int{5, 6}, memory: "10Gi"}},
+				MakeClaim("claim").
+					Request("r0", "shared-gpu", 3).CapacityRequest("memory", "10Gi").
+					Request("r1", "shared-gpu", 3).CapacityRequest("memory", "10Gi").
+					Request("r2", "shared-gpu", 3).CapacityRequest("memory", "10Gi").
+					Request("r3", "shared-gpu", 4).CapacityRequest("memory", "10Gi").Obj())
+		},
+		// The same, with the last request's GPUs on distinct NUMA nodes.
+		"hard_consumable_distinct": func() benchCase {
+			return sharedGPUCase(7, []earlierClaim{{memory: "40Gi"}, {memory: "15Gi"}, {gpus: []int{5, 6}, memory: "10Gi"}},
+				MakeClaim("claim").
+					Request("r0", "shared-gpu", 3).CapacityRequest("memory", "10Gi").
+					Request("r1", "shared-gpu", 3).CapacityRequest("memory", "10Gi").
+					Request("r2", "shared-gpu", 3).CapacityRequest("memory", "10Gi").
+					Request("r3", "shared-gpu", 4).CapacityRequest("memory", "10Gi").
+					DistinctAttribute(sharedGPUDriver+"/numa", "r3").Obj())
+		},
+		// Requests of two sizes compete: 45Gi is left of each GPU, ten
+		// shares of 20Gi go two to a GPU, and the 30Gi shares of the last
+		// request need three GPUs that none of them uses, of which there
+		// are two at most. Counting shares or memory does not show it.
+		"hard_consumable_competing": func() benchCase {
+			return sharedGPUCase(7, []earlierClaim{{memory: "24Gi"}, {memory: "11Gi"}},
+				MakeClaim("claim").
+					Request("r0", "shared-gpu", 4).CapacityRequest("memory", "20Gi").
+					Request("r1", "shared-gpu", 3).CapacityRequest("memory", "20Gi").
+					Request("r2", "shared-gpu", 3).CapacityRequest("memory", "20Gi").
+					Request("large", "shared-gpu", 3).CapacityRequest("memory", "30Gi").Obj())
+		},
 	})
+}
+
+const sharedGPUDriver = "gpu.example.com"
+
+// earlierClaim is a claim of an earlier cycle: a share of the given memory
+// on each of the listed GPUs, all GPUs if none are listed.
+type earlierClaim struct {
+	gpus   []int
+	memory string
+}
+
+// sharedGPUCase is one node with n shared GPUs of 80Gi, what the earlier
+// claims left of them, and the claim to allocate. The GPUs carry attributes
+// of their own, as real ones do (an index, a UUID), and a NUMA node for two
+// each.
+func sharedGPUCase(n int, earlier []earlierClaim, claim *resourceapi.ResourceClaim) benchCase {
+	policy := &resourceapi.CapacityRequestPolicy{
+		Default:    ptr.To(resource.MustParse("1Gi")),
+		ValidRange: &resourceapi.CapacityRequestPolicyRange{Min: ptr.To(resource.MustParse("1Gi")), Step: ptr.To(resource.MustParse("1Gi"))},
+	}
+	slice := MakeSlice("node-0").Driver(sharedGPUDriver).Node("node-0").Devices(Devices("gpu", n, func(i int, d *DeviceWrapper) {
+		d.Int("index", int64(i)).String("uuid", fmt.Sprintf("GPU-%08x", 0x5eed0000+i)).Int("numa", int64(i/2)).
+			Capacity("memory", "80Gi").Shareable(policy)
+	})...).Obj()
+	state := structured.AllocatedState{
+		AllocatedDevices:         sets.New[structured.DeviceID](),
+		AllocatedSharedDeviceIDs: sets.New[structured.SharedDeviceID](),
+		AggregatedCapacity:       structured.NewConsumedCapacityCollection(),
+	}
+	for k, c := range earlier {
+		gpus := c.gpus
+		if gpus == nil {
+			for i := range n {
+				gpus = append(gpus, i)
+			}
+		}
+		for _, i := range gpus {
+			id := structured.MakeDeviceID(sharedGPUDriver, "node-0", fmt.Sprintf("gpu-%d", i))
+			share := types.UID(fmt.Sprintf("earlier-%d-%d", k, i))
+			state.AllocatedSharedDeviceIDs.Insert(structured.MakeSharedDeviceID(id, &share))
+			state.AggregatedCapacity.Insert(structured.NewDeviceConsumedCapacity(id, map[resourceapi.QualifiedName]resource.Quantity{"memory": resource.MustParse(c.memory)}))
+		}
+	}
+	class := MakeClass("shared-gpu", fmt.Sprintf("device.driver == %q && device.allowMultipleAllocations == true", sharedGPUDriver))
+	return benchCase{
+		features: structured.Features{ConsumableCapacity: true},
+		state:    state,
+		classes:  []*resourceapi.DeviceClass{class}, slices: []*resourceapi.ResourceSlice{slice}, nodes: []*v1.Node{MakeNode("node-0")},
+		claims: []*resourceapi.ResourceClaim{claim},
+	}
 }
 
 // runAllocator performs one op: New, then Allocate on every node, like one

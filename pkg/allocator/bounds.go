@@ -2,6 +2,7 @@ package allocator
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 
@@ -17,12 +18,13 @@ import (
 // It relaxes the problem to a bipartite matching: every remaining request
 // needs its number of devices, each device can serve one request (a device
 // that allows multiple allocations any number), and a request may only use
-// candidates it could accept right now. Constraints between devices,
-// counters drawn by other devices and capacity shared with other requests
-// are ignored, which only makes the relaxation easier to satisfy; a request
-// with subrequests needs the fewest devices any of them needs, from the union
-// of their candidates. If even the relaxation has no solution, the real
-// problem has none.
+// candidates it could accept right now. Constraints between devices and
+// counters drawn by other devices are ignored, which only makes the
+// relaxation easier to satisfy; a request with subrequests needs the fewest
+// devices any of them needs, from the union of their candidates. If even the
+// relaxation has no solution, the real problem has none. The capacity that
+// requests share on devices that allow multiple allocations is checked last
+// (capacityInfeasible).
 //
 // Cutting must also leave upstream's outcome unchanged, which needs two more
 // conditions: no (request, device) pair of the remaining requests may be a
@@ -48,7 +50,12 @@ func (s *search) infeasible(r pos, current *nodeRequest, from int) bool {
 	// an error (a trap, or more results than the claim may hold).
 	m := s.newMatching()
 	room := resourceapi.AllocationResultsMaxSize - len(s.results[r.claim])
+	// added are the demands of the prefix so far, for the capacity bound,
+	// which runs last: it costs more than the matching. The search's
+	// scratch buffer keeps it from allocating on every bound check.
 	var claimDemands []demand
+	added := s.scratchDemands[:0]
+	defer func() { s.scratchDemands = added[:0] }()
 	// finishClaim runs the per-claim check on the claim's demands so far.
 	finishClaim := func() bool {
 		if len(claimDemands) == 0 {
@@ -78,7 +85,12 @@ func (s *search) infeasible(r pos, current *nodeRequest, from int) bool {
 			return true, true
 		}
 		claimDemands = append(claimDemands, d)
+		added = append(added, d)
 		return false, false
+	}
+	// done ends the check on the prefix added so far.
+	done := func(infeasible bool) bool {
+		return infeasible || s.capacityInfeasible(added)
 	}
 
 	next := r.request
@@ -95,7 +107,7 @@ func (s *search) infeasible(r pos, current *nodeRequest, from int) bool {
 			}
 		}
 		if infeasible, stop := add(d); stop {
-			return infeasible
+			return done(infeasible)
 		}
 	}
 	for ci := r.claim; ci < len(s.claims); ci++ {
@@ -106,14 +118,14 @@ func (s *search) infeasible(r pos, current *nodeRequest, from int) bool {
 		for ri := first; ri < len(s.reqs[ci]); ri++ {
 			d, trap := s.demandFor(ci, s.reqs[ci][ri])
 			if trap {
-				return finishClaim()
+				return done(finishClaim())
 			}
 			if infeasible, stop := add(d); stop {
-				return infeasible
+				return done(infeasible)
 			}
 		}
 	}
-	return finishClaim()
+	return done(finishClaim())
 }
 
 // laterClaimImpossible reports that some later claim, together with the
@@ -460,7 +472,7 @@ func matchableDistinct(demands []demand, keys []map[int][]string) bool {
 		}
 		valueDemands = append(valueDemands, vd)
 	}
-	m := newMatching(len(ids), func(int) bool { return false })
+	m := newMatching(len(ids), func(int) int { return 1 })
 	for _, vd := range valueDemands {
 		if !m.add(vd) {
 			return false
@@ -482,15 +494,20 @@ func (s *search) matchable(demands []demand, filter func(i, c int) bool) bool {
 	return true
 }
 
+// newMatching prepares a matching over the candidates in which shared
+// devices serve any number of demands.
 func (s *search) newMatching() *matching {
-	return newMatching(len(s.cands), func(c int) bool {
-		return s.a.features.ConsumableCapacity && ptr.Deref(s.cands[c].device().AllowMultipleAllocations, false)
+	return newMatching(len(s.cands), func(c int) int {
+		if s.allowsMultiple(s.cands[c].device()) {
+			return unlimited
+		}
+		return 1
 	})
 }
 
 // newMatching prepares a matching over n candidates.
-func newMatching(n int, unbounded func(c int) bool) *matching {
-	m := &matching{unbounded: unbounded, owner: make([]int32, n), visited: make([]uint32, n)}
+func newMatching(n int, limit func(c int) int) *matching {
+	m := &matching{limit: limit, owner: make([]int32, n), visited: make([]uint32, n)}
 	for i := range m.owner {
 		m.owner[i] = -1
 	}
@@ -510,22 +527,27 @@ type demand struct {
 }
 
 // matching is the state of the bipartite matching between demands and
-// candidates. A bounded candidate serves at most one demand; a candidate that
-// allows multiple allocations serves any number of demands, but each demand
-// at most once, since a request's devices are distinct.
+// candidates. Each candidate serves at most limit(c) demands, and each
+// demand at most once, since a request's devices are distinct: a device
+// that cannot be shared serves one demand, a shared device any number
+// (unlimited) or, in the capacity bound, as many as its capacity can hold.
 type matching struct {
-	demands   []demand
-	unbounded func(c int) bool
-	filter    func(i, c int) bool
-	// owner[c] is the demand using bounded candidate c, or -1.
+	demands []demand
+	limit   func(c int) int
+	filter  func(i, c int) bool
+	// owner[c] is the demand using candidate c of limit 1, or -1.
 	owner []int32
-	// shared holds (demand, unbounded candidate) pairs in use; created on
-	// first use.
-	shared map[[2]int]bool
+	// users[c] are the demands using candidate c of a larger limit; created
+	// on first use.
+	users [][]int32
 	// visited[c] == epoch: c was visited in the current augmentation.
 	visited []uint32
 	epoch   uint32
 }
+
+// unlimited is the limit of a shared device whose capacity is not taken
+// into account.
+const unlimited = math.MaxInt
 
 // add adds a demand and reports whether all demands added so far can be
 // served at once. A demand with admin access may share devices with other
@@ -554,31 +576,44 @@ func (m *matching) add(d demand) bool {
 }
 
 // augment finds one more device for demand di, moving other demands to
-// alternative devices where needed (Kuhn's algorithm; a demand needing n
-// devices takes n units).
+// alternative devices where needed (Kuhn's algorithm for a matching with
+// capacities; a demand needing n devices takes n units).
 func (m *matching) augment(di int) bool {
 	demands := m.demands
 	for _, c := range demands[di].cands {
 		if m.filter != nil && !m.filter(di, c) {
 			continue
 		}
-		if m.unbounded(c) {
-			if !m.shared[[2]int{di, c}] {
-				if m.shared == nil {
-					m.shared = make(map[[2]int]bool)
-				}
-				m.shared[[2]int{di, c}] = true
+		limit := m.limit(c)
+		if limit <= 1 {
+			if limit < 1 || m.visited[c] == m.epoch {
+				continue
+			}
+			m.visited[c] = m.epoch
+			if other := m.owner[c]; other < 0 || m.augment(int(other)) {
+				m.owner[c] = int32(di)
 				return true
 			}
 			continue
 		}
-		if m.visited[c] == m.epoch {
+		if m.users == nil {
+			m.users = make([][]int32, len(m.owner))
+		}
+		users := m.users[c]
+		if slices.Contains(users, int32(di)) || m.visited[c] == m.epoch {
 			continue
 		}
-		m.visited[c] = m.epoch
-		if other := m.owner[c]; other < 0 || m.augment(int(other)) {
-			m.owner[c] = int32(di)
+		if len(users) < limit {
+			m.users[c] = append(users, int32(di))
 			return true
+		}
+		// Full: one of its demands may move to another device.
+		m.visited[c] = m.epoch
+		for k, other := range users {
+			if m.augment(int(other)) {
+				m.users[c][k] = int32(di)
+				return true
+			}
 		}
 	}
 	return false
@@ -622,21 +657,21 @@ func (s *search) computeTrapFree(nr *nodeRequest) bool {
 			}
 		}
 	}
-	// The selectors and a request without capacity depend on the slice
-	// only: their verdict is kept per slice (sliceTrapFree). Derived
-	// attributes, capacity requests and consumed capacity are checked per
-	// device.
-	perDevice := rd.trapID == 0 || rd.capacity != nil && s.a.features.ConsumableCapacity
+	// The selectors and the capacity requirements depend on the slice
+	// only: their verdict is kept per slice (sliceTrapFree). Capacity
+	// fails to evaluate or not whatever is consumed of it (capacityFits
+	// only reports the evaluation's own error). Derived attributes and
+	// per-device node selection are checked per device.
+	perDevice := rd.trapID == 0
 	for i := range constraints {
 		if _, derived := rd.derived[constraints[i].attribute]; derived && constraints[i].appliesTo(rd) {
 			perDevice = true
 		}
 	}
 	if !perDevice {
-		consumed := s.a.features.ConsumableCapacity && (len(s.a.state.AggregatedCapacity) > 0 || s.a.capacity != nil)
 		var last *preparedSlice
 		for ci, c := range s.cands {
-			if c.ps.perDeviceNodeSelection || consumed {
+			if c.ps.perDeviceNodeSelection {
 				if !s.candTrapFree(nr, ci) {
 					return false
 				}
@@ -689,21 +724,21 @@ func (s *search) candTrapFree(nr *nodeRequest, ci int) bool {
 // trapCacheKey is what sliceTrapFree's verdict depends on besides the
 // slice: the selectors and the features that change the checks.
 type trapCacheKey struct {
-	selectors                                       int64
+	selectors, capacity                             int64
 	bindingConditions, consumable, fractionalRanges bool
 }
 
 // maxTrapKeysPerSlice bounds the verdicts kept per slice.
 const maxTrapKeysPerSlice = 64
 
-// sliceTrapFree is candTrapFree for all devices of the candidate's slice
-// and a request without capacity requirements, with no capacity consumed
-// and no node-dependent device selection: then nothing but the slice and
-// the selectors decides, and the verdict is kept with the slice across
-// nodes and cycles.
+// sliceTrapFree is candTrapFree for all devices of the candidate's slice,
+// with no node-dependent device selection and no derived attribute: then
+// nothing but the slice, the selectors and the capacity requirements
+// decides, and the verdict is kept with the slice across nodes and cycles.
 func (s *search) sliceTrapFree(rd *requestData, c cand) bool {
 	key := trapCacheKey{
 		selectors:         rd.trapID,
+		capacity:          rd.capacityID,
 		bindingConditions: s.a.features.DeviceBindingAndStatus,
 		consumable:        s.a.features.ConsumableCapacity,
 		fractionalRanges:  s.a.features.FractionalCapacityRange,
@@ -719,7 +754,7 @@ func (s *search) sliceTrapFree(rd *requestData, c cand) bool {
 		}
 		ok, err := s.matchesSelectors(rd, d)
 		if err == nil && ok && key.consumable {
-			_, err = c.ps.defaultCapacityFits(i, key.fractionalRanges)
+			err = c.ps.capacityEval(i, makeCapacityKey(key.capacity, key.fractionalRanges), rd.capacity).err
 		}
 		if err != nil {
 			free = false

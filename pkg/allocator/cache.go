@@ -56,23 +56,33 @@ type Cache struct {
 	indexSlices []*resourceapi.ResourceSlice
 
 	// trapIDs numbers the selector lists of requests (trapKey) for the
-	// slices' trap verdicts; lastTrapID only grows, so that an ID is never
-	// given to another list, also after trapIDs started over.
-	trapIDs    readMostlyMap[string, int64]
-	lastTrapID atomic.Int64
+	// slices' trap verdicts.
+	trapIDs interner
+	// capacityIDs numbers the capacity requirements of requests
+	// (capacityRequestKey) for the slices' capacity evaluations.
+	capacityIDs interner
 
 	stats cacheStats
 }
 
-// maxTrapIDs bounds the selector lists trapIDs remembers.
-const maxTrapIDs = 4096
+// interner numbers strings, so that per-slice caches can be keyed by a
+// number instead of hashing the string on every lookup. last only grows, so
+// that an ID is never given to another string, also after ids started over:
+// an entry a slice keeps under an old ID stays right.
+type interner struct {
+	ids  readMostlyMap[string, int64]
+	last atomic.Int64
+}
 
-// trapID returns the ID of a selector list, non-zero.
-func (c *Cache) trapID(key string) int64 {
-	if id, ok := c.trapIDs.load(key); ok {
+// maxInternedIDs bounds the strings an interner remembers.
+const maxInternedIDs = 4096
+
+// id returns the ID of a string, non-zero.
+func (in *interner) id(key string) int64 {
+	if id, ok := in.ids.load(key); ok {
 		return id
 	}
-	return c.trapIDs.loadOrStore(key, maxTrapIDs, func() int64 { return c.lastTrapID.Add(1) })
+	return in.ids.loadOrStore(key, maxInternedIDs, func() int64 { return in.last.Add(1) })
 }
 
 // NewCache returns an empty cache that keeps up to compileCacheSize compiled

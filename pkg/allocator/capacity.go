@@ -30,7 +30,9 @@ var (
 )
 
 // capacityEval is what a request would consume of a device, which only
-// depends on the two and is computed once per search.
+// depends on the two; preparedSlice.capacityEval keeps it with the slice.
+// It is shared and must not be changed: arithmetic on its amounts works on
+// copies (Quantity.Cmp may change its receiver's representation).
 type capacityEval struct {
 	// missing: the request asks for a capacity the device does not have.
 	missing bool
@@ -41,6 +43,9 @@ type capacityEval struct {
 	violates bool
 	names    []resourceapi.QualifiedName
 	amounts  []resource.Quantity
+	// fitsUnused: the request fits the device while none of its capacity
+	// is consumed, the common case.
+	fitsUnused bool
 }
 
 // evaluateCapacity resolves what a request consumes of every capacity of a

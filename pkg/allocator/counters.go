@@ -2,6 +2,7 @@ package allocator
 
 import (
 	"math"
+	"slices"
 	"sync"
 
 	resourceapi "k8s.io/api/resource/v1"
@@ -20,20 +21,149 @@ type counterRef struct {
 	set, counter string
 }
 
-// poolCounters is what the whole cycle knows about a pool's counters:
-// capacity minus what already allocated devices consume. It is computed once
-// per Allocator and pool and never changes afterwards, except for the lazily
-// compiled consumption of devices (guarded by mutex).
-type poolCounters struct {
-	once sync.Once
-
+// counterLayout is what a pool's counters are before anything is
+// allocated: the slot of each counter, its value, and what every device of
+// the pool draws. It depends only on the pool's slices, so it is computed
+// once per pool and kept with it; the Cache keeps the pool with the node's
+// view across cycles. Without that, every scheduling cycle compiled every
+// partitionable device of every node again, which was a fifth of the
+// allocator's time on partitionable nodes. It is immutable once built.
+type counterLayout struct {
 	slots map[counterRef]int
 	// exact: every counter value and consumption of the pool is a whole
 	// number of milli-units and all sums fit into int64, so arithmetic runs
 	// on int64 (milli) instead of resource.Quantity (quantities).
 	exact bool
-	// available[slot] is the counter's value minus the consumption of all
-	// allocated devices of the pool. It may be negative.
+	// milli or quantities (per exact) hold the counters' values.
+	milli      []int64
+	quantities []resource.Quantity
+	// negative counts the slots whose value is below zero.
+	negative int
+
+	// slices are the pool's device slices, those that target the node and
+	// the others; compiled[k][i] is what device i of slices[k] draws.
+	slices   []*preparedSlice
+	compiled [][]consumption
+}
+
+// counterLayout returns the pool's layout, computing it on first use.
+func (p *pool) counterLayout() *counterLayout {
+	p.layoutOnce.Do(func() { p.layout = newCounterLayout(p) })
+	return p.layout
+}
+
+func newCounterLayout(p *pool) *counterLayout {
+	l := &counterLayout{slots: make(map[counterRef]int)}
+	// Exact int64 arithmetic needs every value in whole milli-units, and
+	// the sum of all magnitudes below MaxInt64 so that no sum overflows.
+	l.exact = true
+	var total int64
+	addMagnitude := func(q resource.Quantity) {
+		m, ok := exactMilli(q)
+		if m < 0 {
+			m = -m
+		}
+		if !ok || m > math.MaxInt64/4 || total > math.MaxInt64/4 {
+			l.exact = false
+			return
+		}
+		total += m
+	}
+	for name, set := range p.counterSets {
+		for counter, c := range set.Counters {
+			l.slots[counterRef{name, counter}] = len(l.quantities)
+			l.quantities = append(l.quantities, c.Value.DeepCopy())
+			addMagnitude(c.Value)
+		}
+	}
+	l.slices = append(slices.Clip(p.slices), p.notTargeting...)
+	for _, ps := range l.slices {
+		for i := range ps.slice.Spec.Devices {
+			for _, consumption := range ps.slice.Spec.Devices[i].ConsumesCounters {
+				for _, c := range consumption.Counters {
+					addMagnitude(c.Value)
+				}
+			}
+		}
+	}
+	for i := range l.quantities {
+		if l.quantities[i].Sign() < 0 {
+			l.negative++
+		}
+	}
+	if l.exact {
+		l.milli = make([]int64, len(l.quantities))
+		for i := range l.quantities {
+			l.milli[i], _ = exactMilli(l.quantities[i])
+		}
+		l.quantities = nil
+	}
+	l.compiled = make([][]consumption, len(l.slices))
+	for k, ps := range l.slices {
+		l.compiled[k] = make([]consumption, len(ps.slice.Spec.Devices))
+		for i := range ps.slice.Spec.Devices {
+			l.compiled[k][i] = l.compile(&ps.slice.Spec.Devices[i])
+		}
+	}
+	return l
+}
+
+// consumptionOf returns what device i of a slice of the pool draws.
+func (l *counterLayout) consumptionOf(ps *preparedSlice, i int) *consumption {
+	// A pool has few slices; a scan beats a map.
+	if k := slices.Index(l.slices, ps); k >= 0 {
+		return &l.compiled[k][i]
+	}
+	// The Allocator keeps one poolCounters per pool name, with the layout
+	// of the first node's view of it; other nodes see the same slices, the
+	// ones targeting them and the others, so this is not expected. Compiled
+	// now, the answer is right anyway.
+	c := l.compile(&ps.slice.Spec.Devices[i])
+	return &c
+}
+
+func (l *counterLayout) compile(device *resourceapi.Device) consumption {
+	var c consumption
+	for _, entry := range device.ConsumesCounters {
+		for counter, value := range entry.Counters {
+			slot, ok := l.slots[counterRef{entry.CounterSet, counter}]
+			if !ok {
+				// Pools with undefined counters are invalid and never get
+				// here.
+				continue
+			}
+			at := slices.Index(c.slots, slot)
+			if at < 0 {
+				at = len(c.slots)
+				c.slots = append(c.slots, slot)
+				if l.exact {
+					c.milli = append(c.milli, 0)
+				} else {
+					c.quantities = append(c.quantities, resource.Quantity{})
+				}
+			}
+			if l.exact {
+				m, _ := exactMilli(value.Value)
+				c.milli[at] += m
+			} else {
+				c.quantities[at].Add(value.Value)
+			}
+		}
+	}
+	return c
+}
+
+// poolCounters is what one cycle knows about a pool's counters: the layout
+// minus what already allocated devices draw. It is computed once per
+// Allocator and pool and never changes afterwards.
+type poolCounters struct {
+	once   sync.Once
+	layout *counterLayout
+	// exact is the layout's: arithmetic in milli-units.
+	exact bool
+	// milli or quantities (per layout.exact) hold, per slot, the counter's
+	// value minus the consumption of all allocated devices of the pool. It
+	// may be negative. With nothing allocated they are the layout's.
 	milli      []int64
 	quantities []resource.Quantity
 	// overdrawn counts slots with available < 0. Such a pool admits no
@@ -42,15 +172,13 @@ type poolCounters struct {
 	overdrawn int
 
 	// compatBaseline is, per counter set, the compatibility-group
-	// intersection of the allocated devices drawing from it.
+	// intersection of the allocated devices drawing from it; nil for none.
 	compatBaseline map[string]compatIntersection
-
-	mutex    sync.Mutex
-	compiled map[*preparedSlice][]consumption
 }
 
 // consumption is what one device draws, per slot, summed over its
-// ConsumesCounters entries.
+// ConsumesCounters entries: in milli-units if the layout is exact, else as
+// quantities.
 type consumption struct {
 	slots      []int
 	milli      []int64
@@ -58,117 +186,66 @@ type consumption struct {
 }
 
 func (a *Allocator) poolCounters(p *pool) *poolCounters {
-	v, _ := a.counters.LoadOrStore(p.id, &poolCounters{})
+	v, ok := a.counters.Load(p.id)
+	if !ok {
+		v, _ = a.counters.LoadOrStore(p.id, &poolCounters{})
+	}
 	pc := v.(*poolCounters)
 	pc.once.Do(func() { pc.init(a, p) })
 	return pc
 }
 
 func (pc *poolCounters) init(a *Allocator, p *pool) {
-	pc.slots = make(map[counterRef]int)
-	pc.compiled = make(map[*preparedSlice][]consumption)
-	// Exact int64 arithmetic needs every value in whole milli-units, and
-	// the sum of all magnitudes below MaxInt64 so that no sum overflows.
-	pc.exact = true
-	var total int64
-	addMagnitude := func(q resource.Quantity) {
-		m, ok := exactMilli(q)
-		if m < 0 {
-			m = -m
-		}
-		if !ok || m > math.MaxInt64/4 || total > math.MaxInt64/4 {
-			pc.exact = false
-			return
-		}
-		total += m
-	}
-	for name, set := range p.counterSets {
-		for counter, c := range set.Counters {
-			pc.slots[counterRef{name, counter}] = len(pc.quantities)
-			pc.quantities = append(pc.quantities, c.Value.DeepCopy())
-			addMagnitude(c.Value)
-		}
-	}
-	pc.compatBaseline = make(map[string]compatIntersection)
-	for _, group := range [][]*preparedSlice{p.slices, p.notTargeting} {
-		for _, ps := range group {
-			for i := range ps.slice.Spec.Devices {
-				for _, consumption := range ps.slice.Spec.Devices[i].ConsumesCounters {
-					for _, c := range consumption.Counters {
-						addMagnitude(c.Value)
-					}
+	l := p.counterLayout()
+	pc.layout, pc.exact = l, l.exact
+	pc.milli, pc.quantities, pc.overdrawn = l.milli, l.quantities, l.negative
+	copied := false
+	for k, ps := range l.slices {
+		for i := range ps.slice.Spec.Devices {
+			device := &ps.slice.Spec.Devices[i]
+			if len(device.ConsumesCounters) == 0 || !a.isAllocated(ps.ids[i]) {
+				continue
+			}
+			if !copied {
+				// The layout is shared; subtract from a copy.
+				pc.milli, pc.quantities = slices.Clone(l.milli), slices.Clone(l.quantities)
+				for i := range pc.quantities {
+					pc.quantities[i] = pc.quantities[i].DeepCopy()
 				}
-				if !a.isAllocated(ps.ids[i]) {
-					continue
+				copied = true
+			}
+			c := &l.compiled[k][i]
+			for j, slot := range c.slots {
+				if l.exact {
+					pc.milli[slot] -= c.milli[j]
+				} else {
+					pc.quantities[slot].Sub(c.quantities[j])
 				}
-				for _, consumption := range ps.slice.Spec.Devices[i].ConsumesCounters {
-					for counter, c := range consumption.Counters {
-						if slot, ok := pc.slots[counterRef{consumption.CounterSet, counter}]; ok {
-							pc.quantities[slot].Sub(c.Value)
-						}
-					}
-					if a.features.CompatibilityGroups {
-						pc.compatBaseline[consumption.CounterSet] = pc.compatBaseline[consumption.CounterSet].add(groupSet(consumption.CompatibilityGroups))
-					}
+			}
+			if a.features.CompatibilityGroups {
+				if pc.compatBaseline == nil {
+					pc.compatBaseline = make(map[string]compatIntersection)
+				}
+				for _, consumption := range device.ConsumesCounters {
+					pc.compatBaseline[consumption.CounterSet] = pc.compatBaseline[consumption.CounterSet].add(groupSet(consumption.CompatibilityGroups))
 				}
 			}
 		}
 	}
-	for i := range pc.quantities {
-		if pc.quantities[i].Sign() < 0 {
+	if !copied {
+		return
+	}
+	pc.overdrawn = 0
+	for slot := range pc.milli {
+		if pc.milli[slot] < 0 {
 			pc.overdrawn++
 		}
 	}
-	if pc.exact {
-		pc.milli = make([]int64, len(pc.quantities))
-		for i := range pc.quantities {
-			pc.milli[i], _ = exactMilli(pc.quantities[i])
+	for slot := range pc.quantities {
+		if pc.quantities[slot].Sign() < 0 {
+			pc.overdrawn++
 		}
 	}
-}
-
-// consumptionOf returns the compiled consumption of device i of a slice.
-func (pc *poolCounters) consumptionOf(ps *preparedSlice, i int) *consumption {
-	pc.mutex.Lock()
-	defer pc.mutex.Unlock()
-	compiled := pc.compiled[ps]
-	if compiled == nil {
-		compiled = make([]consumption, len(ps.slice.Spec.Devices))
-		for d := range ps.slice.Spec.Devices {
-			compiled[d] = pc.compile(&ps.slice.Spec.Devices[d])
-		}
-		pc.compiled[ps] = compiled
-	}
-	return &compiled[i]
-}
-
-func (pc *poolCounters) compile(device *resourceapi.Device) consumption {
-	var c consumption
-	index := make(map[int]int)
-	for _, entry := range device.ConsumesCounters {
-		for counter, value := range entry.Counters {
-			slot, ok := pc.slots[counterRef{entry.CounterSet, counter}]
-			if !ok {
-				// Pools with undefined counters are invalid and never get
-				// here.
-				continue
-			}
-			at, seen := index[slot]
-			if !seen {
-				at = len(c.slots)
-				index[slot] = at
-				c.slots = append(c.slots, slot)
-				c.milli = append(c.milli, 0)
-				c.quantities = append(c.quantities, resource.Quantity{})
-			}
-			c.quantities[at].Add(value.Value)
-			if pc.exact {
-				m, _ := exactMilli(value.Value)
-				c.milli[at] += m
-			}
-		}
-	}
-	return c
 }
 
 // counterUsage tracks, during one search, what the devices being allocated

@@ -40,15 +40,19 @@ func TestMain(m *testing.M) {
 // fixed corpus of random instances: the same results (devices, order,
 // configs, node selector, capacity, binding conditions) and the same errors.
 func TestDifferential(t *testing.T) {
-	stats := map[string]int{}
+	stats, sharedGPUs := map[string]int{}, map[string]int{}
 	for seed := *diffFirstSeed; seed < *diffFirstSeed+uint64(*diffInstances); seed++ {
-		outcome, err := compareInstance(randinst.New(seed))
+		inst := randinst.New(seed)
+		outcome, err := compareInstance(inst)
 		if err != nil {
 			t.Fatalf("seed %d (rerun with -run TestDifferential -diff-seed=%d -diff-instances=1): %v", seed, seed, err)
 		}
 		stats[outcome]++
+		if inst.SharedGPUs {
+			sharedGPUs[outcome]++
+		}
 	}
-	t.Logf("outcomes over %d instances: %v", *diffInstances, stats)
+	t.Logf("outcomes over %d instances: %v, of which shared-GPU problems: %v", *diffInstances, stats, sharedGPUs)
 	if timeouts := stats["upstream timeout"] + stats["intractable for both"]; timeouts*100 > *diffInstances {
 		t.Errorf("%d instances exceeded upstream's budget of %v, more than 1%%; the corpus compares too little", timeouts, *diffUpstreamBudget)
 	}
@@ -60,6 +64,15 @@ func TestDifferential(t *testing.T) {
 	for _, outcome := range []string{"allocated", "unschedulable", "error", "node error", bestFitDiffers} {
 		if stats[outcome] == 0 {
 			t.Errorf("no instance ended as %q; the generator lost coverage", outcome)
+		}
+	}
+	// Shared GPUs must both fit and not fit: the capacity bound and the
+	// symmetry between shared devices prune only where nothing fits.
+	if *diffInstances >= 1000 {
+		for _, outcome := range []string{"allocated", "unschedulable"} {
+			if sharedGPUs[outcome] == 0 {
+				t.Errorf("no shared-GPU problem ended as %q; the generator lost coverage", outcome)
+			}
 		}
 	}
 }

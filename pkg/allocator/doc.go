@@ -50,10 +50,15 @@
 // package prepares each slice object once and keeps CEL results per slice
 // version and expression in a Cache that outlives the cycle (Options.Cache),
 // and it prunes the search without changing its first-fit answer: feasibility
-// counts per slot (with matchAttribute candidates bucketed by value),
-// symmetry between interchangeable devices, and a memo of failed
-// sub-searches. See search.go for why each pruning keeps results identical,
-// including which errors surface.
+// counts per slot (with matchAttribute candidates bucketed by value), a
+// matching bound over the remaining requests that also counts the capacity
+// shared devices have left (capacitybound.go), symmetry between
+// interchangeable devices (shared ones included, while their shares consume
+// the same), and a memo of failed sub-searches. See search.go for why each
+// pruning keeps results identical, including which errors surface. What
+// requests consume of a device and what partitionable devices draw from
+// their pool's counters are, like CEL results, computed once and kept with
+// the slice and the pool.
 //
 // # Logging
 //

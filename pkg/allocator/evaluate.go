@@ -1,8 +1,10 @@
 package allocator
 
 import (
+	"encoding/binary"
 	"fmt"
 	"hash/maphash"
+	"maps"
 	"slices"
 	"strings"
 
@@ -182,7 +184,8 @@ func (s *search) feasible(r pos, nr *nodeRequest, start, need int) (int, bool, e
 	count, first := 0, -1
 	// Devices that draw counters are only counted after the scan, by what
 	// their pools' remaining counters can hold together.
-	var drawing []int
+	drawing := s.scratchDrawing[:0]
+	defer func() { s.scratchDrawing = drawing[:0] }()
 	for ci := start; ci < len(s.cands); ci++ {
 		ok, trap := s.couldAccept(r.claim, nr, ci, 0, values)
 		if trap {
@@ -253,34 +256,62 @@ func (s *search) furtherShare(ci int, device *resourceapi.Device) bool {
 // together as far as counters go: per pool and counter, the candidates
 // drawing least fill what remains first; the fewest that fit over all of a
 // pool's counters is the most the pool can take.
+//
+// feasible calls it for every slot of a partitionable request, so it works
+// in the search's scratch buffers: maps here were a fifth of the time of a
+// search on a partitionable node.
 func (s *search) counterCapacity(cands []int) int {
 	total := 0
-	byPool := make(map[*pool][]int)
+	// The pools of the candidates; a node has few.
+	pools := s.scratchPools[:0]
 	for _, ci := range cands {
-		p := s.cands[ci].pool
-		byPool[p] = append(byPool[p], ci)
+		if p := s.cands[ci].pool; !slices.Contains(pools, p) {
+			pools = append(pools, p)
+		}
 	}
-	for p, group := range byPool {
+	s.scratchPools = pools
+	for _, p := range pools {
 		u := s.countersFor(p)
-		most := len(group)
-		amounts := make(map[int][]int64)
+		inPool := 0
+		for _, ci := range cands {
+			if s.cands[ci].pool == p {
+				inPool++
+			}
+		}
 		if !u.pool.exact {
 			// Without exact arithmetic, only the single-device check of
 			// couldAccept applies.
-			total += most
+			total += inPool
 			continue
 		}
-		for _, ci := range group {
+		// amounts[slot] lists what the candidates draw of the slot.
+		amounts := s.scratchAmounts
+		for len(amounts) < len(u.milli) {
+			amounts = append(amounts, nil)
+		}
+		for slot := range u.milli {
+			amounts[slot] = amounts[slot][:0]
+		}
+		s.scratchAmounts = amounts
+		for _, ci := range cands {
+			if s.cands[ci].pool != p {
+				continue
+			}
 			c := s.consumptionOf(ci)
 			for k, slot := range c.slots {
 				amounts[slot] = append(amounts[slot], c.milli[k])
 			}
 		}
-		for slot, list := range amounts {
+		most := inPool
+		for slot := range u.milli {
+			list := amounts[slot]
+			if len(list) == 0 {
+				continue
+			}
 			slices.Sort(list)
 			remaining := u.pool.milli[slot] - u.milli[slot]
 			// Devices that do not draw this counter fit regardless.
-			fit := len(group) - len(list)
+			fit := inPool - len(list)
 			for _, amount := range list {
 				if amount > remaining {
 					break
@@ -340,11 +371,109 @@ func (h *stateHash) toggle(k stateHash) {
 	h[1] ^= k[1]
 }
 
+// add and sub combine keys of a multiset: a device can carry several
+// equal shares, whose keys XOR would cancel.
+func (h *stateHash) add(k stateHash) {
+	h[0] += k[0]
+	h[1] += k[1]
+}
+
+func (h *stateHash) sub(k stateHash) {
+	h[0] -= k[0]
+	h[1] -= k[1]
+}
+
 const (
 	keyMark     = 1
 	keyCounters = 2
-	keyShare    = 1 << 20
 )
+
+// shareKey is the key of one share that consumes what requests with
+// capacity key ck consume, of whichever device.
+func shareKey(ck capacityKey) stateHash {
+	x := uint64(ck)*0x9e3779b97f4a7c15 ^ 0x2545f4914f6cdd1d
+	return stateHash{mix64(x ^ 0x5851f42d4c957f2d), mix64(x ^ 0x14057b7ef767814f)}
+}
+
+// sharesHash is the memo's hash of the shares of shared devices: the sum
+// of their deviceShareKeys. It is computed when the memo asks, not kept up
+// to date with every share: searches that never backtrack never need it.
+func (s *search) sharesHash() stateHash {
+	var h stateHash
+	if !s.sharesSized {
+		return h
+	}
+	for ci := range s.shares {
+		if s.shares[ci].count > 0 {
+			h.add(s.deviceShareKey(ci))
+		}
+	}
+	return h
+}
+
+// deviceShareKey is candidate ci's part of sharesHash: zero without shares,
+// otherwise a function of its memo class and of the multiset of its shares
+// (the sum of their shareKeys). It leaves out which requests hold the
+// shares and which device of its class carries them: no check looks at the
+// former, only at whether a device has shares and what they consume
+// together (sameShares), and devices of one memo class are interchangeable
+// (interchangeable), so that states that differ in either are the same
+// state to the memo. Everything else the memo hashes per candidate (marks
+// of exclusive devices, counters drawn) keeps the devices apart where it
+// matters.
+func (s *search) deviceShareKey(ci int) stateHash {
+	if !s.sharedNow(ci) {
+		return stateHash{}
+	}
+	use := &s.shares[ci]
+	class := s.memoClass(ci)
+	x := use.keys[0] + uint64(use.count)*0x94d049bb133111eb
+	y := use.keys[1] ^ uint64(use.count)
+	return stateHash{mix64(class[0] ^ mix64(x)), mix64(class[1] ^ mix64(y^0x7f4a7c159e3779b9))}
+}
+
+// memoClass identifies what a shared device is before this search: what
+// the search sees of it (searchClass) and what earlier cycles allocated of
+// it. It is computed once per search and candidate.
+func (s *search) memoClass(ci int) stateHash {
+	if !s.memoClassesSized {
+		s.memoClasses = grow(s.memoClasses, len(s.cands))
+		s.memoClassesSized = true
+	}
+	if k := s.memoClasses[ci]; k != (stateHash{}) {
+		return k
+	}
+	c := s.cands[ci]
+	id := c.id()
+	var h maphash.Hash
+	h.SetSeed(memoSeed)
+	class := s.searchClass(ci)
+	var b [18]byte
+	binary.LittleEndian.PutUint64(b[0:], class[0])
+	binary.LittleEndian.PutUint64(b[8:], class[1])
+	if s.isAllocatedCand(ci) {
+		b[16] = 1
+	}
+	if s.a.sharedDevices().Has(id) {
+		b[17] = 1
+	}
+	h.Write(b[:])
+	if consumed, ok := s.a.consumedCapacity(id); ok {
+		for _, name := range slices.Sorted(maps.Keys(consumed)) {
+			h.WriteString(string(name))
+			if q := consumed[name]; q != nil {
+				// The exact value; AsDec changes its receiver, a copy.
+				value := q.DeepCopy()
+				h.WriteString("=" + value.AsDec().String())
+			}
+			h.WriteByte(0)
+		}
+	}
+	sum := h.Sum64()
+	k := stateHash{mix64(sum ^ 0x14057b7ef767814f), mix64(sum ^ 0x5851f42d4c957f2d)}
+	s.memoClasses[ci] = k
+	return k
+}
 
 // candKey derives the key of one state element from the candidate, the
 // claim and the element kind with a strong mixer.
@@ -369,7 +498,7 @@ const maxMemoEntries = 1 << 18
 
 type memoKey struct {
 	claim, request, results int
-	hash                    stateHash
+	hash, shares            stateHash
 }
 
 var memoSeed = maphash.MakeSeed()
@@ -377,9 +506,9 @@ var memoSeed = maphash.MakeSeed()
 // memoKey describes the state at a request boundary. The future of the
 // search depends on the devices in use (and by which claim), counters and
 // capacity drawn, the constraint state of the current claim and how many
-// results it holds; the incremental hash covers the first three.
+// results it holds; the incremental hashes cover the first three.
 func (s *search) memoKey(r pos) (memoKey, bool) {
-	key := memoKey{claim: r.claim, request: r.request, hash: s.hash}
+	key := memoKey{claim: r.claim, request: r.request, hash: s.hash, shares: s.sharesHash()}
 	if r.claim >= len(s.claims) {
 		return key, false
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"sync"
 	"sync/atomic"
 
 	v1 "k8s.io/api/core/v1"
@@ -42,6 +43,11 @@ type pool struct {
 	// withBindingConditions: some device that targets the node has
 	// BindingConditions set; such pools are tried last.
 	withBindingConditions bool
+
+	// layout is the pool's counter layout, computed on first use; see
+	// counterLayout.
+	layoutOnce sync.Once
+	layout     *counterLayout
 }
 
 func (p *pool) usable() bool { return !p.incomplete && !p.invalid }

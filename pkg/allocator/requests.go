@@ -3,7 +3,10 @@ package allocator
 import (
 	"encoding/binary"
 	"fmt"
+	"maps"
 	"math"
+	"slices"
+	"strings"
 
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -62,6 +65,9 @@ type requestData struct {
 	// trapID identifies the selectors for sliceTrapFree's cache; 0 when
 	// a selector has no compiled expression.
 	trapID int64
+	// capacityID identifies the capacity requirements for the slices'
+	// capacity evaluations (preparedSlice.capacityEval); 0 for none.
+	capacityID int64
 }
 
 // constraintSpec is one claim constraint.
@@ -239,7 +245,10 @@ func (a *Allocator) validateRequest(claim *resourceapi.ResourceClaim, rd *reques
 		rd.requestExprs = append(rd.requestExprs, a.cache.compile(a.celFeatures, false, selector.CEL.Expression))
 	}
 	if key := trapKey(rd.classExprs, rd.requestExprs); key != "" {
-		rd.trapID = a.cache.trapID(key)
+		rd.trapID = a.cache.trapIDs.id(key)
+	}
+	if key := capacityRequestKey(rd.capacity); key != "" {
+		rd.capacityID = a.cache.capacityIDs.id(key)
 	}
 }
 
@@ -258,4 +267,27 @@ func trapKey(class, request []*compiled) string {
 		b = append(b, '|')
 	}
 	return string(b)
+}
+
+// capacityRequestKey encodes capacity requirements exactly: the requested
+// names in order, each with its exact decimal value and format, which is all
+// that evaluateCapacity reads of them. Requirements without requests give
+// "", the same as none.
+func capacityRequestKey(capacity *resourceapi.CapacityRequirements) string {
+	if capacity == nil || len(capacity.Requests) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	for _, name := range slices.Sorted(maps.Keys(capacity.Requests)) {
+		// AsDec changes the representation of its receiver; the claim's
+		// quantity stays as it is.
+		q := capacity.Requests[name].DeepCopy()
+		b.WriteString(string(name))
+		b.WriteByte(0)
+		b.WriteString(q.AsDec().String())
+		b.WriteByte(0)
+		b.WriteString(string(q.Format))
+		b.WriteByte(0)
+	}
+	return b.String()
 }

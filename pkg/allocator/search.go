@@ -2,8 +2,10 @@ package allocator
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"slices"
 
 	v1 "k8s.io/api/core/v1"
@@ -12,6 +14,7 @@ import (
 	"k8s.io/dynamic-resource-allocation/resourceclaim"
 	"k8s.io/dynamic-resource-allocation/structured"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
 )
 
 // The search is a depth-first, first-fit backtracking search in exactly
@@ -35,10 +38,13 @@ import (
 //     account, matchAttribute candidates bucketed by value); too few means
 //     the subtree fails, unless a trap lies in the range;
 //   - symmetry: a candidate indistinguishable from one that already failed
-//     at the same slot fails too (its subtree mirrors the other's);
+//     at the same slot fails too (its subtree mirrors the other's); shared
+//     devices are indistinguishable while their shares consume the same;
 //   - memo: the outcome of a failed search from a request boundary is
 //     remembered under a hash of the whole mutable state, so equivalent
-//     states reached along different paths are not searched again.
+//     states reached along different paths are not searched again (states
+//     that differ only in which request or which of two indistinguishable
+//     shared devices holds a share are equivalent).
 //
 // All three prune only subtrees that upstream would search without finding
 // anything, so the result is the same, found faster.
@@ -74,8 +80,6 @@ type nodeRequest struct {
 	selectable []int8
 	// trapFree caches whether no candidate's evaluation fails: 0 unknown, 1, 2.
 	trapFree int8
-	// capacity caches what the request would consume per candidate.
-	capacity []*capacityEval
 }
 
 // resultDevice is one allocated device of the current assignment.
@@ -107,6 +111,9 @@ type search struct {
 	// shares tracks, per candidate, the shares of allow-multiple devices
 	// in the current assignment: how many, and what they consume together.
 	shares      []shareUse
+	sharesSized bool
+	// anyShared caches hasSharedDevices: 0 unknown, 1, 2.
+	anyShared   int8
 	counters    map[*pool]*counterUsage
 	compat      map[*pool]*compatUsage
 	constraints [][]constraintState
@@ -118,10 +125,17 @@ type search struct {
 	failures int
 
 	// hash is a Zobrist hash of the state the future depends on, maintained
-	// incrementally; see memo.
+	// incrementally; see memo. The shares of shared devices are hashed
+	// apart (sharesHash).
 	hash  stateHash
 	memo  map[memoKey]struct{}
 	stats searchStats
+	// memoClasses and searchClasses cache memoClass and searchClass per
+	// candidate; sized on first use in a search.
+	memoClasses        []stateHash
+	memoClassesSized   bool
+	searchClasses      []stateHash
+	searchClassesSized bool
 	// suffix[k] caches whether claims k.. are impossible from the initial
 	// state: 0 unknown, 1 impossible, 2 possible or unknown.
 	suffix []int8
@@ -140,6 +154,14 @@ type search struct {
 	placements placementStack
 	// buckets is feasible's scratch map, cleared before each use.
 	buckets map[string]int
+	// Scratch buffers of feasible and counterCapacity, which run for
+	// every slot: the candidates drawing counters, their pools, and per
+	// counter slot what they draw.
+	scratchDrawing []int
+	scratchPools   []*pool
+	scratchAmounts [][]int64
+	// scratchDemands is infeasible's list of the demands it added.
+	scratchDemands []demand
 	// draws caches counterDraw per candidate; sized on first use in a
 	// search.
 	draws      []counterDrawRef
@@ -289,13 +311,15 @@ func (s *search) allocateOne(r pos, allocSub bool, start int) (bool, error) {
 		s.failures++
 		return false, nil
 	}
-	var failed []deviceClassKey
+	// failed holds candidates that failed at this slot while nothing of
+	// the assignment set them apart (see interchangeable).
+	var failedBuf [8]int
+	failed := failedBuf[:0]
 	for ci := first; ci < len(s.cands); ci++ {
-		if len(failed) > 0 && s.clean(ci) && slices.Contains(failed, s.classOf(ci)) {
+		if s.interchangeableWithAny(failed, ci) {
 			s.stats.symmetrySkips++
 			continue
 		}
-		wasClean := s.clean(ci)
 		p, err := s.allocateDevice(r, nr, ci, false)
 		if err != nil {
 			return false, err
@@ -311,8 +335,8 @@ func (s *search) allocateOne(r pos, allocSub bool, start int) (bool, error) {
 		if err != nil {
 			return false, err
 		}
-		if wasClean {
-			failed = append(failed, s.classOf(ci))
+		if len(s.marks[ci]) == 0 {
+			failed = append(failed, ci)
 		}
 		s.failures++
 		if s.boundsEnabled() && s.infeasible(r, nr, ci+1) {
@@ -450,10 +474,9 @@ func (s *search) allocateDevice(r pos, nr *nodeRequest, ci int, must bool) (*pla
 	if allowMultiple {
 		share := s.capacityOf(nr, ci)
 		result.share = share
-		s.addShare(ci, share, true)
 		p.share = share
-		p.shareKey = candKey(ci, r.claim, keyShare+uint64(rd.requestIndex)<<8+uint64(rd.subRequestIndex))
-		s.hash.toggle(p.shareKey)
+		p.shareKey = shareKey(s.capacityKey(rd))
+		s.addShare(ci, share, p.shareKey, true)
 	}
 	s.results[r.claim] = append(s.results[r.claim], result)
 	p.resultAdded = true
@@ -468,8 +491,7 @@ func (s *search) undo(p *placement) {
 		s.results[p.r.claim] = s.results[p.r.claim][:len(s.results[p.r.claim])-1]
 	}
 	if p.share != nil {
-		s.addShare(p.cand, p.share, false)
-		s.hash.toggle(p.shareKey)
+		s.addShare(p.cand, p.share, p.shareKey, false)
 	}
 	if p.marked {
 		marks := s.marks[p.cand]
@@ -521,23 +543,28 @@ func (s *search) isAllocatedCand(ci int) bool {
 }
 
 // shareUse is what the shares of one device in the current assignment
-// consume, per capacity in the order of capacityEval.names.
+// consume, per capacity in the order of capacityEval.names, and the sum of
+// their shareKeys.
 type shareUse struct {
 	count int
 	sums  []resource.Quantity
+	keys  stateHash
 }
 
 // addShare adds or removes a share. Upstream keeps these sums in a
 // ConsumedCapacityCollection whose entry for a device exists exactly while
 // the device has a share (undo is last-in first-out and consumption is never
 // negative); count plays that part here.
-func (s *search) addShare(ci int, share *capacityEval, add bool) {
-	if s.shares == nil {
-		s.shares = make([]shareUse, len(s.cands))
+func (s *search) addShare(ci int, share *capacityEval, key stateHash, add bool) {
+	if !s.sharesSized {
+		// Entries keep the memory of their sums from earlier searches on
+		// the pooled search; release empties them.
+		s.shares = growEntries(s.shares, len(s.cands))
+		s.sharesSized = true
 	}
 	use := &s.shares[ci]
-	if use.sums == nil {
-		use.sums = make([]resource.Quantity, len(share.amounts))
+	if len(use.sums) == 0 {
+		use.sums = grow(use.sums, len(share.amounts))
 	}
 	for i := range share.amounts {
 		if add {
@@ -548,14 +575,16 @@ func (s *search) addShare(ci int, share *capacityEval, add bool) {
 	}
 	if add {
 		use.count++
+		use.keys.add(key)
 	} else {
 		use.count--
+		use.keys.sub(key)
 	}
 }
 
 // sharedNow: the device has a share in the current assignment.
 func (s *search) sharedNow(ci int) bool {
-	return s.shares != nil && s.shares[ci].count > 0
+	return s.sharesSized && s.shares[ci].count > 0
 }
 
 // capacityInUse: some share of an allow-multiple device exists, from an
@@ -571,56 +600,235 @@ func (s *search) capacityInUse(ci int) bool {
 	return s.sharedNow(ci)
 }
 
-// clean: nothing in the current assignment touches the candidate, so it is
-// interchangeable with any other clean candidate of its class.
-func (s *search) clean(ci int) bool {
-	if len(s.marks[ci]) > 0 {
-		return false
+// interchangeableWithAny reports whether the candidate is interchangeable
+// with one of the failed candidates of the current slot, which are earlier
+// in the candidate order: then its subtree mirrors one that failed, and
+// fails too (swapping the two devices maps each of its assignments to one
+// of the other's, since the slots after this one only use later
+// candidates, and everything else sees the two devices alike).
+func (s *search) interchangeableWithAny(failed []int, ci int) bool {
+	for _, f := range failed {
+		if s.interchangeable(f, ci) {
+			return true
+		}
 	}
-	return !s.sharedNow(ci)
+	return false
 }
 
-// classOf returns the candidate's equivalence class for this cycle. Devices
-// with any allocation state from earlier cycles are kept in classes of their
-// own, so only the device content has to be compared.
-func (s *search) classOf(ci int) deviceClassKey {
-	c := s.cands[ci]
-	if s.isAllocatedCand(ci) || s.a.isAllocated(c.id()) {
-		var unique deviceClassKey
-		// Distinct from any SHA-256 prefix in practice: the all-zero key
-		// plus the candidate index.
-		unique[0], unique[1], unique[2], unique[3] = 0xff, byte(ci>>16), byte(ci>>8), byte(ci)
-		return unique
+// interchangeable reports whether no check of the allocator can tell the
+// two candidates apart in the current state: the same searchClass and the
+// same allocation state. A device that a claim holds exclusively is never
+// interchangeable: which claim holds it matters. Exclusive devices must be
+// untouched by earlier cycles too (they are then in use anyway). Shared
+// devices may carry shares, from earlier cycles and this assignment, as
+// long as the two carry the same: which requests hold the shares does not
+// matter to any check, only that there are shares and what they consume
+// together. Without that, devices shared by earlier cycles were never
+// interchangeable, and the search tried every permutation of them.
+func (s *search) interchangeable(a, b int) bool {
+	if len(s.marks[a]) > 0 || len(s.marks[b]) > 0 {
+		return false
 	}
-	return c.ps.deviceClasses()[c.i]
+	if s.searchClass(a) != s.searchClass(b) {
+		return false
+	}
+	ca, cb := s.cands[a], s.cands[b]
+	if !s.allowsMultiple(ca.device()) {
+		return !s.isAllocatedCand(a) && !s.a.isAllocated(ca.id()) &&
+			!s.isAllocatedCand(b) && !s.a.isAllocated(cb.id())
+	}
+	return s.sameShares(a, b)
+}
+
+// searchClass identifies what the checks of this search can see of
+// candidate ci: its content apart from its name and attributes
+// (deviceClasses), and of its attributes what the claims look at: whether
+// the selectors of each (sub)request select it, and its value (static or
+// derived) of each constraint's attribute for each (sub)request that
+// selects it. Candidates of one class differ in nothing the search reads
+// but their allocation state. A candidate whose evaluation fails is a class
+// of its own: the error must surface where upstream's search meets it, not
+// here. It is computed once per search and candidate.
+func (s *search) searchClass(ci int) stateHash {
+	if !s.searchClassesSized {
+		s.searchClasses = grow(s.searchClasses, len(s.cands))
+		s.searchClassesSized = true
+	}
+	if k := s.searchClasses[ci]; k != (stateHash{}) {
+		return k
+	}
+	k := s.computeSearchClass(ci)
+	s.searchClasses[ci] = k
+	return k
+}
+
+func (s *search) computeSearchClass(ci int) stateHash {
+	c := s.cands[ci]
+	unique := stateHash{mix64(uint64(ci) ^ 0x6a09e667f3bcc908), mix64(uint64(ci) ^ 0xbb67ae8584caa73b)}
+	var h maphash.Hash
+	h.SetSeed(memoSeed)
+	class := c.ps.deviceClasses()[c.i]
+	h.Write(class[:])
+	// A static attribute is the same for every request: written once.
+	var writtenBuf [4]resourceapi.FullyQualifiedName
+	written := writtenBuf[:0]
+	for claim, requests := range s.reqs {
+		for _, alternatives := range requests {
+			for _, nr := range alternatives {
+				selectable, err := s.isSelectable(nr, ci)
+				if err != nil {
+					return unique
+				}
+				if !selectable {
+					h.WriteByte(0)
+					continue
+				}
+				h.WriteByte(1)
+				for _, cs := range s.claims[claim].constraints {
+					if !cs.appliesTo(nr.rd) {
+						continue
+					}
+					if _, derived := nr.rd.derived[cs.attribute]; !derived {
+						if slices.Contains(written, cs.attribute) {
+							continue
+						}
+						written = append(written, cs.attribute)
+					}
+					attr, err := s.attribute(nr.rd, c, cs.attribute)
+					if err != nil {
+						return unique
+					}
+					writeAttribute(&h, attr)
+				}
+			}
+		}
+	}
+	sum := h.Sum64()
+	return stateHash{mix64(sum ^ 0x3c6ef372fe94f82b), mix64(sum ^ 0xa54ff53a5f1d36f1)}
+}
+
+// writeAttribute writes all of an attribute, or that it is missing: each
+// field, with whether it is set and its value, so that two attributes write
+// the same exactly if they are equal. TestWriteAttributeFields keeps the
+// list of fields complete.
+func writeAttribute(h *maphash.Hash, attr *resourceapi.DeviceAttribute) {
+	if attr == nil {
+		h.WriteByte(0)
+		return
+	}
+	h.WriteByte(1)
+	var b [9]byte
+	writeInt := func(set bool, v int64) {
+		b[0] = 0
+		if set {
+			b[0] = 1
+		}
+		binary.LittleEndian.PutUint64(b[1:], uint64(v))
+		h.Write(b[:])
+	}
+	writeString := func(set bool, v string) {
+		writeInt(set, int64(len(v)))
+		h.WriteString(v)
+	}
+	boolInt := func(v bool) int64 {
+		if v {
+			return 1
+		}
+		return 0
+	}
+	writeInt(attr.IntValue != nil, ptr.Deref(attr.IntValue, 0))
+	writeInt(attr.BoolValue != nil, boolInt(ptr.Deref(attr.BoolValue, false)))
+	writeString(attr.StringValue != nil, ptr.Deref(attr.StringValue, ""))
+	writeString(attr.VersionValue != nil, ptr.Deref(attr.VersionValue, ""))
+	writeInt(attr.IntValues != nil, int64(len(attr.IntValues)))
+	for _, v := range attr.IntValues {
+		writeInt(true, v)
+	}
+	writeInt(attr.BoolValues != nil, int64(len(attr.BoolValues)))
+	for _, v := range attr.BoolValues {
+		writeInt(true, boolInt(v))
+	}
+	writeInt(attr.StringValues != nil, int64(len(attr.StringValues)))
+	for _, v := range attr.StringValues {
+		writeString(true, v)
+	}
+	writeInt(attr.VersionValues != nil, int64(len(attr.VersionValues)))
+	for _, v := range attr.VersionValues {
+		writeString(true, v)
+	}
+}
+
+// sameShares reports whether two shared devices have the same shares: from
+// earlier cycles (whole allocation, shares, consumed capacity) and in the
+// current assignment (whether any, and their consumption).
+func (s *search) sameShares(a, b int) bool {
+	ida, idb := s.cands[a].id(), s.cands[b].id()
+	if s.isAllocatedCand(a) != s.isAllocatedCand(b) || s.a.sharedDevices().Has(ida) != s.a.sharedDevices().Has(idb) {
+		return false
+	}
+	consumedA, okA := s.a.consumedCapacity(ida)
+	consumedB, okB := s.a.consumedCapacity(idb)
+	if okA != okB || len(consumedA) != len(consumedB) {
+		return false
+	}
+	for name, qa := range consumedA {
+		qb, ok := consumedB[name]
+		if !ok || (qa == nil) != (qb == nil) {
+			return false
+		}
+		if qa == nil {
+			continue
+		}
+		// A copy: Cmp may change its receiver's representation, and the
+		// state is shared by concurrent searches.
+		if q := *qa; q.Cmp(*qb) != 0 {
+			return false
+		}
+	}
+	if s.sharedNow(a) != s.sharedNow(b) {
+		return false
+	}
+	if s.sharedNow(a) {
+		// Devices of one class have the same capacities, so the sums line
+		// up.
+		for i := range s.shares[a].sums {
+			if s.shares[a].sums[i].Cmp(s.shares[b].sums[i]) != 0 {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 func (s *search) capacityFits(nr *nodeRequest, ci int) (bool, error) {
 	c := s.cands[ci]
-	id := c.id()
 	var allocating []resource.Quantity
 	if s.sharedNow(ci) {
 		allocating = s.shares[ci].sums
 	}
-	allocated, inAllocated := s.a.consumedCapacity(id)
-	if nr.rd.capacity == nil && allocating == nil && !inAllocated {
-		// Nothing requested and nothing consumed: the outcome depends on
-		// the device alone, and is kept with the slice.
-		return c.ps.defaultCapacityFits(c.i, s.a.features.FractionalCapacityRange)
+	allocated, _ := s.a.consumedCapacity(c.id())
+	e := s.capacityOf(nr, ci)
+	if allocating == nil && len(allocated) == 0 {
+		// Nothing consumed: the outcome depends on the device and the
+		// request alone, and is kept with the evaluation.
+		if e.err != nil {
+			return false, e.err
+		}
+		return e.fitsUnused, nil
 	}
-	return s.capacityOf(nr, ci).fits(c.device().Capacity, allocated, allocating)
+	return e.fits(c.device().Capacity, allocated, allocating)
 }
 
 // capacityOf returns what the (sub)request would consume of a candidate.
 func (s *search) capacityOf(nr *nodeRequest, ci int) *capacityEval {
-	if nr.capacity == nil {
-		nr.capacity = make([]*capacityEval, len(s.cands))
-	}
-	if nr.capacity[ci] == nil {
-		e := evaluateCapacity(nr.rd.capacity, s.cands[ci].device().Capacity, s.a.features.FractionalCapacityRange)
-		nr.capacity[ci] = &e
-	}
-	return nr.capacity[ci]
+	c := s.cands[ci]
+	return c.ps.capacityEval(c.i, s.capacityKey(nr.rd), nr.rd.capacity)
+}
+
+// capacityKey is what decides, besides the device, what the (sub)request
+// consumes of it.
+func (s *search) capacityKey(rd *requestData) capacityKey {
+	return makeCapacityKey(rd.capacityID, s.a.features.FractionalCapacityRange)
 }
 
 // consumptionOf returns what a candidate draws from its pool's counters.
@@ -642,7 +850,7 @@ func (s *search) counterDraw(ci int) (*counterUsage, *consumption) {
 	if d.usage == nil {
 		c := s.cands[ci]
 		d.usage = s.countersFor(c.pool)
-		d.consumption = d.usage.pool.consumptionOf(c.ps, c.i)
+		d.consumption = d.usage.pool.layout.consumptionOf(c.ps, c.i)
 	}
 	return d.usage, d.consumption
 }

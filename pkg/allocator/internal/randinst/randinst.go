@@ -9,7 +9,10 @@
 // groups, consumable capacity with request policies, list attributes,
 // already allocated devices; claims with exact counts, "All", subrequests,
 // admin access, selectors (including ones that fail at runtime or do not
-// compile), constraints, derived attributes, tolerations and configs. The
+// compile), constraints, derived attributes, tolerations and configs. Some
+// instances are shared-GPU problems: interchangeable GPUs that allow
+// multiple allocations, memory that earlier claims consume already, and
+// requests for several shares each that compete for what is left. The
 // same seed always yields the same instance.
 package randinst
 
@@ -38,6 +41,8 @@ type Instance struct {
 	Slices   []*resourceapi.ResourceSlice
 	Claims   []*resourceapi.ResourceClaim
 	State    structured.AllocatedState
+	// SharedGPUs: the instance is a shared-GPU problem (see sharedGPUs).
+	SharedGPUs bool
 }
 
 // ClassLister serves the instance's classes like an informer lister.
@@ -162,7 +167,145 @@ func New(seed uint64) *Instance {
 	for c := range numClaims {
 		g.inst.Claims = append(g.inst.Claims, g.claim(c))
 	}
+	// Some instances become shared-GPU problems. Their choices come from a
+	// stream of their own, so that all other instances stay as they were.
+	g.r = rand.New(rand.NewPCG(seed^0x5851f42d4c957f2d, seed^0x14057b7ef767814f))
+	if g.chance(0.12) && (g.features.ConsumableCapacity || g.bad(0.3)) {
+		g.sharedGPUs()
+	}
 	return g.inst
+}
+
+// sharedGPUs adds a pool of GPUs that allow multiple allocations, with the
+// same memory and request policy (so that many are interchangeable, up to
+// attributes that no claim looks at, like real GPUs' indexes), shares of
+// earlier claims on some of them (often the same on several), and claims
+// whose requests each take a few shares of memory, so that requests
+// compete for the memory that is left. The claims come first; the
+// instance's first claim may follow them.
+func (g *gen) sharedGPUs() {
+	g.inst.SharedGPUs = true
+	const driver, pool = "a.example.com", "gpus"
+	numGPUs := 3 + g.intn(3)
+	memory := pick(g, []string{"8Gi", "12Gi"})
+	policy := pick(g, []*resourceapi.CapacityRequestPolicy{
+		nil,
+		{Default: ptr.To(resource.MustParse("1Gi")), ValidRange: &resourceapi.CapacityRequestPolicyRange{Min: ptr.To(resource.MustParse("1Gi")), Step: ptr.To(resource.MustParse("1Gi"))}},
+		{Default: ptr.To(resource.MustParse("2Gi")), ValidRange: &resourceapi.CapacityRequestPolicyRange{Min: ptr.To(resource.MustParse("2Gi")), Step: ptr.To(resource.MustParse("2Gi"))}},
+		{Default: ptr.To(resource.MustParse("2Gi")), ValidValues: []resource.Quantity{resource.MustParse("2Gi"), resource.MustParse("3Gi"), resource.MustParse("4Gi"), resource.MustParse("6Gi")}},
+	})
+	slice := g.sliceMeta(driver, pool, 1, 1, "gpus-s0")
+	slice.Spec.NodeName, slice.Spec.AllNodes, slice.Spec.NodeSelector = ptr.To(nodeNames[0]), nil, nil
+	for i := range numGPUs {
+		device := resourceapi.Device{
+			Name: fmt.Sprintf("gpu-%d", i),
+			Attributes: map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{
+				"index": {IntValue: ptr.To(int64(i))},
+				"numa":  {IntValue: ptr.To(int64(i / 2))},
+				"model": {StringValue: ptr.To("x")},
+			},
+			Capacity:                 map[resourceapi.QualifiedName]resourceapi.DeviceCapacity{"memory": {Value: resource.MustParse(memory), RequestPolicy: policy}},
+			AllowMultipleAllocations: ptr.To(true),
+		}
+		switch {
+		case g.chance(0.1):
+			// One that is smaller than the others.
+			device.Capacity["memory"] = resourceapi.DeviceCapacity{Value: resource.MustParse("4Gi"), RequestPolicy: policy}
+		case g.chance(0.05):
+			device.Taints = []resourceapi.DeviceTaint{{Key: "t1", Value: "v", Effect: resourceapi.DeviceTaintEffectNoSchedule}}
+		case g.mode != clean && g.chance(0.1):
+			// Selectors that read the model fail on this one.
+			delete(device.Attributes, "model")
+		}
+		slice.Spec.Devices = append(slice.Spec.Devices, device)
+	}
+	g.inst.Slices = append(g.inst.Slices, slice)
+
+	// Earlier claims: a share on some GPUs each, the same on all of them.
+	for k := range g.intn(4) {
+		amount := resource.MustParse(pick(g, []string{"1Gi", "2Gi", "3Gi", "4Gi"}))
+		for i := range numGPUs {
+			if !g.chance(0.6) {
+				continue
+			}
+			id := structured.MakeDeviceID(driver, pool, fmt.Sprintf("gpu-%d", i))
+			share := types.UID(fmt.Sprintf("earlier-%d-%d", k, i))
+			g.inst.State.AllocatedSharedDeviceIDs.Insert(structured.MakeSharedDeviceID(id, &share))
+			g.inst.State.AggregatedCapacity.Insert(structured.NewDeviceConsumedCapacity(id, map[resourceapi.QualifiedName]resource.Quantity{"memory": amount}))
+		}
+	}
+
+	class := &resourceapi.DeviceClass{ObjectMeta: metav1.ObjectMeta{Name: "class-gpu"}}
+	class.Spec.Selectors = []resourceapi.DeviceSelector{celSelector(fmt.Sprintf("device.driver == %q && device.allowMultipleAllocations == true", driver))}
+	g.inst.Classes = append(g.inst.Classes, class)
+
+	claims := make([]*resourceapi.ResourceClaim, 0, 3)
+	for c := range g.weighted(8, 2) {
+		claims = append(claims, g.gpuClaim(c, numGPUs))
+	}
+	if len(g.inst.Claims) > 0 && g.chance(0.5) {
+		claims = append(claims, g.inst.Claims[0])
+	}
+	g.inst.Claims = claims
+}
+
+// gpuClaim is a claim for shares of the shared GPUs.
+func (g *gen) gpuClaim(index, numGPUs int) *resourceapi.ResourceClaim {
+	claim := &resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("gpu-claim-%d", index), Namespace: "default", UID: types.UID(fmt.Sprintf("gpu-claim-uid-%d", index))}}
+	memory := func() *resourceapi.CapacityRequirements {
+		if g.chance(0.15) {
+			// The policy's default.
+			return nil
+		}
+		return &resourceapi.CapacityRequirements{Requests: map[resourceapi.QualifiedName]resource.Quantity{
+			"memory": resource.MustParse(pick(g, []string{"1Gi", "2Gi", "3Gi", "4Gi", "5Gi"})),
+		}}
+	}
+	count := func() int64 { return int64(1 + g.intn(min(3, numGPUs))) }
+	var names []string
+	for r := range g.weighted(3, 4, 3) {
+		name := fmt.Sprintf("req-%d", r)
+		request := resourceapi.DeviceRequest{Name: name}
+		if g.chance(0.15) && (g.features.PrioritizedList || g.bad(0.5)) {
+			for s := range 2 {
+				request.FirstAvailable = append(request.FirstAvailable, resourceapi.DeviceSubRequest{
+					Name: fmt.Sprintf("sub-%d", s), DeviceClassName: "class-gpu",
+					AllocationMode: resourceapi.DeviceAllocationModeExactCount, Count: count(), Capacity: memory(),
+				})
+			}
+		} else {
+			exact := &resourceapi.ExactDeviceRequest{DeviceClassName: "class-gpu", AllocationMode: resourceapi.DeviceAllocationModeExactCount, Count: count(), Capacity: memory()}
+			if g.chance(0.05) {
+				exact.AllocationMode, exact.Count = resourceapi.DeviceAllocationModeAll, 0
+			}
+			if g.mode != clean && g.chance(0.15) {
+				exact.Selectors = []resourceapi.DeviceSelector{celSelector(fmt.Sprintf("device.attributes[%q].model == \"x\"", "a.example.com"))}
+			}
+			if g.chance(0.1) {
+				exact.Tolerations = []resourceapi.DeviceToleration{{Key: "t1", Operator: resourceapi.DeviceTolerationOpExists}}
+			}
+			if g.chance(0.05) && (g.features.AdminAccess || g.bad(0.5)) {
+				exact.AdminAccess = ptr.To(true)
+			}
+			request.Exactly = exact
+		}
+		names = append(names, name)
+		claim.Spec.Devices.Requests = append(claim.Spec.Devices.Requests, request)
+	}
+	if g.chance(0.4) {
+		constraint := resourceapi.DeviceConstraint{}
+		if g.chance(0.6) {
+			constraint.Requests = g.subset(names)
+		}
+		attribute := resourceapi.FullyQualifiedName(pick(g, []string{"a.example.com/numa", "a.example.com/index", "a.example.com/model"}))
+		if g.chance(0.7) {
+			constraint.DistinctAttribute = &attribute
+		} else {
+			constraint.MatchAttribute = &attribute
+		}
+		claim.Spec.Devices.Constraints = append(claim.Spec.Devices.Constraints, constraint)
+	}
+	return claim
 }
 
 func (g *gen) node(name string) *v1.Node {

@@ -1,0 +1,239 @@
+package allocator
+
+import (
+	"fmt"
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/dynamic-resource-allocation/cel"
+	"k8s.io/dynamic-resource-allocation/structured"
+	"k8s.io/klog/v2/ktesting"
+	"k8s.io/utils/ptr"
+
+	. "github.com/drasched/drasched/internal/builder"
+)
+
+// share is a request for count shares of the given memory (Gi) each.
+type share struct {
+	count  int64
+	memory int
+}
+
+// gpuNode is one node with a shared GPU of 80Gi per entry of left, of
+// which left[i] Gi are left after earlier claims, and a claim with the
+// requests.
+type gpuNode struct {
+	features structured.Features
+	state    structured.AllocatedState
+	classes  ClassLister
+	slices   []*resourceapi.ResourceSlice
+	node     *v1.Node
+	claims   []*resourceapi.ResourceClaim
+}
+
+func newGPUNode(left []int, requests ...share) gpuNode {
+	policy := &resourceapi.CapacityRequestPolicy{
+		Default:    ptr.To(resource.MustParse("1Gi")),
+		ValidRange: &resourceapi.CapacityRequestPolicyRange{Min: ptr.To(resource.MustParse("1Gi")), Step: ptr.To(resource.MustParse("1Gi"))},
+	}
+	slice := MakeSlice("node-0").Node("node-0").Devices(Devices("gpu", len(left), func(i int, d *DeviceWrapper) {
+		d.Int("index", int64(i)).Capacity("memory", "80Gi").Shareable(policy)
+	})...).Obj()
+	state := structured.AllocatedState{
+		AllocatedDevices:         sets.New[structured.DeviceID](),
+		AllocatedSharedDeviceIDs: sets.New[structured.SharedDeviceID](),
+		AggregatedCapacity:       structured.NewConsumedCapacityCollection(),
+	}
+	for i, l := range left {
+		id := structured.MakeDeviceID("gpu.example.com", "node-0", fmt.Sprintf("gpu-%d", i))
+		shareID := types.UID(fmt.Sprintf("earlier-%d", i))
+		state.AllocatedSharedDeviceIDs.Insert(structured.MakeSharedDeviceID(id, &shareID))
+		state.AggregatedCapacity.Insert(structured.NewDeviceConsumedCapacity(id, map[resourceapi.QualifiedName]resource.Quantity{
+			"memory": resource.MustParse(fmt.Sprintf("%dGi", 80-l)),
+		}))
+	}
+	claim := MakeClaim("claim")
+	for i, r := range requests {
+		claim.Request(fmt.Sprintf("r%d", i), "gpu", r.count).CapacityRequest("memory", fmt.Sprintf("%dGi", r.memory))
+	}
+	return gpuNode{
+		features: structured.Features{ConsumableCapacity: true},
+		state:    state,
+		classes:  ClassLister{MakeClass("gpu", `device.allowMultipleAllocations == true`)},
+		slices:   []*resourceapi.ResourceSlice{slice},
+		node:     MakeNode("node-0"),
+		claims:   []*resourceapi.ResourceClaim{claim.Obj()},
+	}
+}
+
+// TestCapacityBound checks the capacity bound on the demands of the root of
+// the search, and that it is sound: where it proves that the claim cannot
+// fit, upstream finds no fit either.
+func TestCapacityBound(t *testing.T) {
+	type proof int
+	const (
+		none proof = iota
+		byShares
+		byVolume
+	)
+	for name, tc := range map[string]struct {
+		left     []int
+		requests []share
+		want     proof
+	}{
+		"fits": {
+			left:     []int{25, 25, 25, 25},
+			requests: []share{{2, 10}, {2, 10}, {2, 10}, {2, 10}},
+			want:     none,
+		},
+		// Two 10Gi shares fit into 25Gi: eight shares, nine needed.
+		"shares per device": {
+			left:     []int{25, 25, 25, 25},
+			requests: []share{{3, 10}, {3, 10}, {3, 10}},
+			want:     byShares,
+		},
+		// A GPU without room for a share serves no request.
+		"no room": {
+			left:     []int{25, 25, 25, 5},
+			requests: []share{{3, 10}, {3, 10}},
+			want:     none, // two each on three GPUs: fits
+		},
+		"no room, one more": {
+			left:     []int{25, 25, 25, 5},
+			requests: []share{{3, 10}, {3, 10}, {1, 10}},
+			want:     byShares,
+		},
+		// Counting allows two shares per GPU, eight in all, as many as
+		// needed; but the four shares of 21Gi need 84Gi and the four of
+		// 10Gi another 40Gi: more than the 120Gi left.
+		"volume": {
+			left:     []int{25, 25, 35, 35},
+			requests: []share{{2, 10}, {2, 10}, {4, 21}},
+			want:     byVolume,
+		},
+		// Neither check sees that a 30Gi share leaves no room for a 20Gi
+		// one: seven shares of 20Gi take four GPUs, one is left for two
+		// of 30Gi. The search has to find out (hard_consumable_competing).
+		"competing sizes": {
+			left:     []int{45, 45, 45, 45, 45},
+			requests: []share{{3, 20}, {3, 20}, {1, 20}, {2, 30}},
+			want:     none,
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, ctx := ktesting.NewTestContext(t)
+			n := newGPUNode(tc.left, tc.requests...)
+			a, err := New(ctx, n.features, n.state, n.classes, n.slices, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			s, err := a.newSearch(ctx, n.node, n.claims, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.release()
+			var demands []demand
+			for ri := range s.reqs[0] {
+				d, trap := s.demandFor(0, s.reqs[0][ri])
+				if trap {
+					t.Fatalf("request %d: trap", ri)
+				}
+				demands = append(demands, d)
+			}
+			got := none
+			if table := s.newShareTable(demands); table != nil {
+				switch {
+				case !table.sharesFit():
+					got = byShares
+				case table.volumeExceeds():
+					got = byVolume
+				}
+			}
+			if got != tc.want {
+				t.Errorf("proof %d, want %d", got, tc.want)
+			}
+			if (got != none) != s.capacityInfeasible(demands) {
+				t.Errorf("capacityInfeasible disagrees with its checks")
+			}
+
+			upstream, err := structured.NewAllocator(ctx, n.features, n.state, n.classes, n.slices, cel.NewCache(10, cel.Features{EnableConsumableCapacity: true}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			results, err := upstream.Allocate(ctx, n.node, n.claims)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != none && results != nil {
+				t.Errorf("the bound proves no fit, but upstream finds one")
+			}
+			ours, err := a.Allocate(ctx, n.node, n.claims)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if (ours == nil) != (results == nil) {
+				t.Errorf("fit %t, upstream's %t", ours != nil, results != nil)
+			}
+		})
+	}
+}
+
+// TestMatchingLimits checks the matching with shared devices of limited
+// capacity: a full device makes room by moving one of its demands to
+// another device, and the matching fails where the limits leave too few.
+func TestMatchingLimits(t *testing.T) {
+	// Candidates: 0 a shared device of the given limit, 1 and 2 devices
+	// that cannot be shared.
+	for name, tc := range map[string]struct {
+		limit   int
+		demands []demand
+		want    bool
+	}{
+		"room by moving": {
+			limit: 2,
+			// a takes 0, b takes 0, c moves a to 1.
+			demands: []demand{{need: 1, cands: []int{0, 1}}, {need: 1, cands: []int{0}}, {need: 1, cands: []int{0}}},
+			want:    true,
+		},
+		"full": {
+			limit:   2,
+			demands: []demand{{need: 2, cands: []int{0, 1}}, {need: 1, cands: []int{0}}, {need: 1, cands: []int{0, 1}}},
+			want:    false,
+		},
+		"each demand once per device": {
+			limit:   unlimited,
+			demands: []demand{{need: 2, cands: []int{0}}},
+			want:    false,
+		},
+		"unlimited": {
+			limit:   unlimited,
+			demands: []demand{{need: 1, cands: []int{0}}, {need: 1, cands: []int{0}}, {need: 1, cands: []int{0}}, {need: 2, cands: []int{0, 2}}},
+			want:    true,
+		},
+		"no room at all": {
+			limit:   0,
+			demands: []demand{{need: 1, cands: []int{0}}},
+			want:    false,
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			m := newMatching(3, func(c int) int {
+				if c == 0 {
+					return tc.limit
+				}
+				return 1
+			})
+			got := true
+			for _, d := range tc.demands {
+				got = got && m.add(d)
+			}
+			if got != tc.want {
+				t.Errorf("matching succeeded: %t, want %t", got, tc.want)
+			}
+		})
+	}
+}
