@@ -53,7 +53,7 @@
 #                    nodes per cluster: a tenth each L40S and A100 MIG nodes,
 #                    the rest H100, 8 GPUs each
 #   QUICK=1          100 nodes, 20 s of churn at 10 pods/s, 16
-#                    fragmentation steps, no +pqh runs: ~6 min
+#                    fragmentation steps, no +pqh runs: 6-8 min
 #   RUNS=N           runs per scheduler, each on a fresh cluster (default 1;
 #                    the order of the schedulers alternates)
 #   CHURN_RATE=P     pods/s of the churn workload (default 20; 10 QUICK)
