@@ -1,6 +1,7 @@
 package allocator
 
 import (
+	"context"
 	"fmt"
 	"testing"
 
@@ -70,6 +71,23 @@ func newGPUNode(left []int, requests ...share) gpuNode {
 	}
 }
 
+// search builds the allocator of the node with the default options and
+// starts a search of its claims, released when the test ends.
+func (n gpuNode) search(t *testing.T) (context.Context, *Allocator, *search) {
+	t.Helper()
+	_, ctx := ktesting.NewTestContext(t)
+	a, err := New(ctx, n.features, n.state, n.classes, n.slices, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := a.newSearch(ctx, n.node, n.claims, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.release)
+	return ctx, a, s
+}
+
 // TestCapacityBound checks the capacity bound on the demands of the root of
 // the search, and that it is sound: where it proves that the claim cannot
 // fit, upstream finds no fit either.
@@ -125,17 +143,8 @@ func TestCapacityBound(t *testing.T) {
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
-			_, ctx := ktesting.NewTestContext(t)
 			n := newGPUNode(tc.left, tc.requests...)
-			a, err := New(ctx, n.features, n.state, n.classes, n.slices, Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			s, err := a.newSearch(ctx, n.node, n.claims, false)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer s.release()
+			ctx, a, s := n.search(t)
 			var demands []demand
 			for ri := range s.reqs[0] {
 				d, trap := s.demandFor(0, s.reqs[0][ri])

@@ -8,7 +8,6 @@ import (
 
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
-	"k8s.io/klog/v2/ktesting"
 	"k8s.io/utils/ptr"
 )
 
@@ -17,19 +16,10 @@ import (
 // attributes no claim looks at nor by which request holds a share; and
 // that the memo sees states alike that differ only in that.
 func TestSharedSymmetry(t *testing.T) {
-	_, ctx := ktesting.NewTestContext(t)
 	// gpu-0 and gpu-1 have 25Gi left, gpu-2 15Gi; each has an index of
 	// its own.
 	n := newGPUNode([]int{25, 25, 15}, share{1, 10}, share{1, 10})
-	a, err := New(ctx, n.features, n.state, n.classes, n.slices, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := a.newSearch(ctx, n.node, n.claims, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.release()
+	ctx, a, s := n.search(t)
 	place := func(request, gpu int) *placement {
 		t.Helper()
 		p, err := s.allocateDevice(pos{request: request}, s.reqs[0][request][0], gpu, false)

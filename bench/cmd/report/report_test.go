@@ -211,14 +211,7 @@ func TestFragmentationPlot(t *testing.T) {
 			{Suite: results.SuiteKwok, Case: "fragmentation_mig", Scheduler: "upstream", Run: 1, Metric: metricWholeFreeGPUs, Points: points(30, 14)},
 		},
 	}
-	in := filepath.Join(dir, "kwok.json")
-	if err := results.Write(in, kwok); err != nil {
-		t.Fatal(err)
-	}
-	out := filepath.Join(dir, "results")
-	if err := run([]string{"merge", "-out", out, in}); err != nil {
-		t.Fatal(err)
-	}
+	out := mergeKwok(t, dir, kwok)
 	svg, err := os.ReadFile(filepath.Join(out, "plots", "kwok_fragmentation.svg"))
 	if err != nil {
 		t.Fatal(err)
@@ -267,14 +260,7 @@ func TestScalingPlot(t *testing.T) {
 		Cases:  []results.Case{{Suite: results.SuiteKwok, Name: "fill_5000nodes", Metric: "p99_seconds", Upstream: 2, Drasched: 1, Ratio: 2, Better: results.Lower}},
 		Series: series,
 	}
-	in := filepath.Join(dir, "kwok.json")
-	if err := results.Write(in, kwok); err != nil {
-		t.Fatal(err)
-	}
-	out := filepath.Join(dir, "results")
-	if err := run([]string{"merge", "-out", out, in}); err != nil {
-		t.Fatal(err)
-	}
+	out := mergeKwok(t, dir, kwok)
 	svg, err := os.ReadFile(filepath.Join(out, "plots", "kwok_fill_scaling.svg"))
 	if err != nil {
 		t.Fatal(err)
@@ -295,4 +281,19 @@ func TestScalingPlot(t *testing.T) {
 	if want := "against the cluster size, per case: [fill](plots/kwok_fill_scaling.svg)\n"; !strings.Contains(string(md), want) {
 		t.Errorf("latest.md lacks %q:\n%s", want, md)
 	}
+}
+
+// mergeKwok writes a kwok suite file into dir and merges it alone into
+// dir/results, which it returns.
+func mergeKwok(t *testing.T, dir string, kwok results.File) string {
+	t.Helper()
+	in := filepath.Join(dir, "kwok.json")
+	if err := results.Write(in, kwok); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "results")
+	if err := run([]string{"merge", "-out", out, in}); err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
