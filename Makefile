@@ -231,9 +231,9 @@ update-codegen: ## Regenerate deepcopy/conversion/defaults of apis/config and co
 verify-codegen: ## Fail if generated files are stale (the tree is not touched).
 	hack/verify-codegen.sh
 
-.PHONY: update-replaces
-update-replaces: ## Regenerate the k8s.io staging replace block from k8s.io/kubernetes' go.mod.
-	hack/update-replaces.sh
+.PHONY: bump-kubernetes
+bump-kubernetes: ## Move to another Kubernetes release (KUBE_VERSION=v1.37.x): k8s.io/kubernetes, the staging replace block, the code generators.
+	hack/bump-kubernetes.sh $(KUBE_VERSION)
 
 .PHONY: clean
 clean: ## Remove build outputs.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs upstream's scheduler_perf DRA workloads (k8s.io/kubernetes v1.37.1,
+# Runs upstream's scheduler_perf DRA workloads (k8s.io/kubernetes v1.37.2,
 # read from the module cache) with kube-scheduler's in-tree DynamicResources
 # plugin and with drasched's StructuredDRA in its place, interleaved, in one
 # process: bench/schedulerperf's BenchmarkSchedulerPerf (build tag

@@ -136,7 +136,7 @@ func run(cmd *cobra.Command, opts *options.Options, fence *leaderfence.Fence, re
 	return app.Run(ctx, cc, sched)
 }
 
-// setup is kube-scheduler's app.Setup (v1.37.1) with the leader lease
+// setup is kube-scheduler's app.Setup (v1.37.2) with the leader lease
 // fenced: the fence wraps the elector's resource lock and the transport of
 // the client the scheduler writes with. app.Setup hands the scheduler the
 // client that Options.Config built, so the client must be replaced between

@@ -38,7 +38,7 @@ const (
 	namespace = "drasched-system"
 	// kubeVersion is the Kubernetes release drasched is built on; Helm's
 	// default (1.20) is older than the chart's kubeVersion.
-	kubeVersion = "v1.37.1"
+	kubeVersion = "v1.37.2"
 )
 
 // components are the chart's components: the value that enables each and
@@ -65,7 +65,7 @@ var (
 var strict = serializer.NewCodecFactory(scheme.Scheme, serializer.EnableStrict).UniversalDeserializer()
 
 // render is `helm template drasched charts/drasched -n drasched-system
-// --kube-version v1.37.1` with values.
+// --kube-version v1.37.2` with values.
 func render(t *testing.T, values map[string]any) (string, error) {
 	t.Helper()
 	chrt, err := loader.Load(chartDir)

@@ -9,7 +9,7 @@ import (
 
 // SuiteTitles are the headings of suites in Markdown.
 var SuiteTitles = map[string]string{
-	SuiteSchedulerPerf: "scheduler_perf (upstream's DRA workloads, k8s.io/kubernetes v1.37.1)",
+	SuiteSchedulerPerf: "scheduler_perf (upstream's DRA workloads, k8s.io/kubernetes v1.37.2)",
 	SuiteKwok:          "kwok end to end",
 	SuiteAllocator:     "allocator (pkg/allocator against structured.NewAllocator)",
 }

@@ -140,7 +140,7 @@ func TestMarkdown(t *testing.T) {
 	got := buf.String()
 	for _, want := range []string{
 		"Measured 2026-01-02T11:00:00Z on 2 cores, 23Gi memory",
-		"**scheduler_perf (upstream's DRA workloads, k8s.io/kubernetes v1.37.1)**, ran 25 min",
+		"**scheduler_perf (upstream's DRA workloads, k8s.io/kubernetes v1.37.2)**, ran 25 min",
 		"| case | pods/s (average): upstream → drasched | pods/s (p50): upstream → drasched | target |",
 		"| empty_500nodes | 44.8 → 120 (2.69×) | 45.0 → 121 (2.69×) | ≥ 2× ✓ |",
 		"| match_empty_500nodes | 20.1 → 30.0 (1.49×) | – | ≥ 3× ✗ |",
