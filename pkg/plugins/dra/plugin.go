@@ -13,10 +13,30 @@
 // allocation state comes from pkg/tracker, and DefaultPreemption can evict
 // pods for their devices through PreFilterExtensions (preemption.go).
 //
-// One file per extension point: prefilter.go, filter.go, postfilter.go,
-// score.go, reserve.go, prebind.go, hints.go; extended resources backed by
-// DRA, which hook into several of them, in extended.go; preemption's dry
-// run in preemption.go.
+// Files:
+//   - plugin.go: Plugin, New, Registry, the tracker and allocator cache
+//     shared by all profiles of the process;
+//   - state.go: the cycle state, per-node filter results and the status
+//     helpers;
+//   - one file per extension point: hints.go (EventsToRegister, queueing
+//     hints, SignPod), prefilter.go (PreEnqueue, PreFilter), filter.go,
+//     postfilter.go, score.go, reserve.go (Reserve, Unreserve), prebind.go;
+//   - features that hook into several of them: podgroup.go (gang
+//     scheduling: claims shared within a pod group cycle,
+//     PodGroupPostFilter), extended.go (extended resources backed by DRA),
+//     nodeallocatable.go (devices that stand for node CPU and memory,
+//     DRANodeAllocatableResources);
+//   - preemption.go: PreFilterExtensions (AddPod, RemovePod), which follow
+//     DefaultPreemption's dry run and pods nominated to a node, and the
+//     record of each preemptor's victims;
+//   - preemptor.go: the StructuredDRAPreemption plugin, upstream's
+//     DefaultPreemption with a message that says which devices the victims
+//     free;
+//   - metrics.go: the plugin's metrics and the observation of upstream's
+//     DRA metrics.
+//
+// README.md maps each file to its counterpart in upstream's
+// dynamicresources package.
 package dra
 
 import (
