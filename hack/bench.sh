@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # `make bench`: the benchmark suites, upstream and drasched side by side in
 # one run, merged into bench/results/ (latest.json, latest.md, plots/) and
-# README.md's benchmark section.
+# the results section of docs/benchmarks.md.
 #
 #   1. scheduler_perf: upstream's DRA workloads with the in-tree
 #      DynamicResources plugin and with StructuredDRA
@@ -21,8 +21,8 @@
 #
 # QUICK=1 runs the quick scheduler_perf cases once per scheduler, the
 # allocator benchmarks briefly and kwok on 100 nodes, writes
-# bench/results/quick/ and leaves README.md alone; under 10 minutes on 2
-# cores with a warm build cache.
+# bench/results/quick/ and leaves docs/benchmarks.md alone; under 10
+# minutes on 2 cores with a warm build cache.
 # RUNS, CASES, DURATION, PROFILE (see hack/bench-scheduler-perf.sh),
 # BENCHTIME and COUNT (allocator), PLAN, NODES, KWOK_RUNS (default 1),
 # FILL_PODS, CHURN_RATE and CHURN_DURATION (kwok, see hack/bench-kwok.sh)
@@ -41,14 +41,14 @@ if [[ "${QUICK:-}" == 1 ]]; then
 	benchtime="${BENCHTIME:-100ms}"
 	count="${COUNT:-1}"
 	command="make bench QUICK=1"
-	readme=()
+	doc=()
 else
 	results_dir=bench/results
 	runs="${RUNS:-2}"
 	benchtime="${BENCHTIME:-1s}"
 	count="${COUNT:-3}"
 	command="make bench"
-	readme=(-readme "${root}/README.md")
+	doc=(-doc "${root}/docs/benchmarks.md")
 fi
 out="${root}/_output/bench"
 mkdir -p "${out}"
@@ -81,7 +81,7 @@ fi
 [[ -f "${out}/kwok/kwok.json" ]] && suites+=("${out}/kwok/kwok.json")
 
 if [[ ${#suites[@]} -gt 0 ]]; then
-	(cd bench/cmd/report && go run . merge -out "${root}/${results_dir}" "${readme[@]}" "${suites[@]}")
+	(cd bench/cmd/report && go run . merge -out "${root}/${results_dir}" "${doc[@]}" "${suites[@]}")
 	echo "== results in ${results_dir}/latest.md" >&2
 	cat "${results_dir}/latest.md"
 fi

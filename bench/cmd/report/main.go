@@ -6,12 +6,13 @@
 //	    BenchmarkAllocate) into a suite file of the results format
 //	    (bench/internal/results), suite "allocator"; -print also prints
 //	    it as a Markdown table.
-//	report merge -out DIR [-readme README.md] SUITE.json...
+//	report merge -out DIR [-doc docs/benchmarks.md] SUITE.json...
 //	    merges suite files (scheduler_perf, kwok, allocator, ...) into
 //	    DIR/latest.json and DIR/latest.md, draws the time series of the
-//	    suite files into DIR/plots/<suite>_<case>.svg, and with -readme
-//	    replaces the part of README.md between the lines
-//	    "<!-- bench:begin -->" and "<!-- bench:end -->" with latest.md.
+//	    suite files into DIR/plots/<suite>_<case>.svg, and with -doc
+//	    replaces the part of that Markdown page between the lines
+//	    "<!-- bench:begin -->" and "<!-- bench:end -->" with latest.md,
+//	    its plot links made relative to the page.
 //
 // It is a module of its own so that its plotting library
 // (gonum.org/v1/plot, pinned in go.mod) stays out of drasched's go.mod.
@@ -63,14 +64,14 @@ func run(args []string) error {
 	case "merge":
 		fs := flag.NewFlagSet("merge", flag.ContinueOnError)
 		out := fs.String("out", "", "directory for latest.json, latest.md and plots/")
-		readme := fs.String("readme", "", "README to update between the bench:begin and bench:end markers")
+		doc := fs.String("doc", "", "Markdown page to update between the bench:begin and bench:end markers (docs/benchmarks.md)")
 		if err := fs.Parse(args[1:]); err != nil {
 			return err
 		}
 		if *out == "" || fs.NArg() == 0 {
-			return errors.New("usage: report merge -out DIR [-readme README.md] SUITE.json [SUITE.json]")
+			return errors.New("usage: report merge -out DIR [-doc docs/benchmarks.md] SUITE.json [SUITE.json]")
 		}
-		return merge(*out, *readme, fs.Args())
+		return merge(*out, *doc, fs.Args())
 	}
 	return fmt.Errorf("unknown subcommand %q", args[0])
 }

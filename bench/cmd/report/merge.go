@@ -13,13 +13,14 @@ import (
 )
 
 const (
-	readmeBegin = "<!-- bench:begin -->"
-	readmeEnd   = "<!-- bench:end -->"
+	sectionBegin = "<!-- bench:begin -->"
+	sectionEnd   = "<!-- bench:end -->"
 )
 
 // merge writes latest.json, latest.md and the plots of the suite files
-// into out, and the Markdown into the readme's benchmark section.
-func merge(out, readme string, inputs []string) error {
+// into out, and, if doc names a Markdown page, the Markdown into its
+// benchmark section.
+func merge(out, doc string, inputs []string) error {
 	var files []results.File
 	for _, path := range inputs {
 		f, err := results.Read(path)
@@ -46,15 +47,14 @@ func merge(out, readme string, inputs []string) error {
 	if err := os.WriteFile(filepath.Join(out, "latest.md"), md.Bytes(), 0o644); err != nil {
 		return err
 	}
-	if readme == "" {
+	if doc == "" {
 		return nil
 	}
-	// Links in the README are relative to the repository root.
-	section, err := readmeSection(md.String(), out, readme)
+	section, err := docSection(md.String(), out, doc)
 	if err != nil {
 		return err
 	}
-	return replaceSection(readme, section)
+	return replaceSection(doc, section)
 }
 
 // writePlotLinks lists the plots, one line per kind: "Throughput over
@@ -107,10 +107,10 @@ func boolRank(b bool) int {
 	return 0
 }
 
-// readmeSection rewrites the plot links of latest.md, relative to out,
-// to be relative to the README's folder.
-func readmeSection(md, out, readme string) (string, error) {
-	rel, err := filepath.Rel(filepath.Dir(readme), out)
+// docSection rewrites the plot links of latest.md, relative to out, to be
+// relative to the page's folder (docs/ for docs/benchmarks.md).
+func docSection(md, out, doc string) (string, error) {
+	rel, err := filepath.Rel(filepath.Dir(doc), out)
 	if err != nil {
 		return "", err
 	}
@@ -124,12 +124,12 @@ func replaceSection(path, section string) error {
 		return err
 	}
 	text := string(data)
-	begin := strings.Index(text, readmeBegin+"\n")
-	end := strings.Index(text, readmeEnd)
+	begin := strings.Index(text, sectionBegin+"\n")
+	end := strings.Index(text, sectionEnd)
 	if begin < 0 || end < begin {
-		return fmt.Errorf("%s: no %s ... %s section", path, readmeBegin, readmeEnd)
+		return fmt.Errorf("%s: no %s ... %s section", path, sectionBegin, sectionEnd)
 	}
-	begin += len(readmeBegin) + 1
+	begin += len(sectionBegin) + 1
 	text = text[:begin] + section + text[end:]
 	return os.WriteFile(path, []byte(text), 0o644)
 }

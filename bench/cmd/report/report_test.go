@@ -89,12 +89,15 @@ func TestMerge(t *testing.T) {
 		}
 		inputs = append(inputs, path)
 	}
-	readme := filepath.Join(dir, "README.md")
-	if err := os.WriteFile(readme, []byte("# x\n\n<!-- bench:begin -->\nold table\n<!-- bench:end -->\n\nmore\n"), 0o644); err != nil {
+	doc := filepath.Join(dir, "docs", "benchmarks.md")
+	if err := os.MkdirAll(filepath.Dir(doc), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(doc, []byte("# x\n\n<!-- bench:begin -->\nold table\n<!-- bench:end -->\n\nmore\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	out := filepath.Join(dir, "bench", "results")
-	if err := run(append([]string{"merge", "-out", out, "-readme", readme}, inputs...)); err != nil {
+	if err := run(append([]string{"merge", "-out", out, "-doc", doc}, inputs...)); err != nil {
 		t.Fatal(err)
 	}
 	merged, err := results.Read(filepath.Join(out, "latest.json"))
@@ -151,16 +154,16 @@ func TestMerge(t *testing.T) {
 	if strings.Contains(string(throughput), "drasched run 1") || !strings.Contains(string(throughput), "pods/s") {
 		t.Error("the kwok throughput plot should have upstream's series only, with a pods/s axis")
 	}
-	data, err := os.ReadFile(readme)
+	data, err := os.ReadFile(doc)
 	if err != nil {
 		t.Fatal(err)
 	}
 	text := string(data)
 	if strings.Contains(text, "old table") || !strings.HasPrefix(text, "# x\n\n<!-- bench:begin -->\nMeasured ") || !strings.HasSuffix(text, "<!-- bench:end -->\n\nmore\n") {
-		t.Errorf("README section not replaced:\n%s", text)
+		t.Errorf("docs/benchmarks.md section not replaced:\n%s", text)
 	}
-	if !strings.Contains(text, "(bench/results/plots/scheduler_perf_empty_500nodes.svg)") {
-		t.Errorf("README plot link not relative to the README:\n%s", text)
+	if !strings.Contains(text, "(../bench/results/plots/scheduler_perf_empty_500nodes.svg)") {
+		t.Errorf("plot link not relative to docs/:\n%s", text)
 	}
 }
 
