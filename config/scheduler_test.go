@@ -325,7 +325,7 @@ profiles:
 
 // notImplemented are the extension points of DynamicResources that
 // StructuredDRA leaves out: none since it implements PodGroupPostFilter for
-// gang scheduling (README.md, "Gang scheduling").
+// gang scheduling (docs/scheduler.md, "Gang scheduling").
 var notImplemented = map[string]bool{}
 
 var sortPlugins = cmpopts.SortSlices(func(a, b schedconfig.Plugin) bool { return a.Name < b.Name })

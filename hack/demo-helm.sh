@@ -7,7 +7,7 @@
 # to the DaemonSet's pod on a GPU node, publishes that node's ResourceSlices
 # and is refused another node's by the chart's ValidatingAdmissionPolicy.
 # Then `helm upgrade` with other StructuredDRAArgs rolls the scheduler, and
-# `helm uninstall` removes everything. See README.md, "Install with Helm".
+# `helm uninstall` removes everything. See docs/demo.md, "The Helm demo".
 #
 # kwok runs no containers: the chart's pods show as Running without running,
 # so drasched and the plugin run as local processes, as in `make demo`.
@@ -220,7 +220,7 @@ handler: nvidia
 EOF
   wait_for "the nodes to be Ready" 60 kubectl wait --for=condition=Ready node --all --timeout=1s
 
-  step "helm install (README, \"Install with Helm\")"
+  step "helm install (docs/install.md, \"Helm\")"
   kubectl create namespace "${namespace}"
   kubectl label namespace "${namespace}" pod-security.kubernetes.io/enforce=privileged
   helm install drasched charts/drasched --namespace "${namespace}" --wait --timeout 2m

@@ -2,7 +2,7 @@
 # The demo behind `make demo`: a local kwok cluster made of locally built
 # binaries, GPU nodes simulated from the GPU driver's inventory files, and
 # drasched scheduling the example GPU workloads of config/examples. See
-# README.md, "Demo".
+# docs/demo.md.
 #
 # Usage: hack/demo.sh [up|down]
 #   up    (default) run the demo, then tear the cluster down; KEEP=1 leaves

@@ -165,7 +165,7 @@ func (g runGroup) caseName(name string) string {
 	return n
 }
 
-// Targets of issue 13, on the largest clusters.
+// The benchmark's targets on the largest clusters.
 const (
 	// targetNodes is the cluster size the targets are set for.
 	targetNodes = 5000
@@ -192,7 +192,7 @@ const (
 
 // suiteFile turns the runs of the schedulers into the suite's file of the
 // results format: per cluster size, variant, case and metric the median of
-// each scheduler's runs, the targets of the issues (fill: p99 latency no
+// each scheduler's runs, the targets drasched is held to (fill: p99 latency no
 // worse than upstream's, on 5000 nodes 10× lower than upstream's best;
 // churn on 5000 nodes: p50 ≤ 100 ms; CPU per DRA pod ≤ 2× per plain pod;
 // peak RSS ≤ upstream's; preempt: every high-priority pod bound;

@@ -58,7 +58,7 @@ type Case struct {
 	// references (non-DRA pods must not be slower either, but a few
 	// percent of noise is expected there).
 	DRA bool
-	// Target is the goal for drasched/upstream throughput;
+	// Target is drasched's goal for drasched/upstream throughput;
 	// 0 means only "never slower" (DRA cases) or none.
 	Target float64
 }

@@ -67,7 +67,7 @@ func registered(t *testing.T, name string) bool {
 
 // TestMetricsRegistry: kube-scheduler and StructuredDRA register their
 // metrics in one registry without a duplicate name (MustRegister would
-// panic), and the names the README documents are there: drasched's own and
+// panic), and the names docs/scheduler.md documents are there: drasched's own and
 // upstream's DRA metrics that the plugin observes.
 func TestMetricsRegistry(t *testing.T) {
 	if err := buildScheduler(); err != nil {
@@ -91,7 +91,7 @@ func TestMetricsRegistry(t *testing.T) {
 		}
 	}
 	for _, name := range []string{
-		// Renamed; see README "Metrics".
+		// Renamed; see docs/install.md, "Upgrade".
 		"drasched_plugin_cel_match_cache_hit_ratio",
 		"drasched_plugin_resource_slices_prepared",
 		// Not a metric: the probe must be able to tell.

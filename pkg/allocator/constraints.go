@@ -25,7 +25,7 @@ type constraintState struct {
 	first *resourceapi.DeviceAttribute
 	// matchAttribute, list semantics: intersections[i] is the intersection
 	// of the first i+1 devices' values. Popping on remove restores the state
-	// before the add (upstream had a bug here once, #140300).
+	// before the add (upstream had a bug here once, kubernetes#140300).
 	intersections []*attributeSet
 
 	// distinctAttribute: the attributes of the devices added so far.

@@ -22,8 +22,9 @@
 //
 // What remains is the time between Check and the write reaching etcd: a
 // pause longer than the margin exactly there, or a request delayed in the
-// network by more than the margin, is not caught. README's "Leader
-// election" section gives the figures.
+// network by more than the margin, is not caught. docs/scheduler.md
+// ("Leader election") describes the fence for operators, and
+// docs/design/2026-11-23-claim-state.md has the measurements.
 package leaderfence
 
 import (

@@ -365,7 +365,7 @@ func TestWrittenNoGap(t *testing.T) {
 	}
 }
 
-// TestWriteUnknown: path 1 of the claim-state issue. A status write whose
+// TestWriteUnknown: a lost write answer. A status write whose
 // response is lost keeps its devices taken, whether it landed or not,
 // until the API tells.
 func TestWriteUnknown(t *testing.T) {
@@ -473,7 +473,7 @@ func TestCreatedClaim(t *testing.T) {
 	}
 }
 
-// TestNoResurrection: path 2 of the claim-state issue. Once the claim cache
+// TestNoResurrection: a late version of a deleted claim. Once the claim cache
 // has seen a claim's deletion, a late allocated version of it (from a
 // PreBind that wrote before the deletion) cannot take its devices again.
 func TestNoResurrection(t *testing.T) {
@@ -495,7 +495,7 @@ func TestNoResurrection(t *testing.T) {
 	}
 }
 
-// TestRecreatedUnderSameName: path 4 of the claim-state issue, as far as
+// TestRecreatedUnderSameName: a claim recreated under its name, as far as
 // the tracker goes. A write for the old claim settles by the old UID; the
 // new claim of the same name keeps nothing of it.
 func TestRecreatedUnderSameName(t *testing.T) {

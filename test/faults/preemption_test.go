@@ -99,7 +99,7 @@ func TestSchedulerKilledDuringPreemption(t *testing.T) {
 	evicted := len(lows) - left
 	t.Logf("%d of %d low-priority pods evicted for %d GPUs", evicted, len(lows), 2*highs)
 	// Without the dead leader's record, a preemptor may lose its victims'
-	// devices to another and evict again (README, Preemption): 16 or 17
+	// devices to another and evict again (docs/preemption.md): 16 or 17
 	// for 16 GPUs so far. More is a regression.
 	if evicted > 2*highs+2 {
 		t.Errorf("%d pods evicted for %d GPUs, want at most %d", evicted, 2*highs, 2*highs+2)

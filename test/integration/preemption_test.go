@@ -499,7 +499,8 @@ func TestPreemptionAtScale(t *testing.T) {
 	}
 	// No eviction for nothing: 0 of 80 runs on a loaded 2-core machine
 	// evicted a pod whose device no preemptor got (3 of 20 before the
-	// races of concurrent preemptors were closed; README, Preemption).
+	// races of concurrent preemptors were closed;
+	// docs/design/2026-11-24-preemption-races.md).
 	// One is tolerated so that a race not found yet, rarer than that,
 	// does not fail the suite; the log above names it.
 	if len(wasted) > 1 {
