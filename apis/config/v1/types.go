@@ -13,10 +13,10 @@ type StructuredDRAArgs struct {
 
 	// FilterTimeout limits how long Filter may search for devices for one
 	// pod on one node, as the in-tree DynamicResources plugin's
-	// filterTimeout does. When it expires, the node is unschedulable for the
-	// pod: other nodes that fit are used instead; if none fits, the pod waits
-	// in the unschedulable queue until ResourceSlices or ResourceClaims
-	// change, with exponential backoff on repeated failures.
+	// filterTimeout does. When it expires, Filter returns an error: the
+	// scheduling attempt fails and the pod is retried after backoff, since
+	// the next attempt may be faster (a timeout is not a verdict on the
+	// node).
 	//
 	// Zero disables the timeout. Negative values are invalid.
 	// Default: 10s (DynamicResourcesArgs' default).
