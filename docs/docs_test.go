@@ -141,7 +141,7 @@ func TestCheckLinks(t *testing.T) {
 		"after a code block":       {text: "```\n[a](gone.md)\n```\n[b](gone.md)\n", want: []string{"gone.md"}},
 	} {
 		t.Run(name, func(t *testing.T) {
-			fsys := maps(fsys)
+			fsys := cloneFS(fsys)
 			fsys["docs/page.md"] = &fstest.MapFile{Data: []byte(tc.text)}
 			errs, err := checkLinks(fsys, []string{"docs/page.md"})
 			if err != nil {
@@ -158,7 +158,7 @@ func TestCheckLinks(t *testing.T) {
 	}
 }
 
-func maps(m fstest.MapFS) fstest.MapFS {
+func cloneFS(m fstest.MapFS) fstest.MapFS {
 	c := fstest.MapFS{}
 	for k, v := range m {
 		c[k] = v
