@@ -202,10 +202,13 @@ etcd: ## Build etcd (pinned) into $(BIN_DIR) for scheduler_perf and integration 
 .PHONY: verify
 verify: verify-fmt vet lint verify-codegen ## Run all static checks (gofmt, go vet, golangci-lint, generated files).
 
+.PHONY: fmt
+fmt: ## Format the Go files of all modules: gofmt, and imports in groups (standard library, other modules, github.com/drasched/drasched; .golangci.yml).
+	$(GO_TOOL) golangci-lint fmt ./...
+
 .PHONY: verify-fmt
-verify-fmt: ## Fail if any Go file is not gofmt'ed.
-	@files=$$(gofmt -l $$(git ls-files '*.go') 2>/dev/null); \
-	if [ -n "$$files" ]; then echo "not gofmt'ed:"; echo "$$files"; exit 1; fi
+verify-fmt: ## Fail if make fmt would change a Go file (prints the diff).
+	$(GO_TOOL) golangci-lint fmt --diff ./...
 
 .PHONY: vet
 vet: ## Run go vet.
