@@ -199,7 +199,8 @@ bench-allocator: ## Benchmark pkg/allocator against upstream's allocator on the 
 etcd: ## Build etcd (pinned) into $(BIN_DIR) for scheduler_perf and integration tests.
 	hack/build-etcd.sh $(BIN_DIR)
 
-# The Go modules of this repository, each with its own go.mod and go.sum.
+# The Go modules of this repository, each with its own go.mod and go.sum
+# (make tidy and verify-mod list them in their help too).
 MODULES := . hack/tools hack/helm hack/images bench/cmd/report
 
 .PHONY: verify
@@ -230,11 +231,11 @@ lint: ## Run golangci-lint (pinned in hack/tools/go.mod).
 	cd hack/helm && $(GO) tool -modfile=../tools/go.mod golangci-lint run ./...
 
 .PHONY: tidy
-tidy: ## Run go mod tidy in every module ($(MODULES)).
+tidy: ## Run go mod tidy in every module: the root, hack/tools, hack/helm, hack/images, bench/cmd/report.
 	@for m in $(MODULES); do echo "go mod tidy ($$m)"; (cd $$m && $(GO) mod tidy) || exit 1; done
 
 .PHONY: verify-mod
-verify-mod: ## Fail if go.mod or go.sum of a module is not tidy (go mod tidy -diff in $(MODULES)).
+verify-mod: ## Fail if go.mod or go.sum of a module is not tidy (go mod tidy -diff in each module of make tidy).
 	@rc=0; for m in $(MODULES); do \
 		echo "go mod tidy -diff ($$m)"; \
 		(cd $$m && $(GO) mod tidy -diff) || { echo "$$m: go.mod or go.sum is not tidy: run make tidy" >&2; rc=1; }; \
