@@ -199,13 +199,20 @@ bench-allocator: ## Benchmark pkg/allocator against upstream's allocator on the 
 etcd: ## Build etcd (pinned) into $(BIN_DIR) for scheduler_perf and integration tests.
 	hack/build-etcd.sh $(BIN_DIR)
 
+# The Go modules of this repository, each with its own go.mod and go.sum
+# (make tidy and verify-mod list them in their help too).
+MODULES := . hack/tools hack/helm hack/images bench/cmd/report
+
 .PHONY: verify
-verify: verify-fmt vet lint verify-codegen ## Run all static checks (gofmt, go vet, golangci-lint, generated files).
+verify: verify-fmt verify-mod shellcheck verify-codegen vet lint logcheck ## Run all static checks, as CI does before make test: formatting and import groups, go mod tidy, shellcheck, generated files, go vet, golangci-lint, logcheck.
+
+.PHONY: fmt
+fmt: ## Format the Go files of all modules: gofmt, and imports in groups (standard library, other modules, github.com/drasched/drasched; .golangci.yml).
+	$(GO_TOOL) golangci-lint fmt ./...
 
 .PHONY: verify-fmt
-verify-fmt: ## Fail if any Go file is not gofmt'ed.
-	@files=$$(gofmt -l $$(git ls-files '*.go') 2>/dev/null); \
-	if [ -n "$$files" ]; then echo "not gofmt'ed:"; echo "$$files"; exit 1; fi
+verify-fmt: ## Fail if make fmt would change a Go file (prints the diff).
+	$(GO_TOOL) golangci-lint fmt --diff ./...
 
 .PHONY: vet
 vet: ## Run go vet.
@@ -222,6 +229,28 @@ lint: ## Run golangci-lint (pinned in hack/tools/go.mod).
 	cd bench/cmd/report && $(GO) tool -modfile=../../../hack/tools/go.mod golangci-lint run ./...
 	cd hack/images && $(GO) tool -modfile=../tools/go.mod golangci-lint run ./...
 	cd hack/helm && $(GO) tool -modfile=../tools/go.mod golangci-lint run ./...
+
+.PHONY: tidy
+tidy: ## Run go mod tidy in every module: the root, hack/tools, hack/helm, hack/images, bench/cmd/report.
+	@for m in $(MODULES); do echo "go mod tidy ($$m)"; (cd $$m && $(GO) mod tidy) || exit 1; done
+
+.PHONY: verify-mod
+verify-mod: ## Fail if go.mod or go.sum of a module is not tidy (go mod tidy -diff in each module of make tidy).
+	@rc=0; for m in $(MODULES); do \
+		echo "go mod tidy -diff ($$m)"; \
+		(cd $$m && $(GO) mod tidy -diff) || { echo "$$m: go.mod or go.sum is not tidy: run make tidy" >&2; rc=1; }; \
+	done; exit $$rc
+
+# logcheck type-checks the root module only: the other modules do not log
+# through klog. The build tags are golangci-lint's (.golangci.yml).
+.PHONY: logcheck
+logcheck: ## Check that the code logs contextually: a logger from the context or a parameter, no global klog calls (sigs.k8s.io/logtools' logcheck, pinned in hack/tools/go.mod; exceptions in hack/logcheck.conf).
+	GOFLAGS="$${GOFLAGS:-} -tags=schedulerperf,faults" $(GO_TOOL) logcheck \
+		-check-contextual -check-with-helpers -check-logger-constructor -config hack/logcheck.conf ./...
+
+.PHONY: shellcheck
+shellcheck: ## Run shellcheck over every shell script (Debian's shellcheck; hack/verify-shellcheck.sh).
+	hack/verify-shellcheck.sh
 
 .PHONY: update-codegen
 update-codegen: ## Regenerate deepcopy/conversion/defaults of apis/config and config/scheduler/configmap.yaml.

@@ -9,8 +9,8 @@
 #   _output/bench/allocator.json, which `make bench` merges.
 #   BENCH_COMMAND is the command recorded as how to reproduce the figures.
 set -euo pipefail
-cd "$(dirname "$0")/.."
-root="$(pwd)"
+# shellcheck source=hack/lib/init.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib/init.sh"
 
 raw=_output/bench-allocator.txt
 out=_output/bench/allocator.json

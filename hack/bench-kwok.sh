@@ -94,8 +94,8 @@
 # state and the logs go to _output/bench/kwok; everything is torn down on
 # exit, also on failure or Ctrl-C.
 set -euo pipefail
-cd "$(dirname "$0")/.."
-root=$PWD
+# shellcheck source=hack/lib/init.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib/init.sh"
 
 # The fragmentation churns run until the pods of the initial fill are gone
 # (2·lifetime−1 steps) and then some: QUICK keeps them to ~20-30 s.
@@ -190,17 +190,14 @@ teardown() {
 	done
 }
 
+# on_exit: nothing left running at exit (hack/lib/init.sh's at_exit), also
+# on failure or Ctrl-C.
+# shellcheck disable=SC2317 # called by the exit trap
 on_exit() {
-	local rc=$?
-	trap - EXIT
-	if [[ -n "${watched}" ]]; then
-		kill "${watched}" 2>/dev/null || true
-	fi
-	if ((rc != 0)); then
-		echo "kwok: failed (exit ${rc}); logs in ${log_dir#"${root}"/}" >&2
+	if ((exit_code != 0)); then
+		echo "kwok: failed (exit ${exit_code}); logs in ${log_dir#"${root}"/}" >&2
 	fi
 	teardown
-	exit "${rc}"
 }
 
 # build: the drasched binary, the control-plane binaries (both no-ops when
@@ -296,8 +293,7 @@ mkdir -p "${run_dir}" "${log_dir}"
 teardown
 rm -rf "${raw_dir}" "${log_dir:?}"/* "${out}/kwok.json"
 mkdir -p "${raw_dir}"
-trap on_exit EXIT
-trap 'exit 130' INT TERM
+at_exit on_exit
 
 build
 all_cases=$("${bench}" cases | paste -sd, -)

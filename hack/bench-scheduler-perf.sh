@@ -20,14 +20,13 @@
 # The logs of the in-process apiserver, etcd and scheduler go to
 # _output/bench/scheduler_perf/test.log; the progress display to stderr.
 set -euo pipefail
-cd "$(dirname "$0")/.."
-root="$(pwd)"
+# shellcheck source=hack/lib/init.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib/init.sh"
 
-# shellcheck source=hack/build-etcd.sh
-source hack/build-etcd.sh
-etcd="$(build_etcd _output/bin)"
 # scheduler_perf starts etcd from PATH.
-export PATH="$(dirname "${etcd}"):${PATH}"
+# shellcheck source=hack/lib/etcd.sh
+source hack/lib/etcd.sh
+etcd_on_path _output/bin
 
 out="${root}/_output/bench/scheduler_perf"
 bin="${root}/_output/bench/schedulerperf.test"

@@ -31,8 +31,8 @@
 # Another suite joins by writing its file in the results format
 # (bench/internal/results) and adding it to suites below.
 set -euo pipefail
-cd "$(dirname "$0")/.."
-root="$(pwd)"
+# shellcheck source=hack/lib/init.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib/init.sh"
 
 start=$(date +%s)
 if [[ "${QUICK:-}" == 1 ]]; then

@@ -18,13 +18,13 @@
 # Usage: hack/build-control-plane.sh [--force]
 #   CLUSTER_BIN_DIR  output folder (default _output/cluster/bin)
 set -euo pipefail
+# shellcheck source=hack/lib/init.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib/init.sh"
 
 # Pinned. Changing one rebuilds that group; never use "latest".
 ETCD_VERSION=v3.7.0
 KWOK_VERSION=v0.8.0
 
-cd "$(dirname "$0")/.."
-root=$PWD
 bin_dir=${CLUSTER_BIN_DIR:-_output/cluster/bin}
 force=false
 case "${1:-}" in
@@ -115,14 +115,14 @@ throwaway_module() {
 }
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/drasched-build.XXXXXX")
-trap 'rm -rf "${work}"' EXIT
+at_exit rm -rf "${work}"
 
 echo "==> control-plane binaries in ${bin_dir#"${root}"/}"
 
-# etcd: hack/build-etcd.sh, which the benchmarks also call on its own. It
+# etcd: hack/lib/etcd.sh, which the benchmarks also use. It
 # keeps its own stamp and prints the binary's path.
-# shellcheck source=hack/build-etcd.sh
-source hack/build-etcd.sh
+# shellcheck source=hack/lib/etcd.sh
+source hack/lib/etcd.sh
 if [[ "${force}" != true ]] && etcd_built "${bin_dir}"; then
   echo "    etcd ${ETCD_VERSION}: up to date"
 else

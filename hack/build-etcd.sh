@@ -1,59 +1,18 @@
 #!/usr/bin/env bash
-# Builds etcd from its Go module (go.etcd.io/etcd/server/v3, pinned below)
-# in a throwaway module, into an ignored folder, and prints the binary's path.
-# Nothing is downloaded from release pages. A stamp file next to the binary
-# records what it was built from, so a second call returns at once.
-#
-# `go install go.etcd.io/etcd/server/v3@VERSION` does not work: etcd's
-# go.mod has replace directives, which `go install pkg@version` refuses.
-# A module of our own that requires it as a tool does.
+# Builds the pinned etcd (hack/lib/etcd.sh: which version, and how) into
+# OUTPUT_DIR, unless it is there already, and prints the binary's path.
 #
 # Usage: hack/build-etcd.sh [OUTPUT_DIR]      (default: _output/bin)
 #   ETCD_VERSION=v3.7.0 overrides the pinned version.
 #
-# Other scripts source it and call build_etcd OUTPUT_DIR.
+# Scripts source hack/lib/etcd.sh instead; sourcing this file does the same.
 set -euo pipefail
 
-ETCD_VERSION="${ETCD_VERSION:-v3.7.0}"
-
-# etcd_stamp is what the stamp file of a current build says.
-etcd_stamp() {
-	echo "go.etcd.io/etcd/server/v3@${ETCD_VERSION} $(go env GOVERSION) $(go env GOOS)/$(go env GOARCH)"
-}
-
-# etcd_built OUTPUT_DIR: OUTPUT_DIR/etcd is the pinned version, built with
-# this Go.
-etcd_built() {
-	[[ -x "$1/etcd" && -f "$1/.etcd.stamp" && "$(cat "$1/.etcd.stamp")" == "$(etcd_stamp)" ]]
-}
-
-# build_etcd OUTPUT_DIR builds OUTPUT_DIR/etcd unless etcd_built, and
-# prints its path.
-build_etcd() {
-	local out stamp want tmp
-	out="$(mkdir -p "$1" && cd "$1" && pwd)"
-	stamp="${out}/.etcd.stamp"
-	want="$(etcd_stamp)"
-	if etcd_built "${out}"; then
-		echo "${out}/etcd"
-		return 0
-	fi
-	echo "building etcd ${ETCD_VERSION} into ${out} (one time, about 2 minutes on 2 cores)" >&2
-	tmp="$(mktemp -d)"
-	# The subshell's EXIT trap removes the throwaway module however it ends.
-	(
-		trap 'rm -rf "${tmp}"' EXIT
-		cd "${tmp}"
-		go mod init drasched.local/build-etcd >/dev/null 2>&1
-		go get -tool "go.etcd.io/etcd/server/v3@${ETCD_VERSION}" >&2
-		go build -trimpath -o "${out}/etcd.new" go.etcd.io/etcd/server/v3 >&2
-	)
-	mv "${out}/etcd.new" "${out}/etcd"
-	echo "${want}" >"${stamp}"
-	echo "${out}/etcd"
-}
+# shellcheck source=hack/lib/etcd.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib/etcd.sh"
 
 if [[ "${BASH_SOURCE[0]}" == "$0" ]]; then
-	cd "$(dirname "$0")/.."
+	# shellcheck source=hack/lib/init.sh
+	source "$(dirname "${BASH_SOURCE[0]}")/lib/init.sh"
 	build_etcd "${1:-_output/bin}"
 fi

@@ -11,8 +11,8 @@
 # Usage: hack/bump-kubernetes.sh [KUBERNETES_VERSION]   (default: the version go.mod requires,
 # which only regenerates the block)
 set -euo pipefail
-
-cd "$(dirname "$0")/.."
+# shellcheck source=hack/lib/init.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib/init.sh"
 
 kube_version=${1:-$(go list -m -f '{{.Version}}' k8s.io/kubernetes 2>/dev/null || true)}
 if [[ -z "${kube_version}" ]]; then

@@ -38,9 +38,8 @@
 # _output/conformance-integration/ENTRY.log; the script prints each test's
 # result and the failures' first lines.
 set -euo pipefail
-
-repo=$(cd "$(dirname "$0")/.." && pwd)
-cd "${repo}"
+# shellcheck source=hack/lib/init.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib/init.sh"
 
 read -r -a entries <<<"${ENTRIES:-default all}"
 k8s_dir=$(go list -m -f '{{.Dir}}' k8s.io/kubernetes)
@@ -51,15 +50,14 @@ if [[ ! -f "${suite}/dra.go" ]]; then
 fi
 
 # The suite starts etcd from PATH (k8s.io/kubernetes/test/integration/framework).
-# shellcheck source=hack/build-etcd.sh
-source hack/build-etcd.sh
-etcd=$(build_etcd _output/bin)
-export PATH="$(dirname "${etcd}"):${PATH}"
+# shellcheck source=hack/lib/etcd.sh
+source hack/lib/etcd.sh
+etcd_on_path _output/bin
 
-out="${repo}/_output/conformance-integration"
+out="${root}/_output/conformance-integration"
 mkdir -p "${out}"
 work=$(mktemp -d "${TMPDIR:-/tmp}/drasched-conformance-integration.XXXXXX")
-trap 'rm -rf "${work}"' EXIT
+at_exit rm -rf "${work}"
 
 mod=drasched.local/conformance-integration
 cp -r "${suite}" "${work}/dra"
@@ -145,7 +143,7 @@ for entry in "${entries[@]}"; do
 	log="${out}/${entry}.log"
 	entry_rc=0
 	(cd "${pkg}/${entry}" && "${work}/${entry}.test" -test.v -test.timeout=40m "${flags[@]}" "$@") >"${log}" 2>&1 || entry_rc=$?
-	echo "conformance-integration: ${entry}: compiled in $((compiled - start))s, ran in $((SECONDS - compiled))s, exit ${entry_rc}; full output in ${log#"${repo}/"}"
+	echo "conformance-integration: ${entry}: compiled in $((compiled - start))s, ran in $((SECONDS - compiled))s, exit ${entry_rc}; full output in ${log#"${root}/"}"
 	grep -E '^\s*--- (PASS|FAIL|SKIP)' "${log}" | sed 's/^/  /' || true
 	# Leaf tests (those without subtests) by result.
 	grep -E '^\s*--- (PASS|FAIL|SKIP)' "${log}" | awk '
@@ -160,7 +158,7 @@ for entry in "${entries[@]}"; do
 		}' || true
 	if [[ ${entry_rc} != 0 ]]; then
 		rc=1
-		echo "conformance-integration: ${entry}: the first failures (all of them in ${log#"${repo}/"}):" >&2
+		echo "conformance-integration: ${entry}: the first failures (all of them in ${log#"${root}/"}):" >&2
 		grep -E -A14 '^\s+\S+\.go:[0-9]+: (FATAL )?ERROR:' "${log}" | cut -c1-300 | head -n 120 >&2 || true
 	fi
 done

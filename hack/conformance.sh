@@ -17,9 +17,8 @@
 #   UPSTREAM=1 also runs the suite against upstream's own three variants from
 #   the same copy, which shows that the copy itself is faithful.
 set -euo pipefail
-
-repo=$(cd "$(dirname "$0")/.." && pwd)
-cd "${repo}"
+# shellcheck source=hack/lib/init.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib/init.sh"
 
 dra_dir=$(go list -m -f '{{.Dir}}' k8s.io/dynamic-resource-allocation)
 if [[ ! -d "${dra_dir}/structured/internal/allocatortesting" ]]; then
@@ -28,7 +27,7 @@ if [[ ! -d "${dra_dir}/structured/internal/allocatortesting" ]]; then
 fi
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/drasched-conformance.XXXXXX")
-trap 'rm -rf "${work}"' EXIT
+at_exit rm -rf "${work}"
 
 mod=drasched.local/conformance
 mkdir -p "${work}/structured"

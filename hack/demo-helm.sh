@@ -17,13 +17,8 @@
 # hack/build-control-plane.sh (CLUSTER_BIN_DIR); `make demo HELM=1` builds
 # both. State and logs go to DEMO_DIR (default _output/demo-helm).
 set -euo pipefail
-
-cd "$(dirname "$0")/.."
-root=$PWD
-
-abs() {
-  if [[ "$1" == /* ]]; then echo "$1"; else echo "${root}/$1"; fi
-}
+# shellcheck source=hack/lib/init.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib/init.sh"
 
 KEEP=${KEEP:-0}
 cluster=${DEMO_CLUSTER:-drasched-helm}
@@ -43,6 +38,7 @@ declare -A binaries=(
   [drasched]=${bin_dir}/scheduler
   [gpu-kubelet-plugin]=${bin_dir}/gpu-kubelet-plugin
 )
+# shellcheck source=hack/lib/processes.sh
 source hack/lib/processes.sh
 # shellcheck source=hack/lib/kwok.sh
 source hack/lib/kwok.sh
@@ -74,14 +70,12 @@ teardown() {
   rm -f "${kubeconfig}" "${demo_dir}"/*.kubeconfig
 }
 
+# on_exit: up's exit command (hack/lib/init.sh's at_exit), also on failure
+# or Ctrl-C: shows the logs of a failure, and tears down unless KEEP=1.
 on_exit() {
-  local rc=$?
-  trap - EXIT
-  if [[ -n "${watched}" ]]; then
-    kill "${watched}" 2>/dev/null || true
-  fi
-  if ((rc != 0)); then
-    echo "helm demo failed (exit ${rc})" >&2
+  local name
+  if ((exit_code != 0)); then
+    echo "helm demo failed (exit ${exit_code})" >&2
     for name in drasched gpu-kubelet-plugin; do
       if [[ -s "${log_dir}/${name}.log" ]]; then
         echo "--- last lines of ${log_dir#"${root}"/}/${name}.log" >&2
@@ -101,7 +95,6 @@ EOF
     step "tearing down"
     teardown
   fi
-  exit "${rc}"
 }
 
 # sa_kubeconfig FILE TOKEN: a kubeconfig for the cluster that authenticates
@@ -180,8 +173,7 @@ up() {
     echo "==> removing what an earlier run left"
     teardown
   fi
-  trap on_exit EXIT
-  trap 'exit 130' INT TERM
+  at_exit on_exit
 
   step "building Helm (hack/helm/go.mod; about 2 minutes the first time)"
   helm version --short

@@ -14,14 +14,8 @@
 # `make demo` builds both. Everything runs locally and offline; state and logs
 # go to DEMO_DIR (default _output/demo). DEMO_CLUSTER names the kwok cluster.
 set -euo pipefail
-
-cd "$(dirname "$0")/.."
-root=$PWD
-
-# abs PATH: PATH made absolute against the repository root.
-abs() {
-  if [[ "$1" == /* ]]; then echo "$1"; else echo "${root}/$1"; fi
-}
+# shellcheck source=hack/lib/init.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib/init.sh"
 
 KEEP=${KEEP:-0}
 cluster=${DEMO_CLUSTER:-drasched-demo}
@@ -76,7 +70,8 @@ declare -A binaries=(
 )
 
 # start_process, process_pid, run_watching and stop_process; they use
-# run_dir, log_dir, root and binaries.
+# run_dir, log_dir, root and binaries. It stops what run_watching runs at
+# exit.
 # shellcheck source=hack/lib/processes.sh
 source hack/lib/processes.sh
 # shellcheck source=hack/lib/kwok.sh
@@ -127,14 +122,11 @@ Tear down: make demo-down
 EOF
 }
 
+# on_exit: up's exit command (hack/lib/init.sh's at_exit), also on failure
+# or Ctrl-C: shows the logs of a failure, and tears down unless KEEP=1.
 on_exit() {
-  local rc=$?
-  trap - EXIT
-  if [[ -n "${watched}" ]]; then
-    kill "${watched}" 2>/dev/null || true
-  fi
-  if ((rc != 0)); then
-    echo "demo failed (exit ${rc})" >&2
+  if ((exit_code != 0)); then
+    echo "demo failed (exit ${exit_code})" >&2
     show_logs >&2
   fi
   if [[ "${KEEP}" == 1 ]] && cluster_exists "${cluster}"; then
@@ -143,7 +135,6 @@ on_exit() {
     step "tearing down"
     teardown
   fi
-  exit "${rc}"
 }
 
 check_binaries() {
@@ -169,8 +160,7 @@ up() {
     teardown
   fi
   rm -f "${log_dir}"/*.log
-  trap on_exit EXIT
-  trap 'exit 130' INT TERM
+  at_exit on_exit
 
   step "building hack/demo (GPU nodes, scheduler configuration, report)"
   go build -o "${demo}" ./hack/demo

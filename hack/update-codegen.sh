@@ -6,7 +6,8 @@
 #
 # Usage: hack/update-codegen.sh        (hack/verify-codegen.sh checks without writing)
 set -euo pipefail
-cd "$(dirname "$0")/.."
+# shellcheck source=hack/lib/init.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib/init.sh"
 
 module=$(go list -m)
 gen() {

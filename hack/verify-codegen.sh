@@ -5,10 +5,11 @@
 #
 # Usage: hack/verify-codegen.sh
 set -euo pipefail
-cd "$(dirname "$0")/.."
+# shellcheck source=hack/lib/init.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib/init.sh"
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/drasched-verify-codegen.XXXXXX")
-trap 'rm -rf "${work}"' EXIT
+at_exit rm -rf "${work}"
 
 # The working tree as it is, committed or not: a new type is checked before
 # its first commit.

@@ -16,6 +16,7 @@ import (
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	_ "k8s.io/component-base/logs/json/register"
 	"k8s.io/component-base/metrics/legacyregistry"
+	"k8s.io/klog/v2"
 	"k8s.io/kubernetes/pkg/features"
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/names"
 	schedmetrics "k8s.io/kubernetes/pkg/scheduler/metrics"
@@ -173,7 +174,7 @@ func checkFeatureGates(c Case) perf.HookFn {
 		// lines in benchmark output, the global one goes to test.log.
 		logger := tCtx.Logger()
 		if !perf.UseTestingLog {
-			logger = logger.WithName(tCtx.Name())
+			logger = klog.LoggerWithName(logger, tCtx.Name())
 		}
 		enabled := utilfeature.DefaultFeatureGate.Enabled(features.SchedulerPreQueueingHints)
 		// Registered after scheduler_perf's cleanup, so it runs before
@@ -184,7 +185,7 @@ func checkFeatureGates(c Case) perf.HookFn {
 				logger.Error(err, "Read the scheduler's metrics", "metric", preQueueingHintEvaluationsMetric)
 				return
 			}
-			logger.Info("Scheduling queue", string(features.SchedulerPreQueueingHints), enabled, preQueueingHintEvaluationsMetric, evaluations)
+			logger.Info("Scheduling queue", "featureGate", features.SchedulerPreQueueingHints, "enabled", enabled, "metric", preQueueingHintEvaluationsMetric, "evaluations", evaluations)
 		})
 		return nil
 	}

@@ -24,7 +24,6 @@ import (
 
 	"github.com/onsi/gomega"
 	gtypes "github.com/onsi/gomega/types"
-
 	"k8s.io/kubernetes/pkg/scheduler/apis/config"
 	"k8s.io/kubernetes/pkg/scheduler/apis/config/validation"
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/names"

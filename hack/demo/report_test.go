@@ -23,7 +23,6 @@ import (
 	"k8s.io/utils/ptr"
 
 	_ "github.com/drasched/drasched/apis/config/scheme" // StructuredDRAArgs
-
 	"github.com/drasched/drasched/pkg/driver/gpu"
 )
 

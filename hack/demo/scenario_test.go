@@ -433,7 +433,7 @@ func TestScripts(t *testing.T) {
 	if err != nil {
 		t.Skip("no bash")
 	}
-	for _, script := range []string{"demo.sh", "demo-helm.sh", "build-control-plane.sh", "bench-kwok.sh", "lib/processes.sh"} {
+	for _, script := range []string{"demo.sh", "demo-helm.sh", "build-control-plane.sh", "bench-kwok.sh", "lib/init.sh", "lib/processes.sh"} {
 		out, err := exec.Command(bash, "-n", filepath.Join(repoRoot, "hack", script)).CombinedOutput()
 		if err != nil {
 			t.Errorf("bash -n hack/%s: %v\n%s", script, err, out)
@@ -447,7 +447,7 @@ var unpinned = regexp.MustCompile(`@(latest|upgrade|patch|master|main|HEAD)\b`)
 
 // TestPinnedVersions: the scripts pin what they build.
 func TestPinnedVersions(t *testing.T) {
-	for _, script := range []string{"demo.sh", "build-control-plane.sh", "build-etcd.sh", "bench-kwok.sh"} {
+	for _, script := range []string{"demo.sh", "build-control-plane.sh", "lib/etcd.sh", "bench-kwok.sh"} {
 		for i, line := range strings.Split(string(readFile(t, filepath.Join(repoRoot, "hack", script))), "\n") {
 			if m := unpinned.FindString(line); m != "" {
 				t.Errorf("hack/%s:%d builds an unpinned version (%s): %s", script, i+1, m, line)

@@ -1,15 +1,28 @@
+# shellcheck shell=bash disable=SC2154 # the sourcing script's variables
 # Background processes of the scripts that run a kwok cluster and programs
-# against it (hack/demo.sh, hack/bench-kwok.sh). Source it; the functions
-# use these variables of the sourcing script:
+# against it (hack/demo.sh, hack/demo-helm.sh, hack/bench-kwok.sh). Source
+# it after hack/lib/init.sh; the functions use these variables of the
+# sourcing script:
 #   run_dir   folder of the PID files
 #   log_dir   folder of the logs, one NAME.log per process
 #   root      the repository root, trimmed from paths in messages
 #   binaries  associative array: process name -> binary, the processes that
 #             run_watching watches
 # run_watching keeps the PID of the command it runs in `watched` while it
-# runs, so that an EXIT trap can stop it.
+# runs, so that the exit trap can stop it (stop_watched): background
+# commands ignore SIGINT in scripts, so Ctrl-C alone would leave it running.
 
 watched=""
+
+# stop_watched stops the command that run_watching runs, if any. It runs at
+# exit, before the sourcing script's own exit commands (added later), so
+# that the command does not see the cluster go away under it.
+stop_watched() {
+  if [[ -n "${watched}" ]]; then
+    kill "${watched}" 2>/dev/null || true
+  fi
+}
+at_exit stop_watched
 
 # start_process NAME COMMAND...: runs a process in the background with its
 # output in ${log_dir}/NAME.log and its PID in ${run_dir}/NAME.pid.
@@ -50,7 +63,7 @@ process_pid() {
 run_watching() {
   "$@" &
   local cmd=$! name
-  # Background commands ignore SIGINT in scripts: on_exit stops it.
+  # Background commands ignore SIGINT in scripts: stop_watched stops it.
   watched=${cmd}
   while kill -0 "${cmd}" 2>/dev/null; do
     for name in "${!binaries[@]}"; do

@@ -7,6 +7,7 @@ tool (
 	k8s.io/code-generator/cmd/conversion-gen
 	k8s.io/code-generator/cmd/deepcopy-gen
 	k8s.io/code-generator/cmd/defaulter-gen
+	sigs.k8s.io/logtools/logcheck
 )
 
 require (
@@ -227,4 +228,5 @@ require (
 	k8s.io/klog/v2 v2.140.0 // indirect
 	mvdan.cc/gofumpt v0.12.0 // indirect
 	mvdan.cc/unparam v0.0.0-20260823230713-2fa3d841b0c8 // indirect
+	sigs.k8s.io/logtools v0.11.0 // indirect
 )

@@ -1,11 +1,11 @@
 package v1
 
 import (
-	resourceapi "k8s.io/api/resource/v1"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"

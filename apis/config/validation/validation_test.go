@@ -2,11 +2,11 @@ package validation
 
 import (
 	"fmt"
-	resourceapi "k8s.io/api/resource/v1"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 

@@ -2,11 +2,11 @@ package framework
 
 import (
 	"fmt"
-	resourceapi "k8s.io/api/resource/v1"
 	"os"
 	"path/filepath"
 	"runtime"
 
+	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/kubernetes/pkg/scheduler/apis/config"
 	kubeschedulerscheme "k8s.io/kubernetes/pkg/scheduler/apis/config/scheme"
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
