@@ -19,6 +19,7 @@ import (
 	"k8s.io/dynamic-resource-allocation/structured"
 	"k8s.io/klog/v2/ktesting"
 
+	"github.com/drasched/drasched/internal/manifest"
 	"github.com/drasched/drasched/pkg/driver/gpu"
 	"github.com/drasched/drasched/pkg/driver/gpu/device"
 	"github.com/drasched/drasched/pkg/driver/gpu/discovery"
@@ -94,10 +95,10 @@ func exampleClaims(t *testing.T) map[string]*resourceapi.ResourceClaim {
 			Spec:       spec,
 		}
 	}
-	for _, tmpl := range objectsOf[*resourceapi.ResourceClaimTemplate](objects) {
+	for _, tmpl := range manifest.OfType[*resourceapi.ResourceClaimTemplate](objects) {
 		add(tmpl.Name, tmpl.Spec.Spec)
 	}
-	for _, claim := range objectsOf[*resourceapi.ResourceClaim](objects) {
+	for _, claim := range manifest.OfType[*resourceapi.ResourceClaim](objects) {
 		add(claim.Name, claim.Spec)
 	}
 	return claims
@@ -124,8 +125,8 @@ func (l classLister) Get(name string) (*resourceapi.DeviceClass, error) {
 func TestExamplesAllocate(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	classes := append(
-		objectsOf[*resourceapi.DeviceClass](withDefaults(decodeFile(t, filepath.Join("gpu-driver", "deviceclasses.yaml")))),
-		objectsOf[*resourceapi.DeviceClass](withDefaults(decodeAll(t, "examples")))...)
+		manifest.OfType[*resourceapi.DeviceClass](withDefaults(decodeFile(t, filepath.Join("gpu-driver", "deviceclasses.yaml")))),
+		manifest.OfType[*resourceapi.DeviceClass](withDefaults(decodeAll(t, "examples")))...)
 	features := structured.Features{PrioritizedList: true, PartitionableDevices: true, DeviceTaints: true}
 
 	// want: claim -> node -> "request=count ..." of the allocation, for the
@@ -195,17 +196,17 @@ func TestExamplesAllocate(t *testing.T) {
 func TestExampleConfigs(t *testing.T) {
 	objects := decodeAll(t, "examples")
 	configs := map[string][]resourceapi.DeviceConfiguration{}
-	for _, class := range objectsOf[*resourceapi.DeviceClass](objects) {
+	for _, class := range manifest.OfType[*resourceapi.DeviceClass](objects) {
 		for _, c := range class.Spec.Config {
 			configs["DeviceClass "+class.Name] = append(configs["DeviceClass "+class.Name], c.DeviceConfiguration)
 		}
 	}
-	for _, tmpl := range objectsOf[*resourceapi.ResourceClaimTemplate](objects) {
+	for _, tmpl := range manifest.OfType[*resourceapi.ResourceClaimTemplate](objects) {
 		for _, c := range tmpl.Spec.Spec.Devices.Config {
 			configs["ResourceClaimTemplate "+tmpl.Name] = append(configs["ResourceClaimTemplate "+tmpl.Name], c.DeviceConfiguration)
 		}
 	}
-	for _, claim := range objectsOf[*resourceapi.ResourceClaim](objects) {
+	for _, claim := range manifest.OfType[*resourceapi.ResourceClaim](objects) {
 		for _, c := range claim.Spec.Devices.Config {
 			configs["ResourceClaim "+claim.Name] = append(configs["ResourceClaim "+claim.Name], c.DeviceConfiguration)
 		}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -17,13 +16,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/wait"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 
 	"github.com/drasched/drasched/internal/kwokcluster"
+	"github.com/drasched/drasched/internal/manifest"
 )
 
 // Case names, in the order in which a run measures them.
@@ -424,30 +423,20 @@ func (r *runner) setup(ctx context.Context) error {
 	return nil
 }
 
-// readDeviceClasses decodes the DeviceClasses of a multi-document YAML file.
+// readDeviceClasses decodes the DeviceClasses of a multi-document YAML file
+// strictly; other kinds are an error.
 func readDeviceClasses(path string) ([]*resourceapi.DeviceClass, error) {
-	f, err := os.Open(path)
+	objects, err := manifest.DecodeFile(path)
 	if err != nil {
 		return nil, err
 	}
-	defer func() { _ = f.Close() }()
-	dec := utilyaml.NewYAMLOrJSONDecoder(f, 4096)
 	var classes []*resourceapi.DeviceClass
-	for {
-		var class resourceapi.DeviceClass
-		if err := dec.Decode(&class); err != nil {
-			if errors.Is(err, io.EOF) {
-				break
-			}
-			return nil, fmt.Errorf("%s: %w", path, err)
+	for _, obj := range objects {
+		class, ok := obj.(*resourceapi.DeviceClass)
+		if !ok {
+			return nil, fmt.Errorf("%s: %s is not a DeviceClass", path, obj.GetObjectKind().GroupVersionKind().Kind)
 		}
-		if class.Name == "" {
-			continue
-		}
-		if class.Kind != "DeviceClass" {
-			return nil, fmt.Errorf("%s: %s %s is not a DeviceClass", path, class.Kind, class.Name)
-		}
-		classes = append(classes, &class)
+		classes = append(classes, class)
 	}
 	if len(classes) == 0 {
 		return nil, fmt.Errorf("%s: no DeviceClasses", path)
