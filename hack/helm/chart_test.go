@@ -9,11 +9,7 @@
 package helm_test
 
 import (
-	"bufio"
-	"bytes"
-	"errors"
 	"fmt"
-	"io"
 	"maps"
 	"os"
 	"path/filepath"
@@ -26,10 +22,9 @@ import (
 	"helm.sh/helm/v3/pkg/chart/loader"
 	"helm.sh/helm/v3/pkg/chartutil"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/serializer"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
-	"k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/yaml"
+
+	"github.com/drasched/drasched/internal/manifest"
 )
 
 const (
@@ -60,10 +55,6 @@ var (
 	helmOnlyAnnotations = []string{"checksum/config"}
 )
 
-// strict decodes every built-in kind and fails on unknown or duplicate
-// fields, as config/*_test.go do.
-var strict = serializer.NewCodecFactory(scheme.Scheme, serializer.EnableStrict).UniversalDeserializer()
-
 // render is `helm template drasched charts/drasched -n drasched-system
 // --kube-version v1.37.2` with values.
 func render(t *testing.T, values map[string]any) (string, error) {
@@ -90,30 +81,17 @@ func render(t *testing.T, values map[string]any) (string, error) {
 	return rel.Manifest, nil
 }
 
-// objects decodes a multi-document YAML stream into normalized objects keyed
-// by kind, namespace and name. Documents with only comments are skipped.
+// objects decodes a multi-document YAML stream strictly (internal/manifest,
+// as config/*_test.go do) into normalized objects keyed by kind, namespace
+// and name.
 func objects(t *testing.T, what string, data []byte, into map[string]map[string]any) {
 	t.Helper()
-	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
-	for {
-		doc, err := r.Read()
-		if errors.Is(err, io.EOF) {
-			return
-		}
-		if err != nil {
-			t.Fatalf("%s: %v", what, err)
-		}
-		var probe map[string]any
-		if err := yaml.Unmarshal(doc, &probe); err != nil {
-			t.Fatalf("%s: %v", what, err)
-		}
-		if probe == nil {
-			continue
-		}
-		obj, gvk, err := strict.Decode(doc, nil, nil)
-		if err != nil {
-			t.Fatalf("%s: %v\n%s", what, err, doc)
-		}
+	decoded, err := manifest.Decode(data)
+	if err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+	for _, obj := range decoded {
+		gvk := obj.GetObjectKind().GroupVersionKind()
 		u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
 		if err != nil {
 			t.Fatal(err)
