@@ -11,7 +11,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -20,6 +19,7 @@ import (
 	"k8s.io/klog/v2/ktesting"
 
 	"github.com/drasched/drasched/internal/manifest"
+	"github.com/drasched/drasched/pkg/allocator"
 	"github.com/drasched/drasched/pkg/driver/gpu"
 	"github.com/drasched/drasched/pkg/driver/gpu/device"
 	"github.com/drasched/drasched/pkg/driver/gpu/discovery"
@@ -104,19 +104,6 @@ func exampleClaims(t *testing.T) map[string]*resourceapi.ResourceClaim {
 	return claims
 }
 
-type classLister []*resourceapi.DeviceClass
-
-func (l classLister) List() ([]*resourceapi.DeviceClass, error) { return l, nil }
-
-func (l classLister) Get(name string) (*resourceapi.DeviceClass, error) {
-	for _, class := range l {
-		if class.Name == name {
-			return class, nil
-		}
-	}
-	return nil, apierrors.NewNotFound(resourceapi.Resource("deviceclasses"), name)
-}
-
 // TestExamplesAllocate allocates every example claim on every example node
 // with upstream's structured allocator (the reference for what the
 // scheduler allocates) and the GPU driver's and the examples' DeviceClasses.
@@ -164,7 +151,7 @@ func TestExamplesAllocate(t *testing.T) {
 				allocated.Insert(structured.MakeDeviceID(gpu.DefaultDriverName, nodeName, d))
 			}
 			a, err := structured.NewAllocator(ctx, features, structured.AllocatedState{AllocatedDevices: allocated},
-				classLister(classes), node.slices, cel.NewCache(10, cel.Features{}))
+				allocator.ClassList(classes), node.slices, cel.NewCache(10, cel.Features{}))
 			if err != nil {
 				t.Fatalf("%s on %s: %v", claimName, nodeName, err)
 			}

@@ -17,8 +17,8 @@ import (
 	"k8s.io/dynamic-resource-allocation/structured"
 	"k8s.io/klog/v2/ktesting"
 
-	"github.com/drasched/drasched/internal/builder"
 	"github.com/drasched/drasched/internal/kwokcluster"
+	"github.com/drasched/drasched/pkg/allocator"
 )
 
 // repoRoot is where hack/bench-kwok.sh runs the program: the inventories
@@ -264,7 +264,7 @@ func TestTemplatesFit(t *testing.T) {
 		}
 		allocated := sets.New[structured.DeviceID]()
 		for n := 0; ; n++ {
-			a, err := structured.NewAllocator(ctx, features, structured.AllocatedState{AllocatedDevices: allocated}, builder.ClassLister(classes), all, cel.NewCache(10, cel.Features{}))
+			a, err := structured.NewAllocator(ctx, features, structured.AllocatedState{AllocatedDevices: allocated}, allocator.ClassList(classes), all, cel.NewCache(10, cel.Features{}))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -23,7 +23,6 @@ import (
 	_ "k8s.io/kubernetes/pkg/apis/resource/install" // defaults of resource.k8s.io objects
 	"k8s.io/utils/ptr"
 
-	"github.com/drasched/drasched/internal/builder"
 	"github.com/drasched/drasched/internal/kwokcluster"
 	"github.com/drasched/drasched/internal/manifest"
 	"github.com/drasched/drasched/pkg/allocator"
@@ -215,7 +214,7 @@ func TestScenario(t *testing.T) {
 	cache := allocator.NewCache(0)
 	allocate := func(allocated sets.Set[structured.DeviceID], node *corev1.Node, claims []*resourceapi.ResourceClaim) []resourceapi.AllocationResult {
 		t.Helper()
-		a, err := allocator.New(ctx, features, structured.AllocatedState{AllocatedDevices: allocated}, builder.ClassLister(classes), allSlices, allocator.Options{Cache: cache})
+		a, err := allocator.New(ctx, features, structured.AllocatedState{AllocatedDevices: allocated}, allocator.ClassList(classes), allSlices, allocator.Options{Cache: cache})
 		if err != nil {
 			t.Fatal(err)
 		}

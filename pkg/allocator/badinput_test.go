@@ -59,7 +59,7 @@ func TestBadInput(t *testing.T) {
 			classes: []*resourceapi.DeviceClass{gpuClass},
 			slices:  []*resourceapi.ResourceSlice{gpus(2)},
 			claim:   MakeClaim("c").Request("gpu", "no-such-class", 1).Obj(),
-			wantErr: `claim default/c, request gpu: could not retrieve device class no-such-class: deviceclass "no-such-class" not found`,
+			wantErr: `claim default/c, request gpu: could not retrieve device class no-such-class: deviceclass.resource.k8s.io "no-such-class" not found`,
 		},
 		"duplicate device names make the pool invalid": {
 			classes: []*resourceapi.DeviceClass{gpuClass},
@@ -127,7 +127,7 @@ func TestBadInput(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, ctx := ktesting.NewTestContext(t)
-			a, err := allocator.New(ctx, structured.Features{PrioritizedList: true}, structured.AllocatedState{}, ClassLister(tc.classes), tc.slices, allocator.Options{})
+			a, err := allocator.New(ctx, structured.Features{PrioritizedList: true}, structured.AllocatedState{}, allocator.ClassList(tc.classes), tc.slices, allocator.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -165,7 +165,7 @@ func deviceNames(prefix string, n int) []string {
 
 func TestNoNode(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
-	a, err := allocator.New(ctx, structured.Features{}, structured.AllocatedState{}, ClassLister{gpuClass}, nil, allocator.Options{})
+	a, err := allocator.New(ctx, structured.Features{}, structured.AllocatedState{}, allocator.ClassList{gpuClass}, nil, allocator.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -186,7 +186,7 @@ func TestNoClassLister(t *testing.T) {
 func TestCancel(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	slices := []*resourceapi.ResourceSlice{MakeSlice("node-0").Node("node-0").Devices(Devices("gpu", 64, nil)...).Obj()}
-	a, err := allocator.New(ctx, structured.Features{}, structured.AllocatedState{}, ClassLister{gpuClass}, slices, allocator.Options{})
+	a, err := allocator.New(ctx, structured.Features{}, structured.AllocatedState{}, allocator.ClassList{gpuClass}, slices, allocator.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -215,7 +215,7 @@ func TestConcurrentNodes(t *testing.T) {
 	claim := MakeClaim("c").Request("gpu", "gpu", 4, `device.driver == "gpu.example.com"`).
 		MatchAttribute("resource.kubernetes.io/pcieRoot").Obj()
 	cache := allocator.NewCache(0)
-	a, err := allocator.New(ctx, structured.Features{}, structured.AllocatedState{}, ClassLister{gpuClass}, slices, allocator.Options{Cache: cache})
+	a, err := allocator.New(ctx, structured.Features{}, structured.AllocatedState{}, allocator.ClassList{gpuClass}, slices, allocator.Options{Cache: cache})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -276,7 +276,7 @@ func TestConcurrentSharedDevices(t *testing.T) {
 		MakeSlice("parts").Driver("part.example.com").AllNodes().Pool("parts", 1, 2).Devices(Devices("part", 4, func(i int, d *DeviceWrapper) {
 			d.Consumes("set", map[string]string{"mem": "1"})
 		})...).Obj())
-	classes := ClassLister{
+	classes := allocator.ClassList{
 		MakeClass("gpu", `device.driver == "gpu.example.com"`),
 		MakeClass("part", `device.driver == "part.example.com"`),
 	}

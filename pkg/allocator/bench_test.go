@@ -353,7 +353,7 @@ func upstreamRunner(bc *benchCase) runAllocator {
 	// The scheduler plugin keeps one compile cache across cycles.
 	celCache := cel.NewCache(10, cel.Features{EnableConsumableCapacity: bc.features.ConsumableCapacity, EnableListTypeAttributes: bc.features.ListTypeAttributes})
 	return func(ctx context.Context, bc *benchCase) (int, error) {
-		a, err := structured.NewAllocator(ctx, bc.features, bc.state, ClassLister(bc.classes), bc.slices, celCache)
+		a, err := structured.NewAllocator(ctx, bc.features, bc.state, allocator.ClassList(bc.classes), bc.slices, celCache)
 		if err != nil {
 			return 0, err
 		}
@@ -374,7 +374,7 @@ func upstreamRunner(bc *benchCase) runAllocator {
 func draschedRunner(cache *allocator.Cache, opts allocator.Options) runAllocator {
 	opts.Cache = cache
 	return func(ctx context.Context, bc *benchCase) (int, error) {
-		a, err := allocator.New(ctx, bc.features, bc.state, ClassLister(bc.classes), bc.slices, opts)
+		a, err := allocator.New(ctx, bc.features, bc.state, allocator.ClassList(bc.classes), bc.slices, opts)
 		if err != nil {
 			return 0, err
 		}
@@ -494,7 +494,7 @@ func BenchmarkExplain(b *testing.B) {
 				ctx := context.Background()
 				cache := allocator.NewCache(0)
 				run := func() error {
-					a, err := allocator.New(ctx, bc.features, bc.state, ClassLister(bc.classes), bc.slices, allocator.Options{Cache: cache})
+					a, err := allocator.New(ctx, bc.features, bc.state, allocator.ClassList(bc.classes), bc.slices, allocator.Options{Cache: cache})
 					if err != nil {
 						return err
 					}

@@ -165,7 +165,7 @@ func TestBestFit(t *testing.T) {
 			}
 			run := func(policy allocator.Policy) []string {
 				t.Helper()
-				a, err := allocator.New(context.Background(), features, tc.state, ClassLister(classes), tc.slices,
+				a, err := allocator.New(context.Background(), features, tc.state, allocator.ClassList(classes), tc.slices,
 					allocator.Options{Policy: policy, TopologyAttributes: attrs})
 				if err != nil {
 					t.Fatal(err)
@@ -210,7 +210,7 @@ func TestBestFitKeepsErrors(t *testing.T) {
 	state := allocatedOn("node-0", "gpu-2")
 	var errs []string
 	for _, policy := range []allocator.Policy{allocator.PolicyFirstFit, allocator.PolicyBestFit} {
-		a, err := allocator.New(context.Background(), structured.Features{}, state, ClassLister{gpuClass}, []*resourceapi.ResourceSlice{slice},
+		a, err := allocator.New(context.Background(), structured.Features{}, state, allocator.ClassList{gpuClass}, []*resourceapi.ResourceSlice{slice},
 			allocator.Options{Policy: policy, TopologyAttributes: topologyAttributes})
 		if err != nil {
 			t.Fatal(err)
@@ -227,7 +227,7 @@ func TestBestFitKeepsErrors(t *testing.T) {
 }
 
 func TestUnknownPolicy(t *testing.T) {
-	_, err := allocator.New(context.Background(), structured.Features{}, structured.AllocatedState{}, ClassLister{gpuClass}, nil, allocator.Options{Policy: "Random"})
+	_, err := allocator.New(context.Background(), structured.Features{}, structured.AllocatedState{}, allocator.ClassList{gpuClass}, nil, allocator.Options{Policy: "Random"})
 	if err == nil || err.Error() != `unknown allocation policy "Random"` {
 		t.Errorf("got %v, want an unknown policy error", err)
 	}
@@ -250,7 +250,7 @@ func TestWholeFree(t *testing.T) {
 		"the last free GPU":                {state: allocatedOn("node-0", "gpu-0", "gpu-1", "gpu-2", "gpu-3", "gpu-4", "gpu-5", "gpu-6"), devices: []string{"gpu-7"}, whole: 0, free: 0},
 	} {
 		t.Run(name, func(t *testing.T) {
-			a, err := allocator.New(context.Background(), structured.Features{}, tc.state, ClassLister{gpuClass}, []*resourceapi.ResourceSlice{hgx()},
+			a, err := allocator.New(context.Background(), structured.Features{}, tc.state, allocator.ClassList{gpuClass}, []*resourceapi.ResourceSlice{hgx()},
 				allocator.Options{Policy: allocator.PolicyBestFit, TopologyAttributes: topologyAttributes})
 			if err != nil {
 				t.Fatal(err)
@@ -273,7 +273,7 @@ func TestWholeFree(t *testing.T) {
 // TestBestFitWithEdits: an allocator with edits (preemption's dry run, the
 // devices held for nominated pods) chooses as its base's policy does.
 func TestBestFitWithEdits(t *testing.T) {
-	a, err := allocator.New(context.Background(), structured.Features{}, allocatedOn("node-0"), ClassLister{gpuClass}, []*resourceapi.ResourceSlice{hgx()},
+	a, err := allocator.New(context.Background(), structured.Features{}, allocatedOn("node-0"), allocator.ClassList{gpuClass}, []*resourceapi.ResourceSlice{hgx()},
 		allocator.Options{Policy: allocator.PolicyBestFit, TopologyAttributes: topologyAttributes})
 	if err != nil {
 		t.Fatal(err)

@@ -21,7 +21,7 @@ func cycle(t *testing.T, cache *Cache, slices []*resourceapi.ResourceSlice, node
 	t.Helper()
 	_, ctx := ktesting.NewTestContext(t)
 	class := MakeClass("gpu", `device.driver == "gpu.example.com"`)
-	a, err := New(ctx, structured.Features{}, structured.AllocatedState{}, ClassLister{class}, slices, Options{Cache: cache})
+	a, err := New(ctx, structured.Features{}, structured.AllocatedState{}, ClassList{class}, slices, Options{Cache: cache})
 	if err != nil {
 		t.Fatal(err)
 	}

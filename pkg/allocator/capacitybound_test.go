@@ -30,7 +30,7 @@ type share struct {
 type gpuNode struct {
 	features structured.Features
 	state    structured.AllocatedState
-	classes  ClassLister
+	classes  ClassList
 	slices   []*resourceapi.ResourceSlice
 	node     *v1.Node
 	claims   []*resourceapi.ResourceClaim
@@ -64,7 +64,7 @@ func newGPUNode(left []int, requests ...share) gpuNode {
 	return gpuNode{
 		features: structured.Features{ConsumableCapacity: true},
 		state:    state,
-		classes:  ClassLister{MakeClass("gpu", `device.allowMultipleAllocations == true`)},
+		classes:  ClassList{MakeClass("gpu", `device.allowMultipleAllocations == true`)},
 		slices:   []*resourceapi.ResourceSlice{slice},
 		node:     MakeNode("node-0"),
 		claims:   []*resourceapi.ResourceClaim{claim.Obj()},

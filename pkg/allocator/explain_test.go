@@ -243,7 +243,7 @@ func TestExplain(t *testing.T) {
 			if node == nil {
 				node = MakeNode("node-0")
 			}
-			a, err := allocator.New(ctx, features, tc.state, ClassLister{gpuClass}, tc.slices, allocator.Options{})
+			a, err := allocator.New(ctx, features, tc.state, allocator.ClassList{gpuClass}, tc.slices, allocator.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -334,7 +334,7 @@ func TestExplainContext(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, ctx := ktesting.NewTestContext(t)
-			a, err := allocator.New(ctx, structured.Features{}, structured.AllocatedState{}, ClassLister{gpuClass}, tc.slices, allocator.Options{})
+			a, err := allocator.New(ctx, structured.Features{}, structured.AllocatedState{}, allocator.ClassList{gpuClass}, tc.slices, allocator.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}
