@@ -15,7 +15,7 @@ import (
 	"k8s.io/klog/v2/ktesting"
 	"k8s.io/utils/ptr"
 
-	. "github.com/drasched/drasched/internal/builder"
+	"github.com/drasched/drasched/internal/builder"
 )
 
 // share is a request for count shares of the given memory (Gi) each.
@@ -41,7 +41,7 @@ func newGPUNode(left []int, requests ...share) gpuNode {
 		Default:    ptr.To(resource.MustParse("1Gi")),
 		ValidRange: &resourceapi.CapacityRequestPolicyRange{Min: ptr.To(resource.MustParse("1Gi")), Step: ptr.To(resource.MustParse("1Gi"))},
 	}
-	slice := MakeSlice("node-0").Node("node-0").Devices(Devices("gpu", len(left), func(i int, d *DeviceWrapper) {
+	slice := builder.MakeSlice("node-0").Node("node-0").Devices(builder.Devices("gpu", len(left), func(i int, d *builder.DeviceWrapper) {
 		d.Int("index", int64(i)).Capacity("memory", "80Gi").Shareable(policy)
 	})...).Obj()
 	state := structured.AllocatedState{
@@ -57,16 +57,16 @@ func newGPUNode(left []int, requests ...share) gpuNode {
 			"memory": resource.MustParse(fmt.Sprintf("%dGi", 80-l)),
 		}))
 	}
-	claim := MakeClaim("claim")
+	claim := builder.MakeClaim("claim")
 	for i, r := range requests {
 		claim.Request(fmt.Sprintf("r%d", i), "gpu", r.count).CapacityRequest("memory", fmt.Sprintf("%dGi", r.memory))
 	}
 	return gpuNode{
 		features: structured.Features{ConsumableCapacity: true},
 		state:    state,
-		classes:  ClassList{MakeClass("gpu", `device.allowMultipleAllocations == true`)},
+		classes:  ClassList{builder.MakeClass("gpu", `device.allowMultipleAllocations == true`)},
 		slices:   []*resourceapi.ResourceSlice{slice},
-		node:     MakeNode("node-0"),
+		node:     builder.MakeNode("node-0"),
 		claims:   []*resourceapi.ResourceClaim{claim.Obj()},
 	}
 }
