@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/dynamic-resource-allocation/cel"
@@ -82,12 +83,20 @@ func exampleNodes(t *testing.T) map[string]exampleNode {
 	return nodes
 }
 
+// userExamples are the objects of the examples that users apply as they
+// are: config/examples and config/examples/gpu-driver, not the demo's
+// steps.
+func userExamples(t *testing.T) []runtime.Object {
+	t.Helper()
+	return append(decodeAll(t, "examples"), decodeAll(t, filepath.Join("examples", "gpu-driver"))...)
+}
+
 // exampleClaims returns the claims of the examples as the API server
 // stores them, with defaults: ResourceClaims as they are, and one claim per
 // ResourceClaimTemplate, as the resource claim controller creates them.
 func exampleClaims(t *testing.T) map[string]*resourceapi.ResourceClaim {
 	t.Helper()
-	objects := withDefaults(decodeAll(t, "examples"))
+	objects := withDefaults(userExamples(t))
 	claims := map[string]*resourceapi.ResourceClaim{}
 	add := func(name string, spec resourceapi.ResourceClaimSpec) {
 		claims[name] = &resourceapi.ResourceClaim{
@@ -132,6 +141,16 @@ func TestExamplesAllocate(t *testing.T) {
 		},
 		"mig-1g-5gb": {
 			"a100-mig-8": "mig=1", "a100-mig-8-busy": "mig=1",
+		},
+		// config/examples/gpu-driver: MPS sharing is configuration, the
+		// claim asks for one whole GPU; the two 1g.5gb MIG devices come from
+		// one GPU (GPU 0 of the A100 node has seven, six free when busy).
+		"one-gpu-mps": {
+			"a100-mig-8": "gpu=1", "h100-hgx-8": "gpu=1", "h100-hgx-8-one-root": "gpu=1", "l40s-4": "gpu=1",
+			"l40s-8-pcie-switch": "gpu=1",
+		},
+		"two-small-migs": {
+			"a100-mig-8": "mig=2", "a100-mig-8-busy": "mig=2",
 		},
 		"best-available-gpu": {
 			"h100-hgx-8": "gpu/large=1", "h100-hgx-8-one-root": "gpu/large=1",
@@ -181,7 +200,7 @@ func TestExamplesAllocate(t *testing.T) {
 // TestExampleConfigs: the opaque configuration in the examples' classes and
 // claims is accepted by the GPU driver's strict decoder.
 func TestExampleConfigs(t *testing.T) {
-	objects := decodeAll(t, "examples")
+	objects := userExamples(t)
 	configs := map[string][]resourceapi.DeviceConfiguration{}
 	for _, class := range manifest.OfType[*resourceapi.DeviceClass](objects) {
 		for _, c := range class.Spec.Config {

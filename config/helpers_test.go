@@ -1,8 +1,9 @@
 // Package config_test checks the YAML under config/: every manifest decodes
 // strictly and passes the API server's validation, the scheduler profile
 // passes kube-scheduler's validation and replaces DynamicResources exactly,
-// RBAC grants what kube-scheduler's bootstrap roles grant, and the example
-// claims allocate where they should. This directory holds no Go code besides
+// RBAC grants what kube-scheduler's bootstrap roles grant, the GPU driver's
+// DaemonSet runs with least privilege and its DeviceClasses select their
+// devices, and the example claims allocate where they should. This directory holds no Go code besides
 // these tests.
 package config_test
 
@@ -50,7 +51,7 @@ var sortStrings = cmpopts.SortSlices(func(a, b string) bool { return a < b })
 
 // manifestDirs are the directories of plain Kubernetes manifests; each has a
 // kustomization.yaml that lists all of them.
-var manifestDirs = []string{"scheduler", "examples", "admission"}
+var manifestDirs = []string{"scheduler", "gpu-driver", "examples", "admission"}
 
 // manifestFiles returns the YAML files of a manifest directory, without its
 // kustomization.yaml.
@@ -117,7 +118,7 @@ func withDefaults(objects []runtime.Object) []runtime.Object {
 
 // clusterScoped kinds need no namespace.
 var clusterScoped = []string{"Namespace", "ClusterRole", "ClusterRoleBinding", "DeviceClass", "PriorityClass",
-	"MutatingAdmissionPolicy", "MutatingAdmissionPolicyBinding"}
+	"MutatingAdmissionPolicy", "MutatingAdmissionPolicyBinding", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"}
 
 // validate runs the API server's defaulting and validation of a create
 // request on an object. Objects without a namespace are validated in
@@ -147,6 +148,10 @@ func validate(t *testing.T, obj runtime.Object) field.ErrorList {
 		return admissionvalidation.ValidateMutatingAdmissionPolicy(o)
 	case *admissionregistration.MutatingAdmissionPolicyBinding:
 		return admissionvalidation.ValidateMutatingAdmissionPolicyBinding(o)
+	case *admissionregistration.ValidatingAdmissionPolicy:
+		return admissionvalidation.ValidateValidatingAdmissionPolicy(o)
+	case *admissionregistration.ValidatingAdmissionPolicyBinding:
+		return admissionvalidation.ValidateValidatingAdmissionPolicyBinding(o)
 	case *core.Namespace:
 		return corevalidation.ValidateNamespace(o)
 	case *core.ServiceAccount:
@@ -155,6 +160,8 @@ func validate(t *testing.T, obj runtime.Object) field.ErrorList {
 		return corevalidation.ValidateConfigMap(o)
 	case *core.Pod:
 		return corevalidation.ValidatePodCreate(o, podutil.GetValidationOptionsFromPodSpecAndMeta(&o.Spec, nil, &o.ObjectMeta, nil))
+	case *apps.DaemonSet:
+		return appsvalidation.ValidateDaemonSet(o, podutil.GetValidationOptionsFromPodTemplate(&o.Spec.Template, nil))
 	case *apps.Deployment:
 		return appsvalidation.ValidateDeployment(o, podutil.GetValidationOptionsFromPodTemplate(&o.Spec.Template, nil))
 	case *policy.PodDisruptionBudget:

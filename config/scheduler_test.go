@@ -122,7 +122,7 @@ func TestSchedulerConfig(t *testing.T) {
 	}
 
 	// Every example pod asks for this profile.
-	for _, pod := range manifest.OfType[*corev1.Pod](decodeAll(t, "examples")) {
+	for _, pod := range manifest.OfType[*corev1.Pod](userExamples(t)) {
 		if pod.Spec.SchedulerName != schedulerName {
 			t.Errorf("example pod %s: schedulerName %q, want %q", pod.Name, pod.Spec.SchedulerName, schedulerName)
 		}
