@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -49,33 +48,9 @@ func (r *runner) watchPods(ctx context.Context) (func(), error) {
 // createPods creates the pods with cfg.Workers in parallel, as fast as the
 // client allows, recording each creation in the tracker.
 func (r *runner) createPods(ctx context.Context, caseName string, pods []podSpec) error {
-	work := make(chan podSpec)
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var errs []error
-	for range max(1, r.cfg.Workers) {
-		wg.Go(func() {
-			for p := range work {
-				if err := r.createPod(ctx, caseName, p); err != nil {
-					mu.Lock()
-					errs = append(errs, err)
-					mu.Unlock()
-				}
-			}
-		})
-	}
-	for _, p := range pods {
-		select {
-		case work <- p:
-		case <-ctx.Done():
-		}
-	}
-	close(work)
-	wg.Wait()
-	if len(errs) > 0 {
-		return fmt.Errorf("%d of %d pods not created: %w", len(errs), len(pods), errs[0])
-	}
-	return ctx.Err()
+	return parallelize(ctx, r.cfg.Workers, pods, "pods not created", func(p podSpec) error {
+		return r.createPod(ctx, caseName, p)
+	})
 }
 
 func (r *runner) createPod(ctx context.Context, caseName string, p podSpec) error {
@@ -162,31 +137,13 @@ func waitClaimsGone(ctx context.Context, claims func() []*resourceapi.ResourceCl
 
 // deletePods deletes the pods at once, with no grace period.
 func (r *runner) deletePods(ctx context.Context, names []string) error {
-	work := make(chan string)
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var errs []error
-	for range max(1, r.cfg.Workers) {
-		wg.Go(func() {
-			for name := range work {
-				err := r.client.CoreV1().Pods(r.cfg.Namespace).Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)})
-				if err != nil && !apierrors.IsNotFound(err) {
-					mu.Lock()
-					errs = append(errs, fmt.Errorf("delete pod %s: %w", name, err))
-					mu.Unlock()
-				}
-			}
-		})
-	}
-	for _, name := range names {
-		work <- name
-	}
-	close(work)
-	wg.Wait()
-	if len(errs) > 0 {
-		return fmt.Errorf("%d of %d pods not deleted: %w", len(errs), len(names), errs[0])
-	}
-	return nil
+	return parallelize(ctx, r.cfg.Workers, names, "pods not deleted", func(name string) error {
+		err := r.client.CoreV1().Pods(r.cfg.Namespace).Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)})
+		if err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("delete pod %s: %w", name, err)
+		}
+		return nil
+	})
 }
 
 // waitSettled waits until the tracker has seen all pods bound, or none of
