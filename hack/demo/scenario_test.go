@@ -115,12 +115,11 @@ func gangFile(name string) string {
 func demoWorkloads(t *testing.T, gangFiles ...string) ([]*resourceapi.DeviceClass, []workload, []workload, [][]*schedulingapi.PodGroup, [][]workload) {
 	t.Helper()
 	files := []string{filepath.Join(repoRoot, "config", "gpu-driver", "deviceclasses.yaml")}
-	kustomization := filepath.Join(repoRoot, "config", "examples", "kustomization.yaml")
-	for _, line := range strings.Split(string(readFile(t, kustomization)), "\n") {
-		if name, ok := strings.CutPrefix(line, "- "); ok {
-			files = append(files, filepath.Join(repoRoot, "config", "examples", strings.TrimSpace(name)))
-		}
+	examples, err := manifest.KustomizationResources(filepath.Join(repoRoot, "config", "examples"))
+	if err != nil {
+		t.Fatal(err)
 	}
+	files = append(files, examples...)
 	files = append(files, "workloads.yaml")
 	var objects, preemption, all []runtime.Object
 	for _, f := range files {

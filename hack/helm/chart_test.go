@@ -12,7 +12,6 @@ import (
 	"fmt"
 	"maps"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -161,18 +160,11 @@ func configObjects(t *testing.T, dirs ...string) map[string]map[string]any {
 	t.Helper()
 	objs := map[string]map[string]any{}
 	for _, dir := range dirs {
-		data, err := os.ReadFile(filepath.Join(dir, "kustomization.yaml"))
+		files, err := manifest.KustomizationResources(dir)
 		if err != nil {
 			t.Fatal(err)
 		}
-		var k struct {
-			Resources []string `json:"resources"`
-		}
-		if err := yaml.Unmarshal(data, &k); err != nil {
-			t.Fatal(err)
-		}
-		for _, res := range k.Resources {
-			p := filepath.Join(dir, res)
+		for _, p := range files {
 			data, err := os.ReadFile(p)
 			if err != nil {
 				t.Fatal(err)

@@ -14,11 +14,13 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/yaml"
 )
 
 // strict decodes without conversion: objects keep the version they are
@@ -64,6 +66,36 @@ func DecodeFile(path string) ([]runtime.Object, error) {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return objects, nil
+}
+
+// KustomizationResources returns the files that the kustomization.yaml of a
+// directory lists as resources, as paths below the directory, in its order.
+// The kustomization must be a plain one, as those under config/ are: a
+// kustomize.config.k8s.io/v1beta1 Kustomization with resources and nothing
+// else (no patches, no generators), so that its files are exactly what
+// `kubectl apply -k` applies.
+func KustomizationResources(dir string) ([]string, error) {
+	path := filepath.Join(dir, "kustomization.yaml")
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var k struct {
+		APIVersion string   `json:"apiVersion"`
+		Kind       string   `json:"kind"`
+		Resources  []string `json:"resources"`
+	}
+	if err := yaml.UnmarshalStrict(data, &k); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if k.APIVersion != "kustomize.config.k8s.io/v1beta1" || k.Kind != "Kustomization" {
+		return nil, fmt.Errorf("%s: %s %s is not a kustomize.config.k8s.io/v1beta1 Kustomization", path, k.APIVersion, k.Kind)
+	}
+	files := make([]string, len(k.Resources))
+	for i, r := range k.Resources {
+		files[i] = filepath.Join(dir, r)
+	}
+	return files, nil
 }
 
 // OfType returns the objects of type T (such as *resourceapi.DeviceClass),

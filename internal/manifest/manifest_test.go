@@ -120,3 +120,48 @@ metadata:
 		t.Errorf("%d pods, want none", len(pods))
 	}
 }
+
+func TestKustomizationResources(t *testing.T) {
+	for name, tc := range map[string]struct {
+		kustomization string
+		want          []string
+		wantErr       string
+	}{
+		"plain": {
+			kustomization: "# kubectl apply -k .\napiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n- b.yaml\n- a.yaml\n",
+			want:          []string{"b.yaml", "a.yaml"},
+		},
+		"patches": {
+			kustomization: "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n- ../base\npatches:\n- path: p.yaml\n",
+			wantErr:       `unknown field "patches"`,
+		},
+		"not a kustomization": {
+			kustomization: "apiVersion: v1\nkind: ConfigMap\n",
+			wantErr:       "v1 ConfigMap is not a kustomize.config.k8s.io/v1beta1 Kustomization",
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(tc.kustomization), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			got, err := KustomizationResources(dir)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("error %v, want one containing %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var want []string
+			for _, f := range tc.want {
+				want = append(want, filepath.Join(dir, f))
+			}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("resources (-want +got):\n%s", diff)
+			}
+		})
+	}
+}

@@ -2,8 +2,6 @@ package admission
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"testing"
 
 	admissionv1 "k8s.io/api/admissionregistration/v1"
@@ -13,7 +11,6 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/yaml"
 
 	"github.com/drasched/drasched/internal/builder"
 	"github.com/drasched/drasched/internal/manifest"
@@ -137,21 +134,15 @@ func makePod(name string) *builder.PodWrapper {
 func applyRouting(t *testing.T, env *framework.Env) {
 	t.Helper()
 	dir := framework.RepoFile("config", "admission")
-	raw, err := os.ReadFile(filepath.Join(dir, "kustomization.yaml"))
+	files, err := manifest.KustomizationResources(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var kustomization struct {
-		Resources []string `json:"resources"`
-	}
-	if err := yaml.Unmarshal(raw, &kustomization); err != nil {
-		t.Fatalf("decode %s/kustomization.yaml: %v", dir, err)
-	}
-	if len(kustomization.Resources) == 0 {
+	if len(files) == 0 {
 		t.Fatalf("%s/kustomization.yaml lists no resources", dir)
 	}
-	for _, file := range kustomization.Resources {
-		applyFile(t, env.Ctx, env.Client, filepath.Join(dir, file))
+	for _, file := range files {
+		applyFile(t, env.Ctx, env.Client, file)
 	}
 	waitForRouting(env, makePod("probe").ClaimFromTemplate("gpu", "one-gpu"), framework.SchedulerName)
 }
