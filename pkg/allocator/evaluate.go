@@ -62,7 +62,7 @@ func (s *search) matchesSelectors(rd *requestData, c cand) (bool, error) {
 		if expr == nil {
 			return false, fmt.Errorf("class %s: selector #%d: CEL expression empty (unsupported selector type?)", rd.class.Name, i)
 		}
-		match, err := s.evaluate(expr, c)
+		match, err := s.a.cache.matches(s.ctx, expr, c.ps, c.i)
 		if err != nil {
 			if expr.result.Error != nil {
 				return false, fmt.Errorf("class %s: selector #%d: CEL compile error: %w", rd.class.Name, i, expr.result.Error)
@@ -74,7 +74,7 @@ func (s *search) matchesSelectors(rd *requestData, c cand) (bool, error) {
 		}
 	}
 	for i, expr := range rd.requestExprs {
-		match, err := s.evaluate(expr, c)
+		match, err := s.a.cache.matches(s.ctx, expr, c.ps, c.i)
 		if err != nil {
 			if expr.result.Error != nil {
 				return false, fmt.Errorf("claim %s: selector #%d: CEL compile error: %w", klog.KObj(claim), i, expr.result.Error)
@@ -86,38 +86,6 @@ func (s *search) matchesSelectors(rd *requestData, c cand) (bool, error) {
 		}
 	}
 	return true, nil
-}
-
-// evaluate runs a compiled selector on a candidate, through the device-match
-// cache. A compile error is returned as is; runtime errors are enhanced like
-// upstream's.
-func (s *search) evaluate(expr *compiled, c cand) (bool, error) {
-	if expr.result.Error != nil {
-		return false, expr.result.Error
-	}
-	results := c.ps.matches.results(expr.id, len(c.ps.celDevices))
-	slot := &results.outcomes[c.i]
-	if outcome := slot.Load(); outcome != nil {
-		s.a.cache.stats.matchHits.Add(1)
-		return outcome.match, outcome.err
-	}
-	s.a.cache.stats.matchMisses.Add(1)
-	match, _, err := expr.result.DeviceMatches(s.ctx, c.ps.celDevices[c.i])
-	if err != nil {
-		err = cel.EnhanceRuntimeError(err)
-		if s.ctx.Err() != nil {
-			// Interrupted, not a property of the device: do not cache.
-			return false, err
-		}
-		slot.Store(&evalOutcome{err: err})
-		return false, err
-	}
-	if match {
-		slot.Store(outcomeTrue)
-	} else {
-		slot.Store(outcomeFalse)
-	}
-	return match, nil
 }
 
 // attribute resolves a constraint's attribute for a device allocated for
