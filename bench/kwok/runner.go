@@ -88,31 +88,6 @@ type runner struct {
 	costErr   error
 }
 
-// markCost starts measuring the scheduler's cost for the case running.
-func (r *runner) markCost() {
-	if r.cost == nil {
-		return
-	}
-	r.costStart, r.costErr = r.cost.mark()
-}
-
-// recordCost puts the scheduler's cost since the last mark into the case.
-func (r *runner) recordCost(c *caseResult) {
-	if r.cost == nil || !slices.Contains(costCases, c.Name) {
-		return
-	}
-	if r.costErr != nil {
-		c.addErrors(r.costErr)
-		return
-	}
-	cpu, rss, err := r.cost.since(r.costStart)
-	if err != nil {
-		c.addErrors(err)
-		return
-	}
-	c.CPUSeconds, c.PeakRSSBytes = cpu, rss
-}
-
 // run measures every case against the cluster, whose nodes exist and are
 // ready, and whose scheduler runs. Cases that fail are recorded and the
 // next one runs; the error says which failed.

@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"math"
-	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -310,22 +309,5 @@ func TestPodObject(t *testing.T) {
 	}
 	if pod.Spec.PriorityClassName != "" {
 		t.Errorf("pod without a PriorityClass has %q", pod.Spec.PriorityClassName)
-	}
-}
-
-func TestReadDeviceClasses(t *testing.T) {
-	classes, err := readDeviceClasses(repoRoot + "/config/gpu-driver/deviceclasses.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var names []string
-	for _, c := range classes {
-		names = append(names, c.Name)
-	}
-	if diff := cmp.Diff([]string{gpuClass, migClass}, names); diff != "" {
-		t.Errorf("classes (-want +got):\n%s", diff)
-	}
-	if _, err := readDeviceClasses(repoRoot + "/config/examples/one-gpu.yaml"); err == nil || !strings.Contains(err.Error(), "not a DeviceClass") {
-		t.Errorf("a file with other objects: got error %v", err)
 	}
 }
