@@ -125,17 +125,16 @@ func TestExamplesAllocate(t *testing.T) {
 		manifest.OfType[*resourceapi.DeviceClass](withDefaults(decodeAll(t, "examples")))...)
 	features := structured.Features{PrioritizedList: true, PartitionableDevices: true, DeviceTaints: true}
 
+	// One whole GPU fits on every node but the busy A100 one.
+	oneWholeGPU := map[string]string{
+		"a100-mig-8": "gpu=1", "h100-hgx-8": "gpu=1", "h100-hgx-8-one-root": "gpu=1", "l40s-4": "gpu=1",
+		"l40s-8-pcie-switch": "gpu=1",
+	}
 	// want: claim -> node -> "request=count ..." of the allocation, for the
 	// nodes where the claim fits.
 	want := map[string]map[string]string{
-		"one-gpu": {
-			"a100-mig-8": "gpu=1", "h100-hgx-8": "gpu=1", "h100-hgx-8-one-root": "gpu=1", "l40s-4": "gpu=1",
-			"l40s-8-pcie-switch": "gpu=1",
-		},
-		"shared-gpu": {
-			"a100-mig-8": "gpu=1", "h100-hgx-8": "gpu=1", "h100-hgx-8-one-root": "gpu=1", "l40s-4": "gpu=1",
-			"l40s-8-pcie-switch": "gpu=1",
-		},
+		"one-gpu":    oneWholeGPU,
+		"shared-gpu": oneWholeGPU,
 		"four-gpus-one-pcie-root": {
 			"h100-hgx-8-one-root": "gpus=4", "l40s-8-pcie-switch": "gpus=4",
 		},
@@ -145,10 +144,7 @@ func TestExamplesAllocate(t *testing.T) {
 		// config/examples/gpu-driver: MPS sharing is configuration, the
 		// claim asks for one whole GPU; the two 1g.5gb MIG devices come from
 		// one GPU (GPU 0 of the A100 node has seven, six free when busy).
-		"one-gpu-mps": {
-			"a100-mig-8": "gpu=1", "h100-hgx-8": "gpu=1", "h100-hgx-8-one-root": "gpu=1", "l40s-4": "gpu=1",
-			"l40s-8-pcie-switch": "gpu=1",
-		},
+		"one-gpu-mps": oneWholeGPU,
 		"two-small-migs": {
 			"a100-mig-8": "mig=2", "a100-mig-8-busy": "mig=2",
 		},
