@@ -5,7 +5,11 @@
 // `helm template`.
 //
 // The tests live in hack/helm, the module that pins Helm (go.mod's tool
-// directive), so that Helm's dependencies stay out of drasched's module.
+// directive), so that Helm's dependencies stay out of drasched's module. The
+// module requires drasched (a replace of ../..) for the strict decoder that
+// config/ is tested with, internal/manifest; so drasched's Kubernetes
+// libraries are the floor of Helm's, and a Kubernetes bump needs `go mod
+// tidy` here too.
 package helm_test
 
 import (
