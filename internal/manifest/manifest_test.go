@@ -56,14 +56,8 @@ metadata:
 	} {
 		t.Run(name, func(t *testing.T) {
 			objects, err := Decode([]byte(tc.yaml))
-			if tc.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-					t.Fatalf("error %v, want one containing %q", err, tc.wantErr)
-				}
+			if checkError(t, err, tc.wantErr) {
 				return
-			}
-			if err != nil {
-				t.Fatal(err)
 			}
 			var kinds []schema.GroupVersionKind
 			for _, obj := range objects {
@@ -146,14 +140,8 @@ func TestKustomizationResources(t *testing.T) {
 				t.Fatal(err)
 			}
 			got, err := KustomizationResources(dir)
-			if tc.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-					t.Fatalf("error %v, want one containing %q", err, tc.wantErr)
-				}
+			if checkError(t, err, tc.wantErr) {
 				return
-			}
-			if err != nil {
-				t.Fatal(err)
 			}
 			var want []string
 			for _, f := range tc.want {
@@ -164,4 +152,17 @@ func TestKustomizationResources(t *testing.T) {
 			}
 		})
 	}
+}
+
+// checkError fails the test unless err is the error it wants: none if want
+// is empty, otherwise one containing want. It says whether there was one.
+func checkError(t *testing.T, err error, want string) bool {
+	t.Helper()
+	switch {
+	case want == "" && err != nil:
+		t.Fatal(err)
+	case want != "" && (err == nil || !strings.Contains(err.Error(), want)):
+		t.Fatalf("error %v, want one containing %q", err, want)
+	}
+	return err != nil
 }
