@@ -11,14 +11,16 @@ import (
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/dynamic-resource-allocation/cel"
 	"k8s.io/dynamic-resource-allocation/structured"
 	"k8s.io/klog/v2/ktesting"
 
+	"github.com/drasched/drasched/internal/manifest"
+	"github.com/drasched/drasched/pkg/allocator"
 	"github.com/drasched/drasched/pkg/driver/gpu"
 	"github.com/drasched/drasched/pkg/driver/gpu/device"
 	"github.com/drasched/drasched/pkg/driver/gpu/discovery"
@@ -81,12 +83,20 @@ func exampleNodes(t *testing.T) map[string]exampleNode {
 	return nodes
 }
 
+// userExamples are the objects of the examples that users apply as they
+// are: config/examples and config/examples/gpu-driver, not the demo's
+// steps.
+func userExamples(t *testing.T) []runtime.Object {
+	t.Helper()
+	return append(decodeAll(t, "examples"), decodeAll(t, filepath.Join("examples", "gpu-driver"))...)
+}
+
 // exampleClaims returns the claims of the examples as the API server
 // stores them, with defaults: ResourceClaims as they are, and one claim per
 // ResourceClaimTemplate, as the resource claim controller creates them.
 func exampleClaims(t *testing.T) map[string]*resourceapi.ResourceClaim {
 	t.Helper()
-	objects := withDefaults(decodeAll(t, "examples"))
+	objects := withDefaults(userExamples(t))
 	claims := map[string]*resourceapi.ResourceClaim{}
 	add := func(name string, spec resourceapi.ResourceClaimSpec) {
 		claims[name] = &resourceapi.ResourceClaim{
@@ -94,26 +104,13 @@ func exampleClaims(t *testing.T) map[string]*resourceapi.ResourceClaim {
 			Spec:       spec,
 		}
 	}
-	for _, tmpl := range objectsOf[*resourceapi.ResourceClaimTemplate](objects) {
+	for _, tmpl := range manifest.OfType[*resourceapi.ResourceClaimTemplate](objects) {
 		add(tmpl.Name, tmpl.Spec.Spec)
 	}
-	for _, claim := range objectsOf[*resourceapi.ResourceClaim](objects) {
+	for _, claim := range manifest.OfType[*resourceapi.ResourceClaim](objects) {
 		add(claim.Name, claim.Spec)
 	}
 	return claims
-}
-
-type classLister []*resourceapi.DeviceClass
-
-func (l classLister) List() ([]*resourceapi.DeviceClass, error) { return l, nil }
-
-func (l classLister) Get(name string) (*resourceapi.DeviceClass, error) {
-	for _, class := range l {
-		if class.Name == name {
-			return class, nil
-		}
-	}
-	return nil, apierrors.NewNotFound(resourceapi.Resource("deviceclasses"), name)
 }
 
 // TestExamplesAllocate allocates every example claim on every example node
@@ -124,26 +121,32 @@ func (l classLister) Get(name string) (*resourceapi.DeviceClass, error) {
 func TestExamplesAllocate(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	classes := append(
-		objectsOf[*resourceapi.DeviceClass](withDefaults(decodeFile(t, filepath.Join("gpu-driver", "deviceclasses.yaml")))),
-		objectsOf[*resourceapi.DeviceClass](withDefaults(decodeAll(t, "examples")))...)
+		manifest.OfType[*resourceapi.DeviceClass](withDefaults(decodeFile(t, filepath.Join("gpu-driver", "deviceclasses.yaml")))),
+		manifest.OfType[*resourceapi.DeviceClass](withDefaults(decodeAll(t, "examples")))...)
 	features := structured.Features{PrioritizedList: true, PartitionableDevices: true, DeviceTaints: true}
 
+	// One whole GPU fits on every node but the busy A100 one.
+	oneWholeGPU := map[string]string{
+		"a100-mig-8": "gpu=1", "h100-hgx-8": "gpu=1", "h100-hgx-8-one-root": "gpu=1", "l40s-4": "gpu=1",
+		"l40s-8-pcie-switch": "gpu=1",
+	}
 	// want: claim -> node -> "request=count ..." of the allocation, for the
 	// nodes where the claim fits.
 	want := map[string]map[string]string{
-		"one-gpu": {
-			"a100-mig-8": "gpu=1", "h100-hgx-8": "gpu=1", "h100-hgx-8-one-root": "gpu=1", "l40s-4": "gpu=1",
-			"l40s-8-pcie-switch": "gpu=1",
-		},
-		"shared-gpu": {
-			"a100-mig-8": "gpu=1", "h100-hgx-8": "gpu=1", "h100-hgx-8-one-root": "gpu=1", "l40s-4": "gpu=1",
-			"l40s-8-pcie-switch": "gpu=1",
-		},
+		"one-gpu":    oneWholeGPU,
+		"shared-gpu": oneWholeGPU,
 		"four-gpus-one-pcie-root": {
 			"h100-hgx-8-one-root": "gpus=4", "l40s-8-pcie-switch": "gpus=4",
 		},
 		"mig-1g-5gb": {
 			"a100-mig-8": "mig=1", "a100-mig-8-busy": "mig=1",
+		},
+		// config/examples/gpu-driver: MPS sharing is configuration, the
+		// claim asks for one whole GPU; the two 1g.5gb MIG devices come from
+		// one GPU (GPU 0 of the A100 node has seven, six free when busy).
+		"one-gpu-mps": oneWholeGPU,
+		"two-small-migs": {
+			"a100-mig-8": "mig=2", "a100-mig-8-busy": "mig=2",
 		},
 		"best-available-gpu": {
 			"h100-hgx-8": "gpu/large=1", "h100-hgx-8-one-root": "gpu/large=1",
@@ -163,7 +166,7 @@ func TestExamplesAllocate(t *testing.T) {
 				allocated.Insert(structured.MakeDeviceID(gpu.DefaultDriverName, nodeName, d))
 			}
 			a, err := structured.NewAllocator(ctx, features, structured.AllocatedState{AllocatedDevices: allocated},
-				classLister(classes), node.slices, cel.NewCache(10, cel.Features{}))
+				allocator.ClassList(classes), node.slices, cel.NewCache(10, cel.Features{}))
 			if err != nil {
 				t.Fatalf("%s on %s: %v", claimName, nodeName, err)
 			}
@@ -193,19 +196,19 @@ func TestExamplesAllocate(t *testing.T) {
 // TestExampleConfigs: the opaque configuration in the examples' classes and
 // claims is accepted by the GPU driver's strict decoder.
 func TestExampleConfigs(t *testing.T) {
-	objects := decodeAll(t, "examples")
+	objects := userExamples(t)
 	configs := map[string][]resourceapi.DeviceConfiguration{}
-	for _, class := range objectsOf[*resourceapi.DeviceClass](objects) {
+	for _, class := range manifest.OfType[*resourceapi.DeviceClass](objects) {
 		for _, c := range class.Spec.Config {
 			configs["DeviceClass "+class.Name] = append(configs["DeviceClass "+class.Name], c.DeviceConfiguration)
 		}
 	}
-	for _, tmpl := range objectsOf[*resourceapi.ResourceClaimTemplate](objects) {
+	for _, tmpl := range manifest.OfType[*resourceapi.ResourceClaimTemplate](objects) {
 		for _, c := range tmpl.Spec.Spec.Devices.Config {
 			configs["ResourceClaimTemplate "+tmpl.Name] = append(configs["ResourceClaimTemplate "+tmpl.Name], c.DeviceConfiguration)
 		}
 	}
-	for _, claim := range objectsOf[*resourceapi.ResourceClaim](objects) {
+	for _, claim := range manifest.OfType[*resourceapi.ResourceClaim](objects) {
 		for _, c := range claim.Spec.Devices.Config {
 			configs["ResourceClaim "+claim.Name] = append(configs["ResourceClaim "+claim.Name], c.DeviceConfiguration)
 		}

@@ -1,17 +1,13 @@
 // Package config_test checks the YAML under config/: every manifest decodes
 // strictly and passes the API server's validation, the scheduler profile
 // passes kube-scheduler's validation and replaces DynamicResources exactly,
-// RBAC grants what kube-scheduler's bootstrap roles grant, and the example
-// claims allocate where they should. This directory holds no Go code besides
+// RBAC grants what kube-scheduler's bootstrap roles grant, the GPU driver's
+// DaemonSet runs with least privilege and its DeviceClasses select their
+// devices, and the example claims allocate where they should. This directory holds no Go code besides
 // these tests.
 package config_test
 
 import (
-	"bufio"
-	"bytes"
-	"errors"
-	"io"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -21,9 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apimachinery/pkg/util/validation/field"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/kubernetes/pkg/api/legacyscheme"
 	podutil "k8s.io/kubernetes/pkg/api/pod"
@@ -48,6 +42,8 @@ import (
 	"k8s.io/kubernetes/pkg/apis/scheduling"
 	_ "k8s.io/kubernetes/pkg/apis/scheduling/install"
 	schedulingvalidation "k8s.io/kubernetes/pkg/apis/scheduling/validation"
+
+	"github.com/drasched/drasched/internal/manifest"
 )
 
 // sortStrings makes cmp.Diff ignore the order of string slices.
@@ -55,7 +51,7 @@ var sortStrings = cmpopts.SortSlices(func(a, b string) bool { return a < b })
 
 // manifestDirs are the directories of plain Kubernetes manifests; each has a
 // kustomization.yaml that lists all of them.
-var manifestDirs = []string{"scheduler", "examples", "admission"}
+var manifestDirs = []string{"scheduler", "gpu-driver", "examples", "admission"}
 
 // manifestFiles returns the YAML files of a manifest directory, without its
 // kustomization.yaml.
@@ -78,45 +74,15 @@ func manifestFiles(t *testing.T, dir string) []string {
 }
 
 // decodeFile decodes every document of a YAML file strictly (unknown and
-// duplicate fields are errors) with client-go's scheme, which knows all
-// built-in kinds including resource.k8s.io/v1.
+// duplicate fields are errors), as internal/manifest does for every reader
+// of the shipped YAML.
 func decodeFile(t *testing.T, path string) []runtime.Object {
 	t.Helper()
-	raw, err := os.ReadFile(path)
+	objects, err := manifest.DecodeFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	decoder := serializer.NewCodecFactory(scheme.Scheme, serializer.EnableStrict).UniversalDeserializer()
-	reader := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(raw)))
-	var objects []runtime.Object
-	for {
-		doc, err := reader.Read()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			t.Fatalf("%s: %v", path, err)
-		}
-		if len(bytes.TrimSpace(stripComments(doc))) == 0 {
-			continue
-		}
-		obj, _, err := decoder.Decode(doc, nil, nil)
-		if err != nil {
-			t.Fatalf("%s: %v", path, err)
-		}
-		objects = append(objects, obj)
-	}
 	return objects
-}
-
-func stripComments(doc []byte) []byte {
-	var out [][]byte
-	for line := range bytes.Lines(doc) {
-		if !bytes.HasPrefix(bytes.TrimSpace(line), []byte("#")) {
-			out = append(out, line)
-		}
-	}
-	return bytes.Join(out, nil)
 }
 
 // decodeAll decodes all manifests of a directory.
@@ -129,21 +95,10 @@ func decodeAll(t *testing.T, dir string) []runtime.Object {
 	return objects
 }
 
-// objectsOf returns the objects of type T.
-func objectsOf[T runtime.Object](objects []runtime.Object) []T {
-	var out []T
-	for _, obj := range objects {
-		if typed, ok := obj.(T); ok {
-			out = append(out, typed)
-		}
-	}
-	return out
-}
-
 // named returns the object of type T with the given name.
 func named[T runtime.Object](t *testing.T, objects []runtime.Object, name string) T {
 	t.Helper()
-	for _, obj := range objectsOf[T](objects) {
+	for _, obj := range manifest.OfType[T](objects) {
 		if m, err := meta.Accessor(obj); err == nil && m.GetName() == name {
 			return obj
 		}
@@ -163,7 +118,7 @@ func withDefaults(objects []runtime.Object) []runtime.Object {
 
 // clusterScoped kinds need no namespace.
 var clusterScoped = []string{"Namespace", "ClusterRole", "ClusterRoleBinding", "DeviceClass", "PriorityClass",
-	"MutatingAdmissionPolicy", "MutatingAdmissionPolicyBinding"}
+	"MutatingAdmissionPolicy", "MutatingAdmissionPolicyBinding", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"}
 
 // validate runs the API server's defaulting and validation of a create
 // request on an object. Objects without a namespace are validated in
@@ -193,6 +148,10 @@ func validate(t *testing.T, obj runtime.Object) field.ErrorList {
 		return admissionvalidation.ValidateMutatingAdmissionPolicy(o)
 	case *admissionregistration.MutatingAdmissionPolicyBinding:
 		return admissionvalidation.ValidateMutatingAdmissionPolicyBinding(o)
+	case *admissionregistration.ValidatingAdmissionPolicy:
+		return admissionvalidation.ValidateValidatingAdmissionPolicy(o)
+	case *admissionregistration.ValidatingAdmissionPolicyBinding:
+		return admissionvalidation.ValidateValidatingAdmissionPolicyBinding(o)
 	case *core.Namespace:
 		return corevalidation.ValidateNamespace(o)
 	case *core.ServiceAccount:
@@ -201,6 +160,8 @@ func validate(t *testing.T, obj runtime.Object) field.ErrorList {
 		return corevalidation.ValidateConfigMap(o)
 	case *core.Pod:
 		return corevalidation.ValidatePodCreate(o, podutil.GetValidationOptionsFromPodSpecAndMeta(&o.Spec, nil, &o.ObjectMeta, nil))
+	case *apps.DaemonSet:
+		return appsvalidation.ValidateDaemonSet(o, podutil.GetValidationOptionsFromPodTemplate(&o.Spec.Template, nil))
 	case *apps.Deployment:
 		return appsvalidation.ValidateDeployment(o, podutil.GetValidationOptionsFromPodTemplate(&o.Spec.Template, nil))
 	case *policy.PodDisruptionBudget:

@@ -1,12 +1,11 @@
 package config_test
 
 import (
-	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	"sigs.k8s.io/yaml"
+
+	"github.com/drasched/drasched/internal/manifest"
 )
 
 // TestManifests decodes every manifest strictly and runs the API server's
@@ -26,6 +25,16 @@ func TestManifests(t *testing.T) {
 		"scheduler/configmap.yaml":           {"ConfigMap drasched-system/drasched-scheduler-config"},
 		"scheduler/deployment.yaml":          {"Deployment drasched-system/drasched-scheduler"},
 		"scheduler/poddisruptionbudget.yaml": {"PodDisruptionBudget drasched-system/drasched-scheduler"},
+		"gpu-driver/namespace.yaml":          {"Namespace drasched-system"},
+		"gpu-driver/serviceaccount.yaml":     {"ServiceAccount drasched-system/gpu-kubelet-plugin"},
+		"gpu-driver/rbac.yaml": {
+			"ClusterRole gpu-kubelet-plugin",
+			"ClusterRoleBinding gpu-kubelet-plugin",
+			"ValidatingAdmissionPolicy gpu-kubelet-plugin-own-node-slices",
+			"ValidatingAdmissionPolicyBinding gpu-kubelet-plugin-own-node-slices",
+		},
+		"gpu-driver/deviceclasses.yaml": {"DeviceClass gpu.drasched.dev", "DeviceClass mig.gpu.drasched.dev"},
+		"gpu-driver/daemonset.yaml":     {"DaemonSet drasched-system/gpu-kubelet-plugin"},
 		"examples/deviceclasses.yaml": {
 			"DeviceClass large-memory.gpu.drasched.dev",
 			"DeviceClass timeshared.gpu.drasched.dev",
@@ -45,26 +54,11 @@ func TestManifests(t *testing.T) {
 func TestKustomizations(t *testing.T) {
 	for _, dir := range manifestDirs {
 		t.Run(dir, func(t *testing.T) {
-			raw, err := os.ReadFile(filepath.Join(dir, "kustomization.yaml"))
+			listed, err := manifest.KustomizationResources(dir)
 			if err != nil {
 				t.Fatal(err)
 			}
-			var k struct {
-				APIVersion string   `json:"apiVersion"`
-				Kind       string   `json:"kind"`
-				Resources  []string `json:"resources"`
-			}
-			if err := yaml.UnmarshalStrict(raw, &k); err != nil {
-				t.Fatal(err)
-			}
-			if k.APIVersion != "kustomize.config.k8s.io/v1beta1" || k.Kind != "Kustomization" {
-				t.Errorf("%s, %s: not a Kustomization", k.APIVersion, k.Kind)
-			}
-			var files []string
-			for _, f := range manifestFiles(t, dir) {
-				files = append(files, filepath.Base(f))
-			}
-			if diff := cmp.Diff(files, k.Resources, sortStrings); diff != "" {
+			if diff := cmp.Diff(manifestFiles(t, dir), listed, sortStrings); diff != "" {
 				t.Errorf("resources (-files in %s +listed):\n%s", dir, diff)
 			}
 		})
@@ -72,9 +66,10 @@ func TestKustomizations(t *testing.T) {
 }
 
 // TestExampleSteps: the examples that are applied one file at a time, as
-// the demo's preemption and gang steps do, and so have no kustomization:
-// every manifest decodes strictly and passes the API server's validation,
-// and each file holds what it should.
+// the demo's preemption and gang steps do, or on their own, as the GPU
+// driver's, and so have no kustomization: every manifest decodes strictly
+// and passes the API server's validation, and each file holds what it
+// should.
 func TestExampleSteps(t *testing.T) {
 	want := map[string][]string{
 		"examples/preemption/training.yaml": {
@@ -87,9 +82,14 @@ func TestExampleSteps(t *testing.T) {
 			"PodGroup pretrain", "ResourceClaimTemplate pretrain-gpus",
 			"Pod pretrain-0", "Pod pretrain-1", "Pod pretrain-2", "Pod pretrain-3", "Pod pretrain-4",
 		},
+		"examples/gpu-driver/claims.yaml": {"ResourceClaimTemplate one-gpu-mps", "ResourceClaimTemplate two-small-migs", "Pod cuda-mps"},
 	}
-	checkObjectsPerFile(t, want, "examples/preemption", "examples/gang")
+	checkObjectsPerFile(t, want, exampleStepDirs...)
 }
+
+// exampleStepDirs are the directories of examples applied one file at a
+// time.
+var exampleStepDirs = []string{"examples/preemption", "examples/gang", "examples/gpu-driver"}
 
 // checkObjectsPerFile decodes every manifest of the directories strictly,
 // runs the API server's validation on each object, and compares the

@@ -36,6 +36,7 @@ import (
 	"github.com/drasched/drasched/apis/config"
 	_ "github.com/drasched/drasched/apis/config/scheme"
 	"github.com/drasched/drasched/apis/config/validation"
+	"github.com/drasched/drasched/internal/manifest"
 	"github.com/drasched/drasched/pkg/plugins/dra"
 )
 
@@ -121,7 +122,7 @@ func TestSchedulerConfig(t *testing.T) {
 	}
 
 	// Every example pod asks for this profile.
-	for _, pod := range objectsOf[*corev1.Pod](decodeAll(t, "examples")) {
+	for _, pod := range manifest.OfType[*corev1.Pod](userExamples(t)) {
 		if pod.Spec.SchedulerName != schedulerName {
 			t.Errorf("example pod %s: schedulerName %q, want %q", pod.Name, pod.Spec.SchedulerName, schedulerName)
 		}
@@ -361,7 +362,7 @@ func TestRBAC(t *testing.T) {
 
 	subject := rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Name: serviceAccount, Namespace: namespace}
 	var granted []rbacv1.PolicyRule
-	for _, binding := range objectsOf[*rbacv1.ClusterRoleBinding](objects) {
+	for _, binding := range manifest.OfType[*rbacv1.ClusterRoleBinding](objects) {
 		if !slices.Contains(binding.Subjects, subject) {
 			t.Errorf("ClusterRoleBinding %s: subjects %v, want %v", binding.Name, binding.Subjects, subject)
 			continue

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 
 	"github.com/prometheus/procfs"
@@ -74,4 +75,29 @@ func (m costMeter) proc() (procfs.Proc, error) {
 		return procfs.Proc{}, fmt.Errorf("scheduler process %d: %w", m.pid, err)
 	}
 	return proc, nil
+}
+
+// markCost starts measuring the scheduler's cost for the case running.
+func (r *runner) markCost() {
+	if r.cost == nil {
+		return
+	}
+	r.costStart, r.costErr = r.cost.mark()
+}
+
+// recordCost puts the scheduler's cost since the last mark into the case.
+func (r *runner) recordCost(c *caseResult) {
+	if r.cost == nil || !slices.Contains(costCases, c.Name) {
+		return
+	}
+	if r.costErr != nil {
+		c.addErrors(r.costErr)
+		return
+	}
+	cpu, rss, err := r.cost.since(r.costStart)
+	if err != nil {
+		c.addErrors(err)
+		return
+	}
+	c.CPUSeconds, c.PeakRSSBytes = cpu, rss
 }

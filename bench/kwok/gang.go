@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -225,33 +224,9 @@ func (r *runner) settle(ctx context.Context, names []string) {
 // cfg.Workers groups in parallel, recording each PodGroup's creation in
 // the tracker under the group's name.
 func (r *runner) createGroups(ctx context.Context, groups []gangGroup) error {
-	work := make(chan gangGroup)
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var errs []error
-	for range max(1, r.cfg.Workers) {
-		wg.Go(func() {
-			for g := range work {
-				if err := r.createGroup(ctx, g); err != nil {
-					mu.Lock()
-					errs = append(errs, err)
-					mu.Unlock()
-				}
-			}
-		})
-	}
-	for _, g := range groups {
-		select {
-		case work <- g:
-		case <-ctx.Done():
-		}
-	}
-	close(work)
-	wg.Wait()
-	if len(errs) > 0 {
-		return fmt.Errorf("%d of %d groups not created: %w", len(errs), len(groups), errs[0])
-	}
-	return ctx.Err()
+	return parallelize(ctx, r.cfg.Workers, groups, "groups not created", func(g gangGroup) error {
+		return r.createGroup(ctx, g)
+	})
 }
 
 func (r *runner) createGroup(ctx context.Context, g gangGroup) error {

@@ -166,32 +166,18 @@ func createNodes(ctx context.Context, client kubernetes.Interface, out io.Writer
 		}
 	}
 	start := time.Now()
-	work := make(chan node)
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var errs []error
-	created := 0 // slices, guarded by mu
-	for range max(1, workers) {
-		wg.Go(func() {
-			for n := range work {
-				obj := kwokcluster.NodeObject(n.name, inventories[n.kind], slicesFrom)
-				count, err := kwokcluster.CreateNode(ctx, client, obj, devices[n.kind])
-				mu.Lock()
-				created += count
-				if err != nil {
-					errs = append(errs, err)
-				}
-				mu.Unlock()
-			}
-		})
-	}
-	for _, n := range nodes {
-		work <- n
-	}
-	close(work)
-	wg.Wait()
-	if len(errs) > 0 {
-		return nil, fmt.Errorf("%d of %d nodes not created: %w", len(errs), len(nodes), errs[0])
+	var mutex sync.Mutex
+	created := 0 // slices, guarded by mutex
+	err := parallelize(ctx, workers, nodes, "nodes not created", func(n node) error {
+		obj := kwokcluster.NodeObject(n.name, inventories[n.kind], slicesFrom)
+		count, err := kwokcluster.CreateNode(ctx, client, obj, devices[n.kind])
+		mutex.Lock()
+		defer mutex.Unlock()
+		created += count
+		return err
+	})
+	if err != nil {
+		return nil, err
 	}
 	_, _ = fmt.Fprintf(out, "    %d nodes (%d H100, %d L40S, %d A100 MIG) with %d ResourceSlices created in %.1f s\n",
 		len(nodes), mix[kindH100], mix[kindL40S], mix[kindA100], created, time.Since(start).Seconds())

@@ -7,7 +7,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
-	schedulingv1 "k8s.io/api/scheduling/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
@@ -174,88 +173,6 @@ func fillPods(prefix string, gpus int, fraction float64) []podSpec {
 		for range counts[size] {
 			pods = append(pods, podSpec{name: fmt.Sprintf("%s-%05d", prefix, len(pods)), template: h100Template(size), gpus: size})
 		}
-	}
-	return pods
-}
-
-// churnSizes is the cycle of pod sizes, in H100 GPUs, of the churn
-// workload's steady stream: two GPUs on average, and at most four so that
-// the partly full cluster always has room.
-var churnSizes = []int{1, 2, 1, 4}
-
-// churnPod is the i-th pod of the churn workload's stream.
-func churnPod(i int) podSpec {
-	return podSpec{name: fmt.Sprintf("churn-%05d", i), template: h100Template(churnSizes[i%len(churnSizes)])}
-}
-
-// PriorityClasses of the preempt workload: low-priority pods fill the
-// H100 GPUs, high-priority pods then need some of them.
-const (
-	lowPriorityClass   = "drasched-bench-low"
-	lowPriority        = 100
-	highPriorityClass  = "drasched-bench-high"
-	highPriority       = 1000000
-	preemptLowCaseName = "preempt-low"
-)
-
-// priorityClasses are the PriorityClasses of the preempt workload.
-func priorityClasses() []*schedulingv1.PriorityClass {
-	class := func(name string, value int32, description string) *schedulingv1.PriorityClass {
-		return &schedulingv1.PriorityClass{
-			ObjectMeta:  metav1.ObjectMeta{Name: name},
-			Value:       value,
-			Description: description,
-		}
-	}
-	return []*schedulingv1.PriorityClass{
-		class(lowPriorityClass, lowPriority, "Low-priority pods of the kwok benchmark's preempt workload, the victims."),
-		class(highPriorityClass, highPriority, "High-priority pods of the kwok benchmark's preempt workload, the preemptors."),
-	}
-}
-
-// preemptLowPods returns low-priority pods of 2 and 1 H100 GPUs that
-// together take exactly all gpus: half of them as 2-GPU pods, the rest as
-// 1-GPU pods. Created in that order, each batch bound before the next,
-// every node ends exactly full whether a scheduler packs or spreads: the
-// 2-GPU pods leave every node an even number of free GPUs.
-func preemptLowPods(gpus int) (twos, ones []podSpec) {
-	pod := func(i, size int) podSpec {
-		return podSpec{name: fmt.Sprintf("%s-%05d", preemptLowCaseName, i), template: h100Template(size), priorityClass: lowPriorityClass, gpus: size}
-	}
-	for range gpus / 4 {
-		twos = append(twos, pod(len(twos), 2))
-	}
-	for range gpus - 2*len(twos) {
-		ones = append(ones, pod(len(twos)+len(ones), 1))
-	}
-	return twos, ones
-}
-
-// preemptHighSizes is the cycle of sizes, in H100 GPUs, of the preempt
-// workload's high-priority pods.
-var preemptHighSizes = []int{8, 4}
-
-// preemptHighPods returns high-priority pods of 8 and 4 H100 GPUs,
-// alternating, that take share of gpus (rounded down to 4 GPUs): at least
-// one of each size from two nodes' worth of GPUs on, and at least one
-// 4-GPU pod from four GPUs on.
-func preemptHighPods(gpus int, share float64) []podSpec {
-	budget := int(float64(gpus) * share)
-	switch {
-	case gpus >= 16:
-		budget = max(budget, 12)
-	case gpus >= 4:
-		budget = max(budget, 4)
-	}
-	budget = min(budget, gpus)
-	var pods []podSpec
-	for left := budget; left >= 4; {
-		size := preemptHighSizes[len(pods)%len(preemptHighSizes)]
-		if size > left {
-			size = 4
-		}
-		pods = append(pods, podSpec{name: fmt.Sprintf("preempt-%05d", len(pods)), template: h100Template(size), priorityClass: highPriorityClass, gpus: size})
-		left -= size
 	}
 	return pods
 }

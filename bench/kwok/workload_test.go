@@ -3,8 +3,6 @@ package main
 import (
 	"fmt"
 	"math"
-	"slices"
-	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -17,8 +15,8 @@ import (
 	"k8s.io/dynamic-resource-allocation/structured"
 	"k8s.io/klog/v2/ktesting"
 
-	"github.com/drasched/drasched/internal/builder"
 	"github.com/drasched/drasched/internal/kwokcluster"
+	"github.com/drasched/drasched/pkg/allocator"
 )
 
 // repoRoot is where hack/bench-kwok.sh runs the program: the inventories
@@ -138,19 +136,6 @@ func TestNoClaimsPods(t *testing.T) {
 	}
 }
 
-func TestChurnPod(t *testing.T) {
-	total := 0
-	for i := range len(churnSizes) * 10 {
-		total += gpusOf(t, churnPod(i).template)
-	}
-	if avg := float64(total) / float64(len(churnSizes)*10); avg != 2 {
-		t.Errorf("average churn pod takes %.2f GPUs, want 2", avg)
-	}
-	if churnPod(0).name == churnPod(1).name {
-		t.Error("churn pods share a name")
-	}
-}
-
 func TestMatchPods(t *testing.T) {
 	pods := matchPods(20, 0.9)
 	if len(pods) != 18 {
@@ -264,7 +249,7 @@ func TestTemplatesFit(t *testing.T) {
 		}
 		allocated := sets.New[structured.DeviceID]()
 		for n := 0; ; n++ {
-			a, err := structured.NewAllocator(ctx, features, structured.AllocatedState{AllocatedDevices: allocated}, builder.ClassLister(classes), all, cel.NewCache(10, cel.Features{}))
+			a, err := structured.NewAllocator(ctx, features, structured.AllocatedState{AllocatedDevices: allocated}, allocator.ClassList(classes), all, cel.NewCache(10, cel.Features{}))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -311,122 +296,6 @@ func TestTemplatesFit(t *testing.T) {
 	}
 }
 
-func TestPreemptLowPods(t *testing.T) {
-	for _, gpus := range []int{640, 6400, 16, 8, 12, 2, 1} {
-		twos, ones := preemptLowPods(gpus)
-		sum := 0
-		names := sets.New[string]()
-		for _, p := range append(slices.Clone(twos), ones...) {
-			sum += gpusOf(t, p.template)
-			names.Insert(p.name)
-			if p.priorityClass != lowPriorityClass {
-				t.Errorf("gpus %d: pod %s has PriorityClass %q, want %s", gpus, p.name, p.priorityClass, lowPriorityClass)
-			}
-		}
-		if sum != gpus {
-			t.Errorf("gpus %d: low-priority pods take %d GPUs, want all", gpus, sum)
-		}
-		if names.Len() != len(twos)+len(ones) {
-			t.Errorf("gpus %d: pod names not unique", gpus)
-		}
-		for _, p := range twos {
-			if p.template != h100Template(2) {
-				t.Errorf("gpus %d: pod %s of the 2-GPU batch has template %s", gpus, p.name, p.template)
-			}
-		}
-		for _, p := range ones {
-			if p.template != h100Template(1) {
-				t.Errorf("gpus %d: pod %s of the 1-GPU batch has template %s", gpus, p.name, p.template)
-			}
-		}
-		if got, want := 2*len(twos), gpus/4*2; got != want {
-			t.Errorf("gpus %d: 2-GPU pods take %d GPUs, want %d (half)", gpus, got, want)
-		}
-	}
-
-	// On nodes of 8 GPUs, the 2-GPU batch spread round-robin (the worst
-	// case for a packing order), then the 1-GPU batch wherever there is
-	// room, leaves every node exactly full.
-	twos, ones := preemptLowPods(80)
-	free := make([]int, 10)
-	for i := range free {
-		free[i] = 8
-	}
-	next := 0
-	place := func(size int) {
-		for range len(free) {
-			n := next % len(free)
-			next++
-			if free[n] >= size {
-				free[n] -= size
-				return
-			}
-		}
-		t.Fatalf("no node for a %d-GPU pod: free %v", size, free)
-	}
-	for range twos {
-		place(2)
-	}
-	for range ones {
-		place(1)
-	}
-	for n, f := range free {
-		if f != 0 {
-			t.Errorf("node %d has %d GPUs free", n, f)
-		}
-	}
-}
-
-func TestPreemptHighPods(t *testing.T) {
-	for _, tc := range []struct {
-		gpus  int
-		share float64
-		want  map[int]int // pods by size
-	}{
-		// 160 GPUs: 13 pairs of 8 and 4 take 156, one more 4 the rest.
-		{gpus: 640, share: 0.25, want: map[int]int{8: 13, 4: 14}},
-		// 1600 GPUs: 133 pairs take 1596, one more 4.
-		{gpus: 6400, share: 0.25, want: map[int]int{8: 133, 4: 134}},
-		// Two nodes: one of each size at least.
-		{gpus: 16, share: 0.25, want: map[int]int{8: 1, 4: 1}},
-		{gpus: 8, share: 0.25, want: map[int]int{4: 1}},
-		{gpus: 2, share: 0.25, want: map[int]int{}},
-		{gpus: 640, share: 0.1, want: map[int]int{8: 5, 4: 6}},
-	} {
-		pods := preemptHighPods(tc.gpus, tc.share)
-		got := map[int]int{}
-		sum := 0
-		for i, p := range pods {
-			size := gpusOf(t, p.template)
-			got[size]++
-			sum += size
-			if p.priorityClass != highPriorityClass {
-				t.Errorf("pod %s has PriorityClass %q, want %s", p.name, p.priorityClass, highPriorityClass)
-			}
-			if want := preemptHighSizes[i%2]; size != want && i != len(pods)-1 {
-				t.Errorf("gpus %d: pod %d has %d GPUs, want %d (alternating)", tc.gpus, i, size, want)
-			}
-		}
-		if diff := cmp.Diff(tc.want, got); diff != "" {
-			t.Errorf("preemptHighPods(%d, %v) by size (-want +got):\n%s", tc.gpus, tc.share, diff)
-		}
-		if sum > tc.gpus {
-			t.Errorf("gpus %d: high-priority pods take %d GPUs, more than there are", tc.gpus, sum)
-		}
-	}
-}
-
-func TestPriorityClasses(t *testing.T) {
-	classes := priorityClasses()
-	if len(classes) != 2 || classes[0].Name != lowPriorityClass || classes[1].Name != highPriorityClass || classes[0].Value >= classes[1].Value {
-		t.Errorf("PriorityClasses %+v", classes)
-	}
-	pod := podObject("bench", "bench", casePreempt, podSpec{name: "preempt-00000", template: h100Template(8), priorityClass: highPriorityClass})
-	if pod.Spec.PriorityClassName != highPriorityClass {
-		t.Errorf("pod has PriorityClass %q, want %s", pod.Spec.PriorityClassName, highPriorityClass)
-	}
-}
-
 func TestPodObject(t *testing.T) {
 	pod := podObject("bench", "bench", caseFill, podSpec{name: "fill-00001", template: h100Template(2)})
 	if pod.Spec.SchedulerName != "bench" || pod.Namespace != "bench" || pod.Labels[caseLabel] != caseFill || pod.Labels[appLabel] != appValue {
@@ -440,22 +309,5 @@ func TestPodObject(t *testing.T) {
 	}
 	if pod.Spec.PriorityClassName != "" {
 		t.Errorf("pod without a PriorityClass has %q", pod.Spec.PriorityClassName)
-	}
-}
-
-func TestReadDeviceClasses(t *testing.T) {
-	classes, err := readDeviceClasses(repoRoot + "/config/gpu-driver/deviceclasses.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var names []string
-	for _, c := range classes {
-		names = append(names, c.Name)
-	}
-	if diff := cmp.Diff([]string{gpuClass, migClass}, names); diff != "" {
-		t.Errorf("classes (-want +got):\n%s", diff)
-	}
-	if _, err := readDeviceClasses(repoRoot + "/config/examples/one-gpu.yaml"); err == nil || !strings.Contains(err.Error(), "not a DeviceClass") {
-		t.Errorf("a file with other objects: got error %v", err)
 	}
 }

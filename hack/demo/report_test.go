@@ -15,7 +15,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/klog/v2/ktesting"
@@ -23,64 +22,13 @@ import (
 	"k8s.io/utils/ptr"
 
 	_ "github.com/drasched/drasched/apis/config/scheme" // StructuredDRAArgs
+	"github.com/drasched/drasched/internal/builder"
 	"github.com/drasched/drasched/pkg/driver/gpu"
 )
 
-// podBuilder makes test pods: makePod("p").claim("gpu", "c").node("n").obj().
-type podBuilder struct{ pod *corev1.Pod }
-
-func makePod(name string) *podBuilder {
-	return &podBuilder{pod: &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", UID: types.UID("uid-" + name)},
-		Spec:       corev1.PodSpec{SchedulerName: "drasched"},
-	}}
-}
-
-// templateClaim adds a claim made from a template; the controller named it
-// claimName.
-func (b *podBuilder) templateClaim(name, claimName string) *podBuilder {
-	b.pod.Spec.ResourceClaims = append(b.pod.Spec.ResourceClaims, corev1.PodResourceClaim{Name: name, ResourceClaimTemplateName: ptr.To("tmpl")})
-	b.pod.Status.ResourceClaimStatuses = append(b.pod.Status.ResourceClaimStatuses, corev1.PodResourceClaimStatus{Name: name, ResourceClaimName: ptr.To(claimName)})
-	return b
-}
-
-func (b *podBuilder) claim(name, claimName string) *podBuilder {
-	b.pod.Spec.ResourceClaims = append(b.pod.Spec.ResourceClaims, corev1.PodResourceClaim{Name: name, ResourceClaimName: ptr.To(claimName)})
-	return b
-}
-
-func (b *podBuilder) node(name string) *podBuilder {
-	b.pod.Spec.NodeName = name
-	return b
-}
-
-func (b *podBuilder) unschedulable(message string) *podBuilder {
-	b.pod.Status.Conditions = append(b.pod.Status.Conditions, corev1.PodCondition{
-		Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable, Message: message,
-	})
-	return b
-}
-
-func (b *podBuilder) obj() *corev1.Pod { return b.pod }
-
-// allocatedClaim is a claim allocated "request=pool/device"... and reserved
-// for the pods.
-func allocatedClaim(name string, devices []string, pods ...*corev1.Pod) *resourceapi.ResourceClaim {
-	claim := &resourceapi.ResourceClaim{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
-		Status:     resourceapi.ResourceClaimStatus{Allocation: &resourceapi.AllocationResult{}},
-	}
-	for _, d := range devices {
-		request, id, _ := strings.Cut(d, "=")
-		pool, device, _ := strings.Cut(id, "/")
-		claim.Status.Allocation.Devices.Results = append(claim.Status.Allocation.Devices.Results, resourceapi.DeviceRequestAllocationResult{
-			Request: request, Driver: gpu.DefaultDriverName, Pool: pool, Device: device,
-		})
-	}
-	for _, pod := range pods {
-		claim.Status.ReservedFor = append(claim.Status.ReservedFor, resourceapi.ResourceClaimConsumerReference{Resource: "pods", Name: pod.Name, UID: pod.UID})
-	}
-	return claim
+// demoPod starts a pod of the demo's scheduler.
+func demoPod(name string) *builder.PodWrapper {
+	return builder.MakePod(name).UID("uid-" + name).SchedulerName("drasched")
 }
 
 func gpuSlice(node string, devices ...resourceapi.Device) *resourceapi.ResourceSlice {
@@ -114,19 +62,19 @@ func migDevice(name, product, profile string, parent int64) resourceapi.Device {
 // cluster is a settled demo: four pods bound (two share a claim), one
 // unschedulable, plus a pod of another scheduler.
 func cluster() []runtime.Object {
-	one := makePod("one-gpu").templateClaim("gpu", "one-gpu-gpu-abc").node("n1").obj()
-	mig := makePod("mig-slice").templateClaim("mig", "mig-slice-mig-def").node("n2").obj()
-	sharedA := makePod("shared-a").claim("gpu", "shared").node("n1").obj()
-	sharedB := makePod("shared-b").claim("gpu", "shared").node("n1").obj()
-	big := makePod("big").templateClaim("gpus", "big-gpus-xyz").unschedulable("0/2 nodes are available: 2 cannot allocate all claims.").obj()
-	other := makePod("other").obj()
+	one := demoPod("one-gpu").ClaimFromTemplate("gpu", "tmpl").ClaimStatus("gpu", "one-gpu-gpu-abc").Node("n1").Obj()
+	mig := demoPod("mig-slice").ClaimFromTemplate("mig", "tmpl").ClaimStatus("mig", "mig-slice-mig-def").Node("n2").Obj()
+	sharedA := demoPod("shared-a").Claim("gpu", "shared").Node("n1").Obj()
+	sharedB := demoPod("shared-b").Claim("gpu", "shared").Node("n1").Obj()
+	big := demoPod("big").ClaimFromTemplate("gpus", "tmpl").ClaimStatus("gpus", "big-gpus-xyz").Unschedulable("0/2 nodes are available: 2 cannot allocate all claims.").Obj()
+	other := demoPod("other").Obj()
 	other.Spec.SchedulerName = "default-scheduler"
 	return []runtime.Object{
 		one, mig, sharedA, sharedB, big, other,
-		allocatedClaim("one-gpu-gpu-abc", []string{"gpu=n1/gpu-0"}, one),
-		allocatedClaim("mig-slice-mig-def", []string{"mig=n2/gpu-1-mig-x"}, mig),
-		allocatedClaim("shared", []string{"gpu=n1/gpu-1"}, sharedA, sharedB),
-		&resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Name: "big-gpus-xyz", Namespace: "default"}},
+		builder.MakeClaim("one-gpu-gpu-abc").Allocated("gpu", gpu.DefaultDriverName, "n1", "gpu-0").ReservedFor(one).Obj(),
+		builder.MakeClaim("mig-slice-mig-def").Allocated("mig", gpu.DefaultDriverName, "n2", "gpu-1-mig-x").ReservedFor(mig).Obj(),
+		builder.MakeClaim("shared").Allocated("gpu", gpu.DefaultDriverName, "n1", "gpu-1").ReservedFor(sharedA, sharedB).Obj(),
+		builder.MakeClaim("big-gpus-xyz").Obj(),
 		gpuSlice("n1", gpuDevice("gpu-0", "NVIDIA L40S", "pci0000:00"), gpuDevice("gpu-1", "NVIDIA L40S", "pci0000:40")),
 		gpuSlice("n2", migDevice("gpu-1-mig-x", "NVIDIA A100-SXM4-40GB", "1g.5gb", 1)),
 		&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}},
@@ -170,12 +118,6 @@ func TestReportUnexpected(t *testing.T) {
 	}
 }
 
-func (b *podBuilder) group(name string) *podBuilder {
-	b.pod.Spec.SchedulingGroup = &corev1.PodSchedulingGroup{PodGroupName: ptr.To(name)}
-	b.pod.Labels = map[string]string{"gang": name}
-	return b
-}
-
 func gang(name string, minCount int32) *schedulingapi.PodGroup {
 	return &schedulingapi.PodGroup{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
@@ -190,18 +132,18 @@ func gang(name string, minCount int32) *schedulingapi.PodGroup {
 // claims unallocated; mutate changes the objects before they are stored.
 func gangCluster(mutate func(fits, fails []*corev1.Pod, claims []*resourceapi.ResourceClaim)) []runtime.Object {
 	fits := []*corev1.Pod{
-		makePod("fits-0").group("fits").templateClaim("gpus", "fits-0-gpus").node("n3").obj(),
-		makePod("fits-1").group("fits").templateClaim("gpus", "fits-1-gpus").node("n3").obj(),
+		demoPod("fits-0").PodGroup("fits").Label("gang", "fits").ClaimFromTemplate("gpus", "tmpl").ClaimStatus("gpus", "fits-0-gpus").Node("n3").Obj(),
+		demoPod("fits-1").PodGroup("fits").Label("gang", "fits").ClaimFromTemplate("gpus", "tmpl").ClaimStatus("gpus", "fits-1-gpus").Node("n3").Obj(),
 	}
 	fails := []*corev1.Pod{
-		makePod("fails-0").group("fails").templateClaim("gpus", "fails-0-gpus").unschedulable("pod group is unschedulable").obj(),
-		makePod("fails-1").group("fails").templateClaim("gpus", "fails-1-gpus").unschedulable("1 request \"gpus\": 0 of 2 matching devices free").obj(),
+		demoPod("fails-0").PodGroup("fails").Label("gang", "fails").ClaimFromTemplate("gpus", "tmpl").ClaimStatus("gpus", "fails-0-gpus").Unschedulable("pod group is unschedulable").Obj(),
+		demoPod("fails-1").PodGroup("fails").Label("gang", "fails").ClaimFromTemplate("gpus", "tmpl").ClaimStatus("gpus", "fails-1-gpus").Unschedulable("1 request \"gpus\": 0 of 2 matching devices free").Obj(),
 	}
 	claims := []*resourceapi.ResourceClaim{
-		allocatedClaim("fits-0-gpus", []string{"gpus=n3/gpu-0"}, fits[0]),
-		allocatedClaim("fits-1-gpus", []string{"gpus=n3/gpu-1"}, fits[1]),
-		{ObjectMeta: metav1.ObjectMeta{Name: "fails-0-gpus", Namespace: "default"}},
-		{ObjectMeta: metav1.ObjectMeta{Name: "fails-1-gpus", Namespace: "default"}},
+		builder.MakeClaim("fits-0-gpus").Allocated("gpus", gpu.DefaultDriverName, "n3", "gpu-0").ReservedFor(fits[0]).Obj(),
+		builder.MakeClaim("fits-1-gpus").Allocated("gpus", gpu.DefaultDriverName, "n3", "gpu-1").ReservedFor(fits[1]).Obj(),
+		builder.MakeClaim("fails-0-gpus").Obj(),
+		builder.MakeClaim("fails-1-gpus").Obj(),
 	}
 	if mutate != nil {
 		mutate(fits, fails, claims)
@@ -279,14 +221,14 @@ func TestReportGangsBroken(t *testing.T) {
 	}{
 		"claim of a pending gang allocated": {
 			mutate: func(_, fails []*corev1.Pod, claims []*resourceapi.ResourceClaim) {
-				claims[2].Status.Allocation = allocatedClaim("", []string{"gpus=n3/gpu-2"}).Status.Allocation
+				claims[2] = builder.MakeClaim(claims[2].Name).Allocated("gpus", gpu.DefaultDriverName, "n3", "gpu-2").Obj()
 			},
 			wantErr: "PodGroup fails: no pod bound, but 1 of its pods' claims allocated",
 		},
 		"gang bound in part": {
 			mutate: func(fits, _ []*corev1.Pod, claims []*resourceapi.ResourceClaim) {
 				fits[1].Spec.NodeName = ""
-				fits[1].Status.Conditions = makePod("x").unschedulable("no").obj().Status.Conditions
+				fits[1].Status.Conditions = demoPod("x").Unschedulable("no").Obj().Status.Conditions
 				claims[1].Status = resourceapi.ResourceClaimStatus{}
 			},
 			wantErr: "PodGroup fits: 1 pods bound, fewer than its minCount 2",
@@ -344,9 +286,9 @@ func TestVerify(t *testing.T) {
 }
 
 func TestSettled(t *testing.T) {
-	bound := makePod("a").node("n").obj()
-	unschedulable := makePod("b").unschedulable("no").obj()
-	pending := makePod("c").obj()
+	bound := demoPod("a").Node("n").Obj()
+	unschedulable := demoPod("b").Unschedulable("no").Obj()
+	pending := demoPod("c").Obj()
 	for name, tc := range map[string]struct {
 		pods     []*corev1.Pod
 		expected sets.Set[string]

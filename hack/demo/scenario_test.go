@@ -1,10 +1,6 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
-	"errors"
-	"io"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -18,20 +14,17 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes/fake"
-	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/dynamic-resource-allocation/structured"
 	"k8s.io/klog/v2/ktesting"
 	"k8s.io/kubernetes/pkg/api/legacyscheme"
 	_ "k8s.io/kubernetes/pkg/apis/resource/install" // defaults of resource.k8s.io objects
 	"k8s.io/utils/ptr"
 
-	"github.com/drasched/drasched/internal/builder"
 	"github.com/drasched/drasched/internal/kwokcluster"
+	"github.com/drasched/drasched/internal/manifest"
 	"github.com/drasched/drasched/pkg/allocator"
 	"github.com/drasched/drasched/pkg/explain"
 )
@@ -86,46 +79,14 @@ func readScenario(t *testing.T) scenario {
 // API server's defaults, as kubectl apply and the API server would.
 func decodeFile(t *testing.T, path string) []runtime.Object {
 	t.Helper()
-	decoder := serializer.NewCodecFactory(scheme.Scheme, serializer.EnableStrict).UniversalDeserializer()
-	reader := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(readFile(t, path))))
-	var objects []runtime.Object
-	for {
-		doc, err := reader.Read()
-		if errors.Is(err, io.EOF) {
-			return objects
-		}
-		if err != nil {
-			t.Fatalf("%s: %v", path, err)
-		}
-		if isEmpty(doc) {
-			continue
-		}
-		obj, _, err := decoder.Decode(doc, nil, nil)
-		if err != nil {
-			t.Fatalf("%s: %v", path, err)
-		}
-		legacyscheme.Scheme.Default(obj)
-		objects = append(objects, obj)
+	objects, err := manifest.DecodeFile(path)
+	if err != nil {
+		t.Fatal(err)
 	}
-}
-
-func isEmpty(doc []byte) bool {
-	for line := range bytes.Lines(doc) {
-		if l := bytes.TrimSpace(line); len(l) > 0 && l[0] != '#' {
-			return false
-		}
-	}
-	return true
-}
-
-func objectsOf[T runtime.Object](objects []runtime.Object) []T {
-	var out []T
 	for _, obj := range objects {
-		if typed, ok := obj.(T); ok {
-			out = append(out, typed)
-		}
+		legacyscheme.Scheme.Default(obj)
 	}
-	return out
+	return objects
 }
 
 // workload is one pod of the demo with the claims the resource claim
@@ -154,12 +115,11 @@ func gangFile(name string) string {
 func demoWorkloads(t *testing.T, gangFiles ...string) ([]*resourceapi.DeviceClass, []workload, []workload, [][]*schedulingapi.PodGroup, [][]workload) {
 	t.Helper()
 	files := []string{filepath.Join(repoRoot, "config", "gpu-driver", "deviceclasses.yaml")}
-	kustomization := filepath.Join(repoRoot, "config", "examples", "kustomization.yaml")
-	for _, line := range strings.Split(string(readFile(t, kustomization)), "\n") {
-		if name, ok := strings.CutPrefix(line, "- "); ok {
-			files = append(files, filepath.Join(repoRoot, "config", "examples", strings.TrimSpace(name)))
-		}
+	examples, err := manifest.KustomizationResources(filepath.Join(repoRoot, "config", "examples"))
+	if err != nil {
+		t.Fatal(err)
 	}
+	files = append(files, examples...)
 	files = append(files, "workloads.yaml")
 	var objects, preemption, all []runtime.Object
 	for _, f := range files {
@@ -176,17 +136,17 @@ func demoWorkloads(t *testing.T, gangFiles ...string) ([]*resourceapi.DeviceClas
 	all = append(append(all, objects...), preemption...)
 
 	templates := map[string]*resourceapi.ResourceClaimTemplate{}
-	for _, tmpl := range objectsOf[*resourceapi.ResourceClaimTemplate](all) {
+	for _, tmpl := range manifest.OfType[*resourceapi.ResourceClaimTemplate](all) {
 		templates[tmpl.Name] = tmpl
 	}
 	claims := map[string]*resourceapi.ResourceClaim{}
-	for _, claim := range objectsOf[*resourceapi.ResourceClaim](objects) {
+	for _, claim := range manifest.OfType[*resourceapi.ResourceClaim](objects) {
 		claim.Namespace, claim.UID = "default", types.UID("uid-"+claim.Name)
 		claims[claim.Name] = claim
 	}
 	workloadsOf := func(objects []runtime.Object) []workload {
 		var workloads []workload
-		for _, pod := range objectsOf[*corev1.Pod](objects) {
+		for _, pod := range manifest.OfType[*corev1.Pod](objects) {
 			w := workload{pod: pod}
 			for _, pc := range pod.Spec.ResourceClaims {
 				switch {
@@ -215,10 +175,10 @@ func demoWorkloads(t *testing.T, gangFiles ...string) ([]*resourceapi.DeviceClas
 	var groups [][]*schedulingapi.PodGroup
 	var gangWorkloads [][]workload
 	for _, g := range gangs {
-		groups = append(groups, objectsOf[*schedulingapi.PodGroup](g))
+		groups = append(groups, manifest.OfType[*schedulingapi.PodGroup](g))
 		gangWorkloads = append(gangWorkloads, workloadsOf(g))
 	}
-	return objectsOf[*resourceapi.DeviceClass](objects), workloadsOf(objects), workloadsOf(preemption), groups, gangWorkloads
+	return manifest.OfType[*resourceapi.DeviceClass](objects), workloadsOf(objects), workloadsOf(preemption), groups, gangWorkloads
 }
 
 // TestScenario keeps the demo honest without a cluster: the nodes of
@@ -253,7 +213,7 @@ func TestScenario(t *testing.T) {
 	cache := allocator.NewCache(0)
 	allocate := func(allocated sets.Set[structured.DeviceID], node *corev1.Node, claims []*resourceapi.ResourceClaim) []resourceapi.AllocationResult {
 		t.Helper()
-		a, err := allocator.New(ctx, features, structured.AllocatedState{AllocatedDevices: allocated}, builder.ClassLister(classes), allSlices, allocator.Options{Cache: cache})
+		a, err := allocator.New(ctx, features, structured.AllocatedState{AllocatedDevices: allocated}, allocator.ClassList(classes), allSlices, allocator.Options{Cache: cache})
 		if err != nil {
 			t.Fatal(err)
 		}

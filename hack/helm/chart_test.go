@@ -5,18 +5,17 @@
 // `helm template`.
 //
 // The tests live in hack/helm, the module that pins Helm (go.mod's tool
-// directive), so that Helm's dependencies stay out of drasched's module.
+// directive), so that Helm's dependencies stay out of drasched's module. The
+// module requires drasched (a replace of ../..) for the strict decoder that
+// config/ is tested with, internal/manifest; so drasched's Kubernetes
+// libraries are the floor of Helm's, and a Kubernetes bump needs `go mod
+// tidy` here too.
 package helm_test
 
 import (
-	"bufio"
-	"bytes"
-	"errors"
 	"fmt"
-	"io"
 	"maps"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -26,10 +25,9 @@ import (
 	"helm.sh/helm/v3/pkg/chart/loader"
 	"helm.sh/helm/v3/pkg/chartutil"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/serializer"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
-	"k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/yaml"
+
+	"github.com/drasched/drasched/internal/manifest"
 )
 
 const (
@@ -60,10 +58,6 @@ var (
 	helmOnlyAnnotations = []string{"checksum/config"}
 )
 
-// strict decodes every built-in kind and fails on unknown or duplicate
-// fields, as config/*_test.go do.
-var strict = serializer.NewCodecFactory(scheme.Scheme, serializer.EnableStrict).UniversalDeserializer()
-
 // render is `helm template drasched charts/drasched -n drasched-system
 // --kube-version v1.37.2` with values.
 func render(t *testing.T, values map[string]any) (string, error) {
@@ -90,30 +84,17 @@ func render(t *testing.T, values map[string]any) (string, error) {
 	return rel.Manifest, nil
 }
 
-// objects decodes a multi-document YAML stream into normalized objects keyed
-// by kind, namespace and name. Documents with only comments are skipped.
+// objects decodes a multi-document YAML stream strictly (internal/manifest,
+// as config/*_test.go do) into normalized objects keyed by kind, namespace
+// and name.
 func objects(t *testing.T, what string, data []byte, into map[string]map[string]any) {
 	t.Helper()
-	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
-	for {
-		doc, err := r.Read()
-		if errors.Is(err, io.EOF) {
-			return
-		}
-		if err != nil {
-			t.Fatalf("%s: %v", what, err)
-		}
-		var probe map[string]any
-		if err := yaml.Unmarshal(doc, &probe); err != nil {
-			t.Fatalf("%s: %v", what, err)
-		}
-		if probe == nil {
-			continue
-		}
-		obj, gvk, err := strict.Decode(doc, nil, nil)
-		if err != nil {
-			t.Fatalf("%s: %v\n%s", what, err, doc)
-		}
+	decoded, err := manifest.Decode(data)
+	if err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+	for _, obj := range decoded {
+		gvk := obj.GetObjectKind().GroupVersionKind()
 		u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
 		if err != nil {
 			t.Fatal(err)
@@ -183,18 +164,11 @@ func configObjects(t *testing.T, dirs ...string) map[string]map[string]any {
 	t.Helper()
 	objs := map[string]map[string]any{}
 	for _, dir := range dirs {
-		data, err := os.ReadFile(filepath.Join(dir, "kustomization.yaml"))
+		files, err := manifest.KustomizationResources(dir)
 		if err != nil {
 			t.Fatal(err)
 		}
-		var k struct {
-			Resources []string `json:"resources"`
-		}
-		if err := yaml.Unmarshal(data, &k); err != nil {
-			t.Fatal(err)
-		}
-		for _, res := range k.Resources {
-			p := filepath.Join(dir, res)
+		for _, p := range files {
 			data, err := os.ReadFile(p)
 			if err != nil {
 				t.Fatal(err)

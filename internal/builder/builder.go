@@ -253,17 +253,3 @@ func MakeNode(name string, labels ...string) *v1.Node {
 	}
 	return node
 }
-
-// ClassLister serves DeviceClasses like an informer lister.
-type ClassLister []*resourceapi.DeviceClass
-
-func (l ClassLister) List() ([]*resourceapi.DeviceClass, error) { return l, nil }
-
-func (l ClassLister) Get(name string) (*resourceapi.DeviceClass, error) {
-	for _, c := range l {
-		if c.Name == name {
-			return c, nil
-		}
-	}
-	return nil, fmt.Errorf("deviceclass %q not found", name)
-}

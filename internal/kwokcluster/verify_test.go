@@ -8,88 +8,14 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2/ktesting"
 	"k8s.io/utils/ptr"
 
+	"github.com/drasched/drasched/internal/builder"
 	"github.com/drasched/drasched/pkg/driver/gpu"
 )
 
 const driver = gpu.DefaultDriverName
-
-// podBuilder makes test pods: makePod("p").claim("gpu", "c").node("n").obj().
-type podBuilder struct{ pod corev1.Pod }
-
-func makePod(name string) *podBuilder {
-	return &podBuilder{pod: corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns", UID: types.UID("uid-" + name)}}}
-}
-
-func (b *podBuilder) claim(name, claimName string) *podBuilder {
-	b.pod.Spec.ResourceClaims = append(b.pod.Spec.ResourceClaims, corev1.PodResourceClaim{Name: name, ResourceClaimName: ptr.To(claimName)})
-	return b
-}
-
-// templateClaim adds a claim made from a template; created says whether the
-// claim controller has created it, as claimName.
-func (b *podBuilder) templateClaim(name, claimName string, created bool) *podBuilder {
-	b.pod.Spec.ResourceClaims = append(b.pod.Spec.ResourceClaims, corev1.PodResourceClaim{Name: name, ResourceClaimTemplateName: ptr.To("tmpl")})
-	if created {
-		b.pod.Status.ResourceClaimStatuses = append(b.pod.Status.ResourceClaimStatuses, corev1.PodResourceClaimStatus{Name: name, ResourceClaimName: ptr.To(claimName)})
-	}
-	return b
-}
-
-func (b *podBuilder) node(name string) *podBuilder {
-	b.pod.Spec.NodeName = name
-	return b
-}
-
-func (b *podBuilder) obj() corev1.Pod { return b.pod }
-
-// claimBuilder makes claims: makeClaim("c").devices("n1/gpu-0").on("n1").reservedFor(pod).obj().
-type claimBuilder struct{ claim resourceapi.ResourceClaim }
-
-func makeClaim(name string) *claimBuilder {
-	return &claimBuilder{claim: resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns"}}}
-}
-
-// devices allocates "pool/device" of the GPU driver.
-func (b *claimBuilder) devices(ids ...string) *claimBuilder {
-	if b.claim.Status.Allocation == nil {
-		b.claim.Status.Allocation = &resourceapi.AllocationResult{}
-	}
-	for _, id := range ids {
-		pool, device, _ := strings.Cut(id, "/")
-		b.claim.Status.Allocation.Devices.Results = append(b.claim.Status.Allocation.Devices.Results,
-			resourceapi.DeviceRequestAllocationResult{Request: "r", Driver: driver, Pool: pool, Device: device})
-	}
-	return b
-}
-
-// consuming sets the capacity that the last device consumes.
-func (b *claimBuilder) consuming(name string, q string) *claimBuilder {
-	results := b.claim.Status.Allocation.Devices.Results
-	results[len(results)-1].ConsumedCapacity = map[resourceapi.QualifiedName]resource.Quantity{resourceapi.QualifiedName(name): resource.MustParse(q)}
-	return b
-}
-
-// on sets the allocation's node selector to the node, as allocators do for
-// node-local devices.
-func (b *claimBuilder) on(node string) *claimBuilder {
-	b.claim.Status.Allocation.NodeSelector = &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
-		MatchFields: []corev1.NodeSelectorRequirement{{Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: []string{node}}},
-	}}}
-	return b
-}
-
-func (b *claimBuilder) reservedFor(pods ...corev1.Pod) *claimBuilder {
-	for _, pod := range pods {
-		b.claim.Status.ReservedFor = append(b.claim.Status.ReservedFor, resourceapi.ResourceClaimConsumerReference{Resource: "pods", Name: pod.Name, UID: pod.UID})
-	}
-	return b
-}
-
-func (b *claimBuilder) obj() resourceapi.ResourceClaim { return b.claim }
 
 func node(name string) corev1.Node {
 	return corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{corev1.LabelHostname: name}}}
@@ -152,8 +78,8 @@ func migOf(t *testing.T, all []resourceapi.ResourceSlice, gpuName string) string
 }
 
 func TestVerify(t *testing.T) {
-	p1 := makePod("p1").claim("c", "c1").node("n1").obj()
-	p2 := makePod("p2").claim("c", "c2").node("n1").obj()
+	p1 := builder.MakePod("p1").UID("uid-p1").Claim("c", "c1").Node("n1").Obj()
+	p2 := builder.MakePod("p2").UID("uid-p2").Claim("c", "c2").Node("n1").Obj()
 	nodes := []corev1.Node{node("n1"), node("n2")}
 	twoGPUs := []resourceapi.ResourceSlice{plainSlice("n1", 0, "gpu-0", "gpu-1"), plainSlice("n2", 0, "gpu-0")}
 	a100 := a100Slices(t, "n1")
@@ -169,110 +95,110 @@ func TestVerify(t *testing.T) {
 	}{
 		"good": {
 			claims: []resourceapi.ResourceClaim{
-				makeClaim("c1").devices("n1/gpu-0").on("n1").reservedFor(p1).obj(),
-				makeClaim("c2").devices("n1/gpu-1").on("n1").reservedFor(p2).obj(),
+				*builder.MakeClaim("c1").Allocated("r", driver, "n1", "gpu-0").AllocatedOn("n1").ReservedFor(p1).Obj(),
+				*builder.MakeClaim("c2").Allocated("r", driver, "n1", "gpu-1").AllocatedOn("n1").ReservedFor(p2).Obj(),
 			},
 		},
 		"device twice": {
 			claims: []resourceapi.ResourceClaim{
-				makeClaim("c1").devices("n1/gpu-0").on("n1").reservedFor(p1).obj(),
-				makeClaim("c2").devices("n1/gpu-0").on("n1").reservedFor(p2).obj(),
+				*builder.MakeClaim("c1").Allocated("r", driver, "n1", "gpu-0").AllocatedOn("n1").ReservedFor(p1).Obj(),
+				*builder.MakeClaim("c2").Allocated("r", driver, "n1", "gpu-0").AllocatedOn("n1").ReservedFor(p2).Obj(),
 			},
-			wantErr: []string{"device gpu.drasched.dev/n1/gpu-0 is allocated to claims ns/c1 and ns/c2"},
+			wantErr: []string{"device gpu.drasched.dev/n1/gpu-0 is allocated to claims default/c1 and default/c2"},
 		},
 		"device twice, claim without pod": {
 			claims: []resourceapi.ResourceClaim{
-				makeClaim("c1").devices("n1/gpu-0").on("n1").reservedFor(p1).obj(),
-				makeClaim("c2").devices("n1/gpu-1").on("n1").reservedFor(p2).obj(),
-				makeClaim("orphan").devices("n1/gpu-1").on("n1").obj(),
+				*builder.MakeClaim("c1").Allocated("r", driver, "n1", "gpu-0").AllocatedOn("n1").ReservedFor(p1).Obj(),
+				*builder.MakeClaim("c2").Allocated("r", driver, "n1", "gpu-1").AllocatedOn("n1").ReservedFor(p2).Obj(),
+				*builder.MakeClaim("orphan").Allocated("r", driver, "n1", "gpu-1").AllocatedOn("n1").Obj(),
 			},
-			wantErr: []string{"device gpu.drasched.dev/n1/gpu-1 is allocated to claims ns/c2 and ns/orphan"},
+			wantErr: []string{"device gpu.drasched.dev/n1/gpu-1 is allocated to claims default/c2 and default/orphan"},
 		},
 		"device of another node": {
 			claims: []resourceapi.ResourceClaim{
-				makeClaim("c1").devices("n2/gpu-0").reservedFor(p1).obj(),
-				makeClaim("c2").devices("n1/gpu-1").on("n1").reservedFor(p2).obj(),
+				*builder.MakeClaim("c1").Allocated("r", driver, "n2", "gpu-0").ReservedFor(p1).Obj(),
+				*builder.MakeClaim("c2").Allocated("r", driver, "n1", "gpu-1").AllocatedOn("n1").ReservedFor(p2).Obj(),
 			},
-			wantErr: []string{"claim ns/c1 of pod ns/p1 on node n1 got device gpu.drasched.dev/n2/gpu-0 of node n2"},
+			wantErr: []string{"claim default/c1 of pod default/p1 on node n1 got device gpu.drasched.dev/n2/gpu-0 of node n2"},
 		},
 		"node selector of another node": {
 			claims: []resourceapi.ResourceClaim{
-				makeClaim("c1").devices("n1/gpu-0").on("n2").reservedFor(p1).obj(),
-				makeClaim("c2").devices("n1/gpu-1").on("n1").reservedFor(p2).obj(),
+				*builder.MakeClaim("c1").Allocated("r", driver, "n1", "gpu-0").AllocatedOn("n2").ReservedFor(p1).Obj(),
+				*builder.MakeClaim("c2").Allocated("r", driver, "n1", "gpu-1").AllocatedOn("n1").ReservedFor(p2).Obj(),
 			},
-			wantErr: []string{"claim ns/c1 of pod ns/p1: the allocation's node selector does not match the pod's node n1"},
+			wantErr: []string{"claim default/c1 of pod default/p1: the allocation's node selector does not match the pod's node n1"},
 		},
 		"device in no slice": {
 			claims: []resourceapi.ResourceClaim{
-				makeClaim("c1").devices("n1/gpu-7").on("n1").reservedFor(p1).obj(),
-				makeClaim("c2").devices("n1/gpu-1").on("n1").reservedFor(p2).obj(),
+				*builder.MakeClaim("c1").Allocated("r", driver, "n1", "gpu-7").AllocatedOn("n1").ReservedFor(p1).Obj(),
+				*builder.MakeClaim("c2").Allocated("r", driver, "n1", "gpu-1").AllocatedOn("n1").ReservedFor(p2).Obj(),
 			},
-			wantErr: []string{"claim ns/c1 got device gpu.drasched.dev/n1/gpu-7, which is in no ResourceSlice"},
+			wantErr: []string{"claim default/c1 got device gpu.drasched.dev/n1/gpu-7, which is in no ResourceSlice"},
 		},
 		"device only in an old generation": {
 			slices: []resourceapi.ResourceSlice{plainSlice("n1", 0, "gpu-0", "gpu-1"), plainSlice("n1", 1, "gpu-1")},
 			claims: []resourceapi.ResourceClaim{
-				makeClaim("c1").devices("n1/gpu-0").on("n1").reservedFor(p1).obj(),
-				makeClaim("c2").devices("n1/gpu-1").on("n1").reservedFor(p2).obj(),
+				*builder.MakeClaim("c1").Allocated("r", driver, "n1", "gpu-0").AllocatedOn("n1").ReservedFor(p1).Obj(),
+				*builder.MakeClaim("c2").Allocated("r", driver, "n1", "gpu-1").AllocatedOn("n1").ReservedFor(p2).Obj(),
 			},
 			wantErr: []string{"device gpu.drasched.dev/n1/gpu-0, which is in no ResourceSlice"},
 		},
 		"not reserved": {
 			claims: []resourceapi.ResourceClaim{
-				makeClaim("c1").devices("n1/gpu-0").on("n1").obj(),
-				makeClaim("c2").devices("n1/gpu-1").on("n1").reservedFor(p2).obj(),
+				*builder.MakeClaim("c1").Allocated("r", driver, "n1", "gpu-0").AllocatedOn("n1").Obj(),
+				*builder.MakeClaim("c2").Allocated("r", driver, "n1", "gpu-1").AllocatedOn("n1").ReservedFor(p2).Obj(),
 			},
-			wantErr: []string{"claim ns/c1 is not reserved for its pod ns/p1"},
+			wantErr: []string{"claim default/c1 is not reserved for its pod default/p1"},
 		},
 		"not allocated": {
 			claims: []resourceapi.ResourceClaim{
-				makeClaim("c1").obj(),
-				makeClaim("c2").devices("n1/gpu-1").on("n1").reservedFor(p2).obj(),
+				*builder.MakeClaim("c1").Obj(),
+				*builder.MakeClaim("c2").Allocated("r", driver, "n1", "gpu-1").AllocatedOn("n1").ReservedFor(p2).Obj(),
 			},
-			wantErr: []string{"pod ns/p1 is bound but its claim ns/c1 is not allocated"},
+			wantErr: []string{"pod default/p1 is bound but its claim default/c1 is not allocated"},
 		},
 		"claim missing": {
-			claims:  []resourceapi.ResourceClaim{makeClaim("c2").devices("n1/gpu-1").on("n1").reservedFor(p2).obj()},
-			wantErr: []string{"pod ns/p1 is bound but its claim c (c1) does not exist"},
+			claims:  []resourceapi.ResourceClaim{*builder.MakeClaim("c2").Allocated("r", driver, "n1", "gpu-1").AllocatedOn("n1").ReservedFor(p2).Obj()},
+			wantErr: []string{"pod default/p1 is bound but its claim c (c1) does not exist"},
 		},
 		"template claim not created": {
-			pods:    []corev1.Pod{makePod("p3").templateClaim("gpu", "", false).node("n1").obj()},
-			wantErr: []string{"pod ns/p3 is bound but its claim gpu was not created"},
+			pods:    []corev1.Pod{*builder.MakePod("p3").UID("uid-p3").ClaimFromTemplate("gpu", "tmpl").Node("n1").Obj()},
+			wantErr: []string{"pod default/p3 is bound but its claim gpu was not created"},
 		},
 		"node missing": {
-			pods:    []corev1.Pod{makePod("p3").node("n9").obj()},
-			wantErr: []string{"pod ns/p3 is bound to node n9, which does not exist"},
+			pods:    []corev1.Pod{*builder.MakePod("p3").UID("uid-p3").Node("n9").Obj()},
+			wantErr: []string{"pod default/p3 is bound to node n9, which does not exist"},
 		},
 		"pending pods are not checked": {
-			pods: []corev1.Pod{makePod("p3").templateClaim("gpu", "", false).obj()},
+			pods: []corev1.Pod{*builder.MakePod("p3").UID("uid-p3").ClaimFromTemplate("gpu", "tmpl").Obj()},
 		},
 		"MIG devices of different GPUs": {
 			slices: a100,
 			claims: []resourceapi.ResourceClaim{
-				makeClaim("c1").devices("n1/" + mig0).on("n1").reservedFor(p1).obj(),
-				makeClaim("c2").devices("n1/" + mig1).on("n1").reservedFor(p2).obj(),
+				*builder.MakeClaim("c1").Allocated("r", driver, "n1", mig0).AllocatedOn("n1").ReservedFor(p1).Obj(),
+				*builder.MakeClaim("c2").Allocated("r", driver, "n1", mig1).AllocatedOn("n1").ReservedFor(p2).Obj(),
 			},
 		},
 		"a GPU and its own MIG device": {
 			slices: a100,
 			claims: []resourceapi.ResourceClaim{
-				makeClaim("c1").devices("n1/gpu-0").on("n1").reservedFor(p1).obj(),
-				makeClaim("c2").devices("n1/" + mig0).on("n1").reservedFor(p2).obj(),
+				*builder.MakeClaim("c1").Allocated("r", driver, "n1", "gpu-0").AllocatedOn("n1").ReservedFor(p1).Obj(),
+				*builder.MakeClaim("c2").Allocated("r", driver, "n1", mig0).AllocatedOn("n1").ReservedFor(p2).Obj(),
 			},
 			wantErr: []string{"of counter set gpu-0"},
 		},
 		"shared device within its capacity": {
 			slices: []resourceapi.ResourceSlice{shared},
 			claims: []resourceapi.ResourceClaim{
-				makeClaim("c1").devices("n1/nic-0").consuming("bandwidth", "4").on("n1").reservedFor(p1).obj(),
-				makeClaim("c2").devices("n1/nic-0").consuming("bandwidth", "6").on("n1").reservedFor(p2).obj(),
+				*builder.MakeClaim("c1").Allocated("r", driver, "n1", "nic-0").ConsumedCapacity("bandwidth", "4").AllocatedOn("n1").ReservedFor(p1).Obj(),
+				*builder.MakeClaim("c2").Allocated("r", driver, "n1", "nic-0").ConsumedCapacity("bandwidth", "6").AllocatedOn("n1").ReservedFor(p2).Obj(),
 			},
 		},
 		"shared device beyond its capacity": {
 			slices: []resourceapi.ResourceSlice{shared},
 			claims: []resourceapi.ResourceClaim{
-				makeClaim("c1").devices("n1/nic-0").consuming("bandwidth", "4").on("n1").reservedFor(p1).obj(),
-				makeClaim("c2").devices("n1/nic-0").consuming("bandwidth", "7").on("n1").reservedFor(p2).obj(),
+				*builder.MakeClaim("c1").Allocated("r", driver, "n1", "nic-0").ConsumedCapacity("bandwidth", "4").AllocatedOn("n1").ReservedFor(p1).Obj(),
+				*builder.MakeClaim("c2").Allocated("r", driver, "n1", "nic-0").ConsumedCapacity("bandwidth", "7").AllocatedOn("n1").ReservedFor(p2).Obj(),
 			},
 			wantErr: []string{"device gpu.drasched.dev/n1/nic-0: claims consume 11 of capacity bandwidth"},
 		},
@@ -280,7 +206,7 @@ func TestVerify(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			c := Cluster{Pods: tc.pods, Claims: tc.claims, Slices: tc.slices, Nodes: nodes}
 			if c.Pods == nil {
-				c.Pods = []corev1.Pod{p1, p2}
+				c.Pods = []corev1.Pod{*p1, *p2}
 			}
 			if c.Slices == nil {
 				c.Slices = twoGPUs

@@ -189,3 +189,12 @@ func (s *search) optionalNodeOperations() bool {
 func (s *search) allowsMultiple(device *resourceapi.Device) bool {
 	return s.a.features.ConsumableCapacity && ptr.Deref(device.AllowMultipleAllocations, false)
 }
+
+// couldAccept is allocateDevice's decision without its effects, for the
+// bounds: accepts in the current state, with mode saying what a bound may
+// assume. trap reports an evaluation error, which a bound must leave to the
+// search to find. values, if not nil, receives the constraint values.
+func (s *search) couldAccept(claim int, nr *nodeRequest, ci int, mode checkMode, values []constraintValue) (ok, trap bool) {
+	ok, _, err := s.accepts(claim, nr, ci, mode, values)
+	return ok, err != nil
+}

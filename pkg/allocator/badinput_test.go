@@ -15,16 +15,16 @@ import (
 	"k8s.io/dynamic-resource-allocation/structured"
 	"k8s.io/klog/v2/ktesting"
 
-	. "github.com/drasched/drasched/internal/builder"
+	"github.com/drasched/drasched/internal/builder"
 	"github.com/drasched/drasched/pkg/allocator"
 )
 
 // TestBadInput: every kind of bad input gets a clear error or a clean
 // "does not fit", never a panic.
 func TestBadInput(t *testing.T) {
-	node := MakeNode("node-0")
+	node := builder.MakeNode("node-0")
 	gpus := func(n int) *resourceapi.ResourceSlice {
-		return MakeSlice("node-0").Node("node-0").Devices(Devices("gpu", n, nil)...).Obj()
+		return builder.MakeSlice("node-0").Node("node-0").Devices(builder.Devices("gpu", n, nil)...).Obj()
 	}
 	for name, tc := range map[string]struct {
 		classes []*resourceapi.DeviceClass
@@ -38,77 +38,77 @@ func TestBadInput(t *testing.T) {
 		wantDevices []string
 	}{
 		"CEL runtime error in a class": {
-			classes: []*resourceapi.DeviceClass{MakeClass("gpu", `device.attributes["gpu.example.com"].model == "h100"`)},
+			classes: []*resourceapi.DeviceClass{builder.MakeClass("gpu", `device.attributes["gpu.example.com"].model == "h100"`)},
 			slices:  []*resourceapi.ResourceSlice{gpus(2)},
-			claim:   MakeClaim("c").Request("gpu", "gpu", 1).Obj(),
+			claim:   builder.MakeClaim("c").Request("gpu", "gpu", 1).Obj(),
 			wantErr: `class gpu: selector #0 on device gpu.example.com/node-0/gpu-0: CEL runtime error: no such key: model`,
 		},
 		"CEL runtime error in a claim": {
 			classes: []*resourceapi.DeviceClass{gpuClass},
 			slices:  []*resourceapi.ResourceSlice{gpus(2)},
-			claim:   MakeClaim("c").Request("gpu", "gpu", 1, `device.attributes["gpu.example.com"].memory > 1`).Obj(),
+			claim:   builder.MakeClaim("c").Request("gpu", "gpu", 1, `device.attributes["gpu.example.com"].memory > 1`).Obj(),
 			wantErr: `claim default/c: selector #0 on device gpu.example.com/node-0/gpu-0: CEL runtime error: no such key: memory`,
 		},
 		"CEL compile error": {
 			classes: []*resourceapi.DeviceClass{gpuClass},
 			slices:  []*resourceapi.ResourceSlice{gpus(2)},
-			claim:   MakeClaim("c").Request("gpu", "gpu", 1, `device.attributes[`).Obj(),
+			claim:   builder.MakeClaim("c").Request("gpu", "gpu", 1, `device.attributes[`).Obj(),
 			wantErr: `claim default/c: selector #0: CEL compile error: compilation failed`,
 		},
 		"class does not exist": {
 			classes: []*resourceapi.DeviceClass{gpuClass},
 			slices:  []*resourceapi.ResourceSlice{gpus(2)},
-			claim:   MakeClaim("c").Request("gpu", "no-such-class", 1).Obj(),
-			wantErr: `claim default/c, request gpu: could not retrieve device class no-such-class: deviceclass "no-such-class" not found`,
+			claim:   builder.MakeClaim("c").Request("gpu", "no-such-class", 1).Obj(),
+			wantErr: `claim default/c, request gpu: could not retrieve device class no-such-class: deviceclass.resource.k8s.io "no-such-class" not found`,
 		},
 		"duplicate device names make the pool invalid": {
 			classes: []*resourceapi.DeviceClass{gpuClass},
-			slices:  []*resourceapi.ResourceSlice{MakeSlice("node-0").Node("node-0").Devices(MakeDevice("gpu-0"), MakeDevice("gpu-0")).Obj()},
-			claim:   MakeClaim("c").Request("gpu", "gpu", 1).Obj(),
+			slices:  []*resourceapi.ResourceSlice{builder.MakeSlice("node-0").Node("node-0").Devices(builder.MakeDevice("gpu-0"), builder.MakeDevice("gpu-0")).Obj()},
+			claim:   builder.MakeClaim("c").Request("gpu", "gpu", 1).Obj(),
 			wantErr: "invalid resource pools were encountered",
 			nodeErr: true,
 		},
 		"slices disagreeing on the generation: the newest wins": {
 			classes: []*resourceapi.DeviceClass{gpuClass},
 			slices: []*resourceapi.ResourceSlice{
-				MakeSlice("old").Node("node-0").Pool("node-0", 1, 1).Devices(MakeDevice("old-gpu")).Obj(),
-				MakeSlice("new").Node("node-0").Pool("node-0", 2, 1).Devices(MakeDevice("new-gpu")).Obj(),
+				builder.MakeSlice("old").Node("node-0").Pool("node-0", 1, 1).Devices(builder.MakeDevice("old-gpu")).Obj(),
+				builder.MakeSlice("new").Node("node-0").Pool("node-0", 2, 1).Devices(builder.MakeDevice("new-gpu")).Obj(),
 			},
-			claim:       MakeClaim("c").Request("gpu", "gpu", 1).Obj(),
+			claim:       builder.MakeClaim("c").Request("gpu", "gpu", 1).Obj(),
 			wantDevices: []string{"new-gpu"},
 		},
 		"newest generation incomplete: does not fit": {
 			classes: []*resourceapi.DeviceClass{gpuClass},
 			slices: []*resourceapi.ResourceSlice{
-				MakeSlice("old").Node("node-0").Pool("node-0", 1, 1).Devices(MakeDevice("old-gpu")).Obj(),
-				MakeSlice("new").Node("node-0").Pool("node-0", 2, 2).Devices(MakeDevice("new-gpu")).Obj(),
+				builder.MakeSlice("old").Node("node-0").Pool("node-0", 1, 1).Devices(builder.MakeDevice("old-gpu")).Obj(),
+				builder.MakeSlice("new").Node("node-0").Pool("node-0", 2, 2).Devices(builder.MakeDevice("new-gpu")).Obj(),
 			},
-			claim: MakeClaim("c").Request("gpu", "gpu", 1).Obj(),
+			claim: builder.MakeClaim("c").Request("gpu", "gpu", 1).Obj(),
 		},
 		"10,000 devices in one pool, all of them": {
 			classes:     []*resourceapi.DeviceClass{gpuClass},
 			slices:      []*resourceapi.ResourceSlice{gpus(10000)},
-			claim:       MakeClaim("c").RequestAll("gpu", "gpu").Obj(),
+			claim:       builder.MakeClaim("c").RequestAll("gpu", "gpu").Obj(),
 			wantErr:     "adding 10000 devices exceeds the claim limit of 32",
 			wantDevices: nil,
 		},
 		"10,000 devices in one pool, 32 of them": {
 			classes:     []*resourceapi.DeviceClass{gpuClass},
 			slices:      []*resourceapi.ResourceSlice{gpus(10000)},
-			claim:       MakeClaim("c").Request("gpu", "gpu", 32).Obj(),
+			claim:       builder.MakeClaim("c").Request("gpu", "gpu", 32).Obj(),
 			wantDevices: deviceNames("gpu", 32),
 		},
 		"10,000 devices in one pool, 33 of them": {
 			classes: []*resourceapi.DeviceClass{gpuClass},
 			slices:  []*resourceapi.ResourceSlice{gpus(10000)},
-			claim:   MakeClaim("c").Request("gpu", "gpu", 33).Obj(),
+			claim:   builder.MakeClaim("c").Request("gpu", "gpu", 33).Obj(),
 			wantErr: "adding 33 devices exceeds the claim limit of 32",
 		},
 		"request without exactly or firstAvailable": {
 			classes: []*resourceapi.DeviceClass{gpuClass},
 			slices:  []*resourceapi.ResourceSlice{gpus(1)},
 			claim: func() *resourceapi.ResourceClaim {
-				c := MakeClaim("c").Obj()
+				c := builder.MakeClaim("c").Obj()
 				c.Spec.Devices.Requests = []resourceapi.DeviceRequest{{Name: "empty"}}
 				return c
 			}(),
@@ -118,7 +118,7 @@ func TestBadInput(t *testing.T) {
 			classes: []*resourceapi.DeviceClass{gpuClass},
 			slices:  []*resourceapi.ResourceSlice{gpus(1)},
 			claim: func() *resourceapi.ResourceClaim {
-				c := MakeClaim("c").Request("gpu", "gpu", 1).Obj()
+				c := builder.MakeClaim("c").Request("gpu", "gpu", 1).Obj()
 				c.Spec.Devices.Requests[0].Exactly.Selectors = []resourceapi.DeviceSelector{{}}
 				return c
 			}(),
@@ -127,7 +127,7 @@ func TestBadInput(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, ctx := ktesting.NewTestContext(t)
-			a, err := allocator.New(ctx, structured.Features{PrioritizedList: true}, structured.AllocatedState{}, ClassLister(tc.classes), tc.slices, allocator.Options{})
+			a, err := allocator.New(ctx, structured.Features{PrioritizedList: true}, structured.AllocatedState{}, allocator.ClassList(tc.classes), tc.slices, allocator.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -165,11 +165,11 @@ func deviceNames(prefix string, n int) []string {
 
 func TestNoNode(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
-	a, err := allocator.New(ctx, structured.Features{}, structured.AllocatedState{}, ClassLister{gpuClass}, nil, allocator.Options{})
+	a, err := allocator.New(ctx, structured.Features{}, structured.AllocatedState{}, allocator.ClassList{gpuClass}, nil, allocator.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := a.Allocate(ctx, nil, []*resourceapi.ResourceClaim{MakeClaim("c").Request("gpu", "gpu", 1).Obj()}); err == nil {
+	if _, err := a.Allocate(ctx, nil, []*resourceapi.ResourceClaim{builder.MakeClaim("c").Request("gpu", "gpu", 1).Obj()}); err == nil {
 		t.Fatal("Allocate without a node succeeded")
 	}
 }
@@ -185,15 +185,15 @@ func TestNoClassLister(t *testing.T) {
 // error once the context is cancelled, here before it starts.
 func TestCancel(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
-	slices := []*resourceapi.ResourceSlice{MakeSlice("node-0").Node("node-0").Devices(Devices("gpu", 64, nil)...).Obj()}
-	a, err := allocator.New(ctx, structured.Features{}, structured.AllocatedState{}, ClassLister{gpuClass}, slices, allocator.Options{})
+	slices := []*resourceapi.ResourceSlice{builder.MakeSlice("node-0").Node("node-0").Devices(builder.Devices("gpu", 64, nil)...).Obj()}
+	a, err := allocator.New(ctx, structured.Features{}, structured.AllocatedState{}, allocator.ClassList{gpuClass}, slices, allocator.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	cancelled, cancel := context.WithCancelCause(ctx)
 	cause := errors.New("scheduler shutting down")
 	cancel(cause)
-	_, err = a.Allocate(cancelled, MakeNode("node-0"), []*resourceapi.ResourceClaim{MakeClaim("c").Request("gpu", "gpu", 8).Obj()})
+	_, err = a.Allocate(cancelled, builder.MakeNode("node-0"), []*resourceapi.ResourceClaim{builder.MakeClaim("c").Request("gpu", "gpu", 8).Obj()})
 	if !errors.Is(err, cause) {
 		t.Fatalf("expected an error wrapping the cancellation cause, got %v", err)
 	}
@@ -206,16 +206,16 @@ func TestConcurrentNodes(t *testing.T) {
 	var slices []*resourceapi.ResourceSlice
 	for n := range 32 {
 		name := fmt.Sprintf("node-%d", n)
-		slices = append(slices, MakeSlice(name).Node(name).Devices(Devices("gpu", 8, func(i int, d *DeviceWrapper) {
+		slices = append(slices, builder.MakeSlice(name).Node(name).Devices(builder.Devices("gpu", 8, func(i int, d *builder.DeviceWrapper) {
 			d.String("resource.kubernetes.io/pcieRoot", fmt.Sprintf("pci%d", i%2))
 		})...).Obj())
 	}
 	// A network-attached pool that every node sees.
-	slices = append(slices, MakeSlice("shared").AllNodes().Devices(Devices("nic", 4, nil)...).Obj())
-	claim := MakeClaim("c").Request("gpu", "gpu", 4, `device.driver == "gpu.example.com"`).
+	slices = append(slices, builder.MakeSlice("shared").AllNodes().Devices(builder.Devices("nic", 4, nil)...).Obj())
+	claim := builder.MakeClaim("c").Request("gpu", "gpu", 4, `device.driver == "gpu.example.com"`).
 		MatchAttribute("resource.kubernetes.io/pcieRoot").Obj()
 	cache := allocator.NewCache(0)
-	a, err := allocator.New(ctx, structured.Features{}, structured.AllocatedState{}, ClassLister{gpuClass}, slices, allocator.Options{Cache: cache})
+	a, err := allocator.New(ctx, structured.Features{}, structured.AllocatedState{}, allocator.ClassList{gpuClass}, slices, allocator.Options{Cache: cache})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -224,7 +224,7 @@ func TestConcurrentNodes(t *testing.T) {
 	for n := range 32 {
 		wg.Go(func() {
 			name := fmt.Sprintf("node-%d", n)
-			results, err := a.Allocate(ctx, MakeNode(name), []*resourceapi.ResourceClaim{claim})
+			results, err := a.Allocate(ctx, builder.MakeNode(name), []*resourceapi.ResourceClaim{claim})
 			switch {
 			case err != nil:
 				errs[n] = err
@@ -259,7 +259,7 @@ func TestConcurrentSharedDevices(t *testing.T) {
 	}
 	for n := range nodes {
 		name := fmt.Sprintf("node-%d", n)
-		slices = append(slices, MakeSlice(name).Node(name).Devices(Devices("gpu", 4, func(i int, d *DeviceWrapper) {
+		slices = append(slices, builder.MakeSlice(name).Node(name).Devices(builder.Devices("gpu", 4, func(i int, d *builder.DeviceWrapper) {
 			d.Int("index", int64(i)).Capacity("memory", "40Gi").Shareable(nil)
 		})...).Obj())
 		// Earlier claims use two of the GPUs alike.
@@ -272,18 +272,18 @@ func TestConcurrentSharedDevices(t *testing.T) {
 	}
 	// A partitionable pool that every node sees.
 	slices = append(slices,
-		MakeSlice("counters").Driver("part.example.com").AllNodes().Pool("parts", 1, 2).Counters(CounterSet("set", map[string]string{"mem": "4"})).Obj(),
-		MakeSlice("parts").Driver("part.example.com").AllNodes().Pool("parts", 1, 2).Devices(Devices("part", 4, func(i int, d *DeviceWrapper) {
+		builder.MakeSlice("counters").Driver("part.example.com").AllNodes().Pool("parts", 1, 2).Counters(builder.CounterSet("set", map[string]string{"mem": "4"})).Obj(),
+		builder.MakeSlice("parts").Driver("part.example.com").AllNodes().Pool("parts", 1, 2).Devices(builder.Devices("part", 4, func(i int, d *builder.DeviceWrapper) {
 			d.Consumes("set", map[string]string{"mem": "1"})
 		})...).Obj())
-	classes := ClassLister{
-		MakeClass("gpu", `device.driver == "gpu.example.com"`),
-		MakeClass("part", `device.driver == "part.example.com"`),
+	classes := allocator.ClassList{
+		builder.MakeClass("gpu", `device.driver == "gpu.example.com"`),
+		builder.MakeClass("part", `device.driver == "part.example.com"`),
 	}
-	fits := MakeClaim("fits").Request("gpu", "gpu", 2).CapacityRequest("memory", "10Gi").Request("part", "part", 1).Obj()
+	fits := builder.MakeClaim("fits").Request("gpu", "gpu", 2).CapacityRequest("memory", "10Gi").Request("part", "part", 1).Obj()
 	// Four shares of 20Gi on GPUs with 25Gi and 40Gi left: two fit on the
 	// first two, four on the others, and two requests need six.
-	misfit := MakeClaim("misfit").
+	misfit := builder.MakeClaim("misfit").
 		Request("a", "gpu", 3).CapacityRequest("memory", "20Gi").
 		Request("b", "gpu", 3).CapacityRequest("memory", "20Gi").
 		Request("c", "gpu", 2).CapacityRequest("memory", "20Gi").Obj()
@@ -295,7 +295,7 @@ func TestConcurrentSharedDevices(t *testing.T) {
 	errs := make([]error, 2*nodes)
 	for n := range 2 * nodes {
 		wg.Go(func() {
-			node := MakeNode(fmt.Sprintf("node-%d", n/2))
+			node := builder.MakeNode(fmt.Sprintf("node-%d", n/2))
 			if n%2 == 1 {
 				results, err := a.Allocate(ctx, node, []*resourceapi.ResourceClaim{misfit})
 				if err != nil || results != nil {

@@ -17,7 +17,7 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/feature"
 	"k8s.io/utils/ptr"
 
-	. "github.com/drasched/drasched/internal/builder"
+	"github.com/drasched/drasched/internal/builder"
 	"github.com/drasched/drasched/pkg/allocator"
 )
 
@@ -66,13 +66,13 @@ func withBestFit(cases map[string]func() benchCase) map[string]func() benchCase 
 
 const perfDriver = "test-driver.cdi.k8s.io"
 
-var perfClass = MakeClass("test-class", `device.driver == "test-driver.cdi.k8s.io"`)
+var perfClass = builder.MakeClass("test-class", `device.driver == "test-driver.cdi.k8s.io"`)
 
 // basicDevices mirrors scheduler_perf's resourceslice-basic-devices.yaml: an
 // Intel-GPU-like device with a realistic number of attributes, PCI roots
 // alternating.
-func basicDevices(n, pciRoots int) []*DeviceWrapper {
-	return Devices("basic-device", n, func(i int, d *DeviceWrapper) {
+func basicDevices(n, pciRoots int) []*builder.DeviceWrapper {
+	return builder.Devices("basic-device", n, func(i int, d *builder.DeviceWrapper) {
 		d.String("driver", "xe").Version("driverVersion", "1.2.3").
 			String("resource.k8s.io/pciRoot", fmt.Sprint(i%pciRoots)).
 			String("family", "Arc Pro B-Series").String("health", "Healthy").String("model", "B60").
@@ -91,14 +91,14 @@ func perfNodes(n int, slice func(node string) []*resourceapi.ResourceSlice) ([]*
 	var slices []*resourceapi.ResourceSlice
 	for i := range n {
 		name := fmt.Sprintf("scheduler-perf-dra-%d", i)
-		nodes = append(nodes, MakeNode(name))
+		nodes = append(nodes, builder.MakeNode(name))
 		slices = append(slices, slice(name)...)
 	}
 	return nodes, slices
 }
 
 func basicSlice(node string) []*resourceapi.ResourceSlice {
-	return []*resourceapi.ResourceSlice{MakeSlice(node).Driver(perfDriver).Node(node).Devices(basicDevices(10, 2)...).Obj()}
+	return []*resourceapi.ResourceSlice{builder.MakeSlice(node).Driver(perfDriver).Node(node).Devices(basicDevices(10, 2)...).Obj()}
 }
 
 // schedulerFeatures are the allocator features kube-scheduler v1.37 runs
@@ -118,7 +118,7 @@ func benchCases() map[string]func() benchCase {
 			return benchCase{
 				features: schedulerFeatures,
 				classes:  []*resourceapi.DeviceClass{perfClass}, slices: slices, nodes: nodes,
-				claims: []*resourceapi.ResourceClaim{MakeClaim("claim").Request("req-0", "test-class", 1).Obj()},
+				claims: []*resourceapi.ResourceClaim{builder.MakeClaim("claim").Request("req-0", "test-class", 1).Obj()},
 				fits:   true,
 			}
 		},
@@ -129,7 +129,7 @@ func benchCases() map[string]func() benchCase {
 			return benchCase{
 				features: schedulerFeatures,
 				classes:  []*resourceapi.DeviceClass{perfClass}, slices: slices, nodes: nodes,
-				claims: []*resourceapi.ResourceClaim{MakeClaim("claim").Request("req-0", "test-class", 1,
+				claims: []*resourceapi.ResourceClaim{builder.MakeClaim("claim").Request("req-0", "test-class", 1,
 					`device.attributes["test-driver.cdi.k8s.io"].driverVersion.major() >= 1 && device.capacity["test-driver.cdi.k8s.io"].memory.isGreaterThan(quantity("1Mi"))`).Obj()},
 				fits: true,
 			}
@@ -138,7 +138,7 @@ func benchCases() map[string]func() benchCase {
 		// root; roots alternate, so every other device is skipped.
 		"match_500nodes": func() benchCase {
 			nodes, slices := perfNodes(500, basicSlice)
-			claim := MakeClaim("claim")
+			claim := builder.MakeClaim("claim")
 			for i := range 5 {
 				claim.Request(fmt.Sprintf("req-%d", i), "test-class", 1)
 			}
@@ -158,9 +158,9 @@ func benchCases() map[string]func() benchCase {
 				for i := 1; i <= 8; i++ {
 					cpu[fmt.Sprintf("cpu%d", i)] = "1"
 				}
-				counters := MakeSlice("counters-"+node).Driver(perfDriver).Node(node).Pool(node, 1, 2).
-					Counters(CounterSet("counter-set-for-cpu", cpu), CounterSet("counter-set-for-mem", map[string]string{"mem": "70Gi"})).Obj()
-				devices := Devices("device", 8, func(i int, d *DeviceWrapper) {
+				counters := builder.MakeSlice("counters-"+node).Driver(perfDriver).Node(node).Pool(node, 1, 2).
+					Counters(builder.CounterSet("counter-set-for-cpu", cpu), builder.CounterSet("counter-set-for-mem", map[string]string{"mem": "70Gi"})).Obj()
+				devices := builder.Devices("device", 8, func(i int, d *builder.DeviceWrapper) {
 					mem := "10Gi"
 					if i == 0 {
 						mem = "20Gi"
@@ -168,12 +168,12 @@ func benchCases() map[string]func() benchCase {
 					d.Consumes("counter-set-for-cpu", map[string]string{fmt.Sprintf("cpu%d", i+1): "1"}).
 						Consumes("counter-set-for-mem", map[string]string{"mem": mem})
 				})
-				return []*resourceapi.ResourceSlice{counters, MakeSlice("devices-"+node).Driver(perfDriver).Node(node).Pool(node, 1, 2).Devices(devices...).Obj()}
+				return []*resourceapi.ResourceSlice{counters, builder.MakeSlice("devices-"+node).Driver(perfDriver).Node(node).Pool(node, 1, 2).Devices(devices...).Obj()}
 			})
 			return benchCase{
 				features: structured.Features{PartitionableDevices: true},
 				classes:  []*resourceapi.DeviceClass{perfClass}, slices: slices, nodes: nodes,
-				claims: []*resourceapi.ResourceClaim{MakeClaim("claim").Request("req-0", "test-class", 7).Obj()},
+				claims: []*resourceapi.ResourceClaim{builder.MakeClaim("claim").Request("req-0", "test-class", 7).Obj()},
 				fits:   true,
 			}
 		},
@@ -185,16 +185,16 @@ func benchCases() map[string]func() benchCase {
 					Default:    ptr.To(resource.MustParse("1M")),
 					ValidRange: &resourceapi.CapacityRequestPolicyRange{Min: ptr.To(resource.MustParse("1M")), Step: ptr.To(resource.MustParse("8"))},
 				}
-				devices := Devices("shareable-device", 4, func(i int, d *DeviceWrapper) {
+				devices := builder.Devices("shareable-device", 4, func(i int, d *builder.DeviceWrapper) {
 					d.Int("dra.example.com/index", int64(i)).Capacity("bandwidth", "10G").Shareable(policy)
 				})
-				return []*resourceapi.ResourceSlice{MakeSlice(node).Driver(perfDriver).Node(node).Devices(devices...).Obj()}
+				return []*resourceapi.ResourceSlice{builder.MakeSlice(node).Driver(perfDriver).Node(node).Devices(devices...).Obj()}
 			})
-			class := MakeClass("test-class", `device.driver == "test-driver.cdi.k8s.io" && device.allowMultipleAllocations == true`)
+			class := builder.MakeClass("test-class", `device.driver == "test-driver.cdi.k8s.io" && device.allowMultipleAllocations == true`)
 			return benchCase{
 				features: structured.Features{ConsumableCapacity: true},
 				classes:  []*resourceapi.DeviceClass{class}, slices: slices, nodes: nodes,
-				claims: []*resourceapi.ResourceClaim{MakeClaim("claim").Request("req-0", "test-class", 2).
+				claims: []*resourceapi.ResourceClaim{builder.MakeClaim("claim").Request("req-0", "test-class", 2).
 					CapacityRequest("bandwidth", "2500M").DistinctAttribute("dra.example.com/index", "req-0").Obj()},
 				fits: true,
 			}
@@ -205,35 +205,35 @@ func benchCases() map[string]func() benchCase {
 		// Two requests under one matchAttribute need 17 devices with the
 		// same PCIe root; 64 devices have four roots of 16 each.
 		"hard_unsatisfiable_match_64": func() benchCase {
-			slice := MakeSlice("node-0").Driver(perfDriver).Node("node-0").Devices(Devices("gpu", 64, func(i int, d *DeviceWrapper) {
+			slice := builder.MakeSlice("node-0").Driver(perfDriver).Node("node-0").Devices(builder.Devices("gpu", 64, func(i int, d *builder.DeviceWrapper) {
 				d.String("resource.kubernetes.io/pcieRoot", fmt.Sprintf("pci%d", i%4))
 			})...).Obj()
 			return benchCase{
-				classes: []*resourceapi.DeviceClass{perfClass}, slices: []*resourceapi.ResourceSlice{slice}, nodes: []*v1.Node{MakeNode("node-0")},
-				claims: []*resourceapi.ResourceClaim{MakeClaim("claim").Request("a", "test-class", 11).Request("b", "test-class", 6).
+				classes: []*resourceapi.DeviceClass{perfClass}, slices: []*resourceapi.ResourceSlice{slice}, nodes: []*v1.Node{builder.MakeNode("node-0")},
+				claims: []*resourceapi.ResourceClaim{builder.MakeClaim("claim").Request("a", "test-class", 11).Request("b", "test-class", 6).
 					MatchAttribute("resource.kubernetes.io/pcieRoot").Obj()},
 			}
 		},
 		// One more than there are: 21 of 20 identical devices.
 		"hard_count_n_plus_1": func() benchCase {
-			slice := MakeSlice("node-0").Driver(perfDriver).Node("node-0").Devices(Devices("gpu", 20, nil)...).Obj()
+			slice := builder.MakeSlice("node-0").Driver(perfDriver).Node("node-0").Devices(builder.Devices("gpu", 20, nil)...).Obj()
 			return benchCase{
-				classes: []*resourceapi.DeviceClass{perfClass}, slices: []*resourceapi.ResourceSlice{slice}, nodes: []*v1.Node{MakeNode("node-0")},
-				claims: []*resourceapi.ResourceClaim{MakeClaim("claim").Request("gpu", "test-class", 21).Obj()},
+				classes: []*resourceapi.DeviceClass{perfClass}, slices: []*resourceapi.ResourceSlice{slice}, nodes: []*v1.Node{builder.MakeNode("node-0")},
+				claims: []*resourceapi.ResourceClaim{builder.MakeClaim("claim").Request("gpu", "test-class", 21).Obj()},
 			}
 		},
 		// Four requests of three devices each compete for the same 11
 		// devices, which carry distinct serial numbers (no two identical).
 		"hard_overlapping_requests": func() benchCase {
-			slice := MakeSlice("node-0").Driver(perfDriver).Node("node-0").Devices(Devices("gpu", 11, func(i int, d *DeviceWrapper) {
+			slice := builder.MakeSlice("node-0").Driver(perfDriver).Node("node-0").Devices(builder.Devices("gpu", 11, func(i int, d *builder.DeviceWrapper) {
 				d.String("serial", fmt.Sprintf("sn-%d", i))
 			})...).Obj()
-			claim := MakeClaim("claim")
+			claim := builder.MakeClaim("claim")
 			for i := range 4 {
 				claim.Request(fmt.Sprintf("req-%d", i), "test-class", 3)
 			}
 			return benchCase{
-				classes: []*resourceapi.DeviceClass{perfClass}, slices: []*resourceapi.ResourceSlice{slice}, nodes: []*v1.Node{MakeNode("node-0")},
+				classes: []*resourceapi.DeviceClass{perfClass}, slices: []*resourceapi.ResourceSlice{slice}, nodes: []*v1.Node{builder.MakeNode("node-0")},
 				claims: []*resourceapi.ResourceClaim{claim.Obj()},
 			}
 		},
@@ -241,14 +241,14 @@ func benchCases() map[string]func() benchCase {
 		// has, which upstream finds out again for each of the first
 		// claim's choices.
 		"hard_second_claim_impossible": func() benchCase {
-			slice := MakeSlice("node-0").Driver(perfDriver).Node("node-0").Devices(Devices("gpu", 18, func(i int, d *DeviceWrapper) {
+			slice := builder.MakeSlice("node-0").Driver(perfDriver).Node("node-0").Devices(builder.Devices("gpu", 18, func(i int, d *builder.DeviceWrapper) {
 				d.String("model", []string{"a100", "h100"}[i%2])
 			})...).Obj()
 			return benchCase{
-				classes: []*resourceapi.DeviceClass{perfClass}, slices: []*resourceapi.ResourceSlice{slice}, nodes: []*v1.Node{MakeNode("node-0")},
+				classes: []*resourceapi.DeviceClass{perfClass}, slices: []*resourceapi.ResourceSlice{slice}, nodes: []*v1.Node{builder.MakeNode("node-0")},
 				claims: []*resourceapi.ResourceClaim{
-					MakeClaim("first").Request("gpu", "test-class", 5).Obj(),
-					MakeClaim("second").Request("gpu", "test-class", 10, `device.attributes["test-driver.cdi.k8s.io"].model == "h100"`).Obj(),
+					builder.MakeClaim("first").Request("gpu", "test-class", 5).Obj(),
+					builder.MakeClaim("second").Request("gpu", "test-class", 10, `device.attributes["test-driver.cdi.k8s.io"].model == "h100"`).Obj(),
 				},
 			}
 		},
@@ -263,7 +263,7 @@ func benchCases() map[string]func() benchCase {
 		// N-1 of its N GPUs at best.
 		"hard_consumable_n_minus_1": func() benchCase {
 			return sharedGPUCase(7, []earlierClaim{{memory: "40Gi"}, {memory: "15Gi"}, {gpus: []int{5, 6}, memory: "10Gi"}},
-				MakeClaim("claim").
+				builder.MakeClaim("claim").
 					Request("r0", "shared-gpu", 3).CapacityRequest("memory", "10Gi").
 					Request("r1", "shared-gpu", 3).CapacityRequest("memory", "10Gi").
 					Request("r2", "shared-gpu", 3).CapacityRequest("memory", "10Gi").
@@ -272,7 +272,7 @@ func benchCases() map[string]func() benchCase {
 		// The same, with the last request's GPUs on distinct NUMA nodes.
 		"hard_consumable_distinct": func() benchCase {
 			return sharedGPUCase(7, []earlierClaim{{memory: "40Gi"}, {memory: "15Gi"}, {gpus: []int{5, 6}, memory: "10Gi"}},
-				MakeClaim("claim").
+				builder.MakeClaim("claim").
 					Request("r0", "shared-gpu", 3).CapacityRequest("memory", "10Gi").
 					Request("r1", "shared-gpu", 3).CapacityRequest("memory", "10Gi").
 					Request("r2", "shared-gpu", 3).CapacityRequest("memory", "10Gi").
@@ -285,7 +285,7 @@ func benchCases() map[string]func() benchCase {
 		// are two at most. Counting shares or memory does not show it.
 		"hard_consumable_competing": func() benchCase {
 			return sharedGPUCase(7, []earlierClaim{{memory: "24Gi"}, {memory: "11Gi"}},
-				MakeClaim("claim").
+				builder.MakeClaim("claim").
 					Request("r0", "shared-gpu", 4).CapacityRequest("memory", "20Gi").
 					Request("r1", "shared-gpu", 3).CapacityRequest("memory", "20Gi").
 					Request("r2", "shared-gpu", 3).CapacityRequest("memory", "20Gi").
@@ -312,7 +312,7 @@ func sharedGPUCase(n int, earlier []earlierClaim, claim *resourceapi.ResourceCla
 		Default:    ptr.To(resource.MustParse("1Gi")),
 		ValidRange: &resourceapi.CapacityRequestPolicyRange{Min: ptr.To(resource.MustParse("1Gi")), Step: ptr.To(resource.MustParse("1Gi"))},
 	}
-	slice := MakeSlice("node-0").Driver(sharedGPUDriver).Node("node-0").Devices(Devices("gpu", n, func(i int, d *DeviceWrapper) {
+	slice := builder.MakeSlice("node-0").Driver(sharedGPUDriver).Node("node-0").Devices(builder.Devices("gpu", n, func(i int, d *builder.DeviceWrapper) {
 		d.Int("index", int64(i)).String("uuid", fmt.Sprintf("GPU-%08x", 0x5eed0000+i)).Int("numa", int64(i/2)).
 			Capacity("memory", "80Gi").Shareable(policy)
 	})...).Obj()
@@ -335,11 +335,11 @@ func sharedGPUCase(n int, earlier []earlierClaim, claim *resourceapi.ResourceCla
 			state.AggregatedCapacity.Insert(structured.NewDeviceConsumedCapacity(id, map[resourceapi.QualifiedName]resource.Quantity{"memory": resource.MustParse(c.memory)}))
 		}
 	}
-	class := MakeClass("shared-gpu", fmt.Sprintf("device.driver == %q && device.allowMultipleAllocations == true", sharedGPUDriver))
+	class := builder.MakeClass("shared-gpu", fmt.Sprintf("device.driver == %q && device.allowMultipleAllocations == true", sharedGPUDriver))
 	return benchCase{
 		features: structured.Features{ConsumableCapacity: true},
 		state:    state,
-		classes:  []*resourceapi.DeviceClass{class}, slices: []*resourceapi.ResourceSlice{slice}, nodes: []*v1.Node{MakeNode("node-0")},
+		classes:  []*resourceapi.DeviceClass{class}, slices: []*resourceapi.ResourceSlice{slice}, nodes: []*v1.Node{builder.MakeNode("node-0")},
 		claims: []*resourceapi.ResourceClaim{claim},
 	}
 }
@@ -352,7 +352,7 @@ func upstreamRunner(bc *benchCase) runAllocator {
 	// The scheduler plugin keeps one compile cache across cycles.
 	celCache := cel.NewCache(10, cel.Features{EnableConsumableCapacity: bc.features.ConsumableCapacity, EnableListTypeAttributes: bc.features.ListTypeAttributes})
 	return func(ctx context.Context, bc *benchCase) (int, error) {
-		a, err := structured.NewAllocator(ctx, bc.features, bc.state, ClassLister(bc.classes), bc.slices, celCache)
+		a, err := structured.NewAllocator(ctx, bc.features, bc.state, allocator.ClassList(bc.classes), bc.slices, celCache)
 		if err != nil {
 			return 0, err
 		}
@@ -373,7 +373,7 @@ func upstreamRunner(bc *benchCase) runAllocator {
 func draschedRunner(cache *allocator.Cache, opts allocator.Options) runAllocator {
 	opts.Cache = cache
 	return func(ctx context.Context, bc *benchCase) (int, error) {
-		a, err := allocator.New(ctx, bc.features, bc.state, ClassLister(bc.classes), bc.slices, opts)
+		a, err := allocator.New(ctx, bc.features, bc.state, allocator.ClassList(bc.classes), bc.slices, opts)
 		if err != nil {
 			return 0, err
 		}
@@ -456,22 +456,22 @@ func explainCases() map[string]func() benchCase {
 		}
 	}
 	// Six devices with one PCI root, where each root has five.
-	match := MakeClaim("claim")
+	match := builder.MakeClaim("claim")
 	for i := range 6 {
 		match.Request(fmt.Sprintf("req-%d", i), "test-class", 1)
 	}
 	match.MatchAttribute("resource.kubernetes.io/pciRoot")
 	return map[string]func() benchCase{
 		// One device more than a node has: the request fails on its own.
-		"empty_500nodes": misfit("empty_500nodes", MakeClaim("claim").Request("req-0", "test-class", 11).Obj()),
-		"selector_500nodes": misfit("selector_500nodes", MakeClaim("claim").Request("req-0", "test-class", 11,
+		"empty_500nodes": misfit("empty_500nodes", builder.MakeClaim("claim").Request("req-0", "test-class", 11).Obj()),
+		"selector_500nodes": misfit("selector_500nodes", builder.MakeClaim("claim").Request("req-0", "test-class", 11,
 			`device.attributes["test-driver.cdi.k8s.io"].driverVersion.major() >= 1 && device.capacity["test-driver.cdi.k8s.io"].memory.isGreaterThan(quantity("1Mi"))`).Obj()),
 		// The requests fit, their constraint does not: three searches.
 		"match_500nodes": misfit("match_500nodes", match.Obj()),
 		// All eight partitions: each fits alone, not all together.
-		"partitionable_500nodes": misfit("partitionable_500nodes", MakeClaim("claim").Request("req-0", "test-class", 8).Obj()),
+		"partitionable_500nodes": misfit("partitionable_500nodes", builder.MakeClaim("claim").Request("req-0", "test-class", 8).Obj()),
 		// Five distinct shareable devices of four.
-		"consumable_500nodes": misfit("consumable_500nodes", MakeClaim("claim").Request("req-0", "test-class", 5).
+		"consumable_500nodes": misfit("consumable_500nodes", builder.MakeClaim("claim").Request("req-0", "test-class", 5).
 			CapacityRequest("bandwidth", "2500M").DistinctAttribute("dra.example.com/index", "req-0").Obj()),
 	}
 }
@@ -493,7 +493,7 @@ func BenchmarkExplain(b *testing.B) {
 				ctx := context.Background()
 				cache := allocator.NewCache(0)
 				run := func() error {
-					a, err := allocator.New(ctx, bc.features, bc.state, ClassLister(bc.classes), bc.slices, allocator.Options{Cache: cache})
+					a, err := allocator.New(ctx, bc.features, bc.state, allocator.ClassList(bc.classes), bc.slices, allocator.Options{Cache: cache})
 					if err != nil {
 						return err
 					}

@@ -13,7 +13,7 @@ import (
 	"k8s.io/dynamic-resource-allocation/structured"
 	"k8s.io/utils/ptr"
 
-	. "github.com/drasched/drasched/internal/builder"
+	"github.com/drasched/drasched/internal/builder"
 	"github.com/drasched/drasched/pkg/allocator"
 )
 
@@ -27,7 +27,7 @@ var topologyAttributes = []resourceapi.FullyQualifiedName{pcieRoot, "gpu.example
 // hgx is an HGX-like node: 8 GPUs, two per PCIe root, four per NUMA node,
 // one NVLink domain.
 func hgx() *resourceapi.ResourceSlice {
-	return MakeSlice("node-0").Node("node-0").Devices(Devices("gpu", 8, func(i int, d *DeviceWrapper) {
+	return builder.MakeSlice("node-0").Node("node-0").Devices(builder.Devices("gpu", 8, func(i int, d *builder.DeviceWrapper) {
 		d.String(pcieRoot, fmt.Sprintf("pci%d", i/2)).Int(numaNode, int64(i/4)).String("nvlinkDomain", "nvl-0")
 	})...).Obj()
 }
@@ -35,19 +35,19 @@ func hgx() *resourceapi.ResourceSlice {
 // migNode has two GPUs with a counter set each, partitionable into a whole
 // GPU or two halves, on one PCIe root.
 func migNode() []*resourceapi.ResourceSlice {
-	var devices []*DeviceWrapper
+	var devices []*builder.DeviceWrapper
 	for g := range 2 {
 		set := fmt.Sprintf("gpu-%d-memory", g)
 		devices = append(devices,
-			MakeDevice(fmt.Sprintf("gpu-%d", g)).String("type", "gpu").String(pcieRoot, "pci0").Consumes(set, map[string]string{"memory": "40Gi"}),
-			MakeDevice(fmt.Sprintf("gpu-%d-half-0", g)).String("type", "mig").String(pcieRoot, "pci0").Consumes(set, map[string]string{"memory": "20Gi"}),
-			MakeDevice(fmt.Sprintf("gpu-%d-half-1", g)).String("type", "mig").String(pcieRoot, "pci0").Consumes(set, map[string]string{"memory": "20Gi"}))
+			builder.MakeDevice(fmt.Sprintf("gpu-%d", g)).String("type", "gpu").String(pcieRoot, "pci0").Consumes(set, map[string]string{"memory": "40Gi"}),
+			builder.MakeDevice(fmt.Sprintf("gpu-%d-half-0", g)).String("type", "mig").String(pcieRoot, "pci0").Consumes(set, map[string]string{"memory": "20Gi"}),
+			builder.MakeDevice(fmt.Sprintf("gpu-%d-half-1", g)).String("type", "mig").String(pcieRoot, "pci0").Consumes(set, map[string]string{"memory": "20Gi"}))
 	}
 	return []*resourceapi.ResourceSlice{
-		MakeSlice("counters").Node("node-0").Pool("node-0", 1, 2).Counters(
-			CounterSet("gpu-0-memory", map[string]string{"memory": "40Gi"}),
-			CounterSet("gpu-1-memory", map[string]string{"memory": "40Gi"})).Obj(),
-		MakeSlice("devices").Node("node-0").Pool("node-0", 1, 2).Devices(devices...).Obj(),
+		builder.MakeSlice("counters").Node("node-0").Pool("node-0", 1, 2).Counters(
+			builder.CounterSet("gpu-0-memory", map[string]string{"memory": "40Gi"}),
+			builder.CounterSet("gpu-1-memory", map[string]string{"memory": "40Gi"})).Obj(),
+		builder.MakeSlice("devices").Node("node-0").Pool("node-0", 1, 2).Devices(devices...).Obj(),
 	}
 }
 
@@ -63,8 +63,8 @@ func allocatedOn(pool string, names ...string) structured.AllocatedState {
 // same input, still chooses upstream's.
 func TestBestFit(t *testing.T) {
 	features := structured.Features{PartitionableDevices: true, ConsumableCapacity: true, PrioritizedList: true}
-	migClass := MakeClass("mig", `device.driver == "gpu.example.com" && device.attributes["gpu.example.com"].type == "mig"`)
-	shared := MakeSlice("node-0").Node("node-0").Devices(Devices("gpu", 3, func(_ int, d *DeviceWrapper) {
+	migClass := builder.MakeClass("mig", `device.driver == "gpu.example.com" && device.attributes["gpu.example.com"].type == "mig"`)
+	shared := builder.MakeSlice("node-0").Node("node-0").Devices(builder.Devices("gpu", 3, func(_ int, d *builder.DeviceWrapper) {
 		d.Capacity("memory", "80Gi").Shareable(nil)
 	})...).Obj()
 	sharedState := structured.AllocatedState{
@@ -87,35 +87,35 @@ func TestBestFit(t *testing.T) {
 		"one GPU fills a half-used PCIe root": {
 			slices:   []*resourceapi.ResourceSlice{hgx()},
 			state:    allocatedOn("node-0", "gpu-2"),
-			claims:   []*resourceapi.ResourceClaim{MakeClaim("c").Request("gpu", "gpu", 1).Obj()},
+			claims:   []*resourceapi.ResourceClaim{builder.MakeClaim("c").Request("gpu", "gpu", 1).Obj()},
 			firstFit: []string{"gpu-0"},
 			bestFit:  []string{"gpu-3"},
 		},
 		"two GPUs on a whole root, not one each on two half-used roots": {
 			slices:   []*resourceapi.ResourceSlice{hgx()},
 			state:    allocatedOn("node-0", "gpu-0", "gpu-2"),
-			claims:   []*resourceapi.ResourceClaim{MakeClaim("c").Request("gpu", "gpu", 2).Obj()},
+			claims:   []*resourceapi.ResourceClaim{builder.MakeClaim("c").Request("gpu", "gpu", 2).Obj()},
 			firstFit: []string{"gpu-1", "gpu-3"},
 			bestFit:  []string{"gpu-4", "gpu-5"},
 		},
 		"four GPUs without matchAttribute stay on one NUMA node": {
 			slices:   []*resourceapi.ResourceSlice{hgx()},
 			state:    allocatedOn("node-0", "gpu-0"),
-			claims:   []*resourceapi.ResourceClaim{MakeClaim("c").Request("gpu", "gpu", 4).Obj()},
+			claims:   []*resourceapi.ResourceClaim{builder.MakeClaim("c").Request("gpu", "gpu", 4).Obj()},
 			firstFit: []string{"gpu-1", "gpu-2", "gpu-3", "gpu-4"},
 			bestFit:  []string{"gpu-4", "gpu-5", "gpu-6", "gpu-7"},
 		},
 		"a request that no group holds breaks the smallest groups": {
 			slices:   []*resourceapi.ResourceSlice{hgx()},
 			state:    allocatedOn("node-0", "gpu-0", "gpu-5"),
-			claims:   []*resourceapi.ResourceClaim{MakeClaim("c").Request("gpu", "gpu", 5).Obj()},
+			claims:   []*resourceapi.ResourceClaim{builder.MakeClaim("c").Request("gpu", "gpu", 5).Obj()},
 			firstFit: []string{"gpu-1", "gpu-2", "gpu-3", "gpu-4", "gpu-6"},
 			bestFit:  []string{"gpu-1", "gpu-4", "gpu-2", "gpu-3", "gpu-6"},
 		},
 		"with matchAttribute": {
 			slices: []*resourceapi.ResourceSlice{hgx()},
 			state:  allocatedOn("node-0", "gpu-0", "gpu-2", "gpu-5"),
-			claims: []*resourceapi.ResourceClaim{MakeClaim("c").Request("gpu", "gpu", 2).
+			claims: []*resourceapi.ResourceClaim{builder.MakeClaim("c").Request("gpu", "gpu", 2).
 				MatchAttribute(numaNode).Obj()},
 			firstFit: []string{"gpu-1", "gpu-3"},
 			bestFit:  []string{"gpu-6", "gpu-7"},
@@ -124,14 +124,14 @@ func TestBestFit(t *testing.T) {
 			slices:   migNode(),
 			state:    allocatedOn("node-0", "gpu-1-half-0"),
 			classes:  []*resourceapi.DeviceClass{migClass},
-			claims:   []*resourceapi.ResourceClaim{MakeClaim("c").Request("mig", "mig", 1).Obj()},
+			claims:   []*resourceapi.ResourceClaim{builder.MakeClaim("c").Request("mig", "mig", 1).Obj()},
 			firstFit: []string{"gpu-0-half-0"},
 			bestFit:  []string{"gpu-1-half-1"},
 		},
 		"a share of a device already shared": {
 			slices:   []*resourceapi.ResourceSlice{shared},
 			state:    sharedState,
-			claims:   []*resourceapi.ResourceClaim{MakeClaim("c").Request("gpu", "gpu", 1).CapacityRequest("memory", "10Gi").Obj()},
+			claims:   []*resourceapi.ResourceClaim{builder.MakeClaim("c").Request("gpu", "gpu", 1).CapacityRequest("memory", "10Gi").Obj()},
 			firstFit: []string{"gpu-0"},
 			bestFit:  []string{"gpu-2"},
 		},
@@ -139,7 +139,7 @@ func TestBestFit(t *testing.T) {
 			slices:   []*resourceapi.ResourceSlice{hgx()},
 			state:    allocatedOn("node-0", "gpu-2"),
 			attrs:    []resourceapi.FullyQualifiedName{},
-			claims:   []*resourceapi.ResourceClaim{MakeClaim("c").Request("gpu", "gpu", 1).Obj()},
+			claims:   []*resourceapi.ResourceClaim{builder.MakeClaim("c").Request("gpu", "gpu", 1).Obj()},
 			firstFit: []string{"gpu-0"},
 			bestFit:  []string{"gpu-0"},
 		},
@@ -147,8 +147,8 @@ func TestBestFit(t *testing.T) {
 			slices: []*resourceapi.ResourceSlice{hgx()},
 			state:  allocatedOn("node-0", "gpu-0", "gpu-2", "gpu-4"),
 			claims: []*resourceapi.ResourceClaim{
-				MakeClaim("a").Request("gpu", "gpu", 1).Obj(),
-				MakeClaim("b").Request("gpu", "gpu", 1).Obj(),
+				builder.MakeClaim("a").Request("gpu", "gpu", 1).Obj(),
+				builder.MakeClaim("b").Request("gpu", "gpu", 1).Obj(),
 			},
 			firstFit: []string{"gpu-1", "gpu-3"},
 			bestFit:  []string{"gpu-6", "gpu-7"},
@@ -165,12 +165,12 @@ func TestBestFit(t *testing.T) {
 			}
 			run := func(policy allocator.Policy) []string {
 				t.Helper()
-				a, err := allocator.New(context.Background(), features, tc.state, ClassLister(classes), tc.slices,
+				a, err := allocator.New(context.Background(), features, tc.state, allocator.ClassList(classes), tc.slices,
 					allocator.Options{Policy: policy, TopologyAttributes: attrs})
 				if err != nil {
 					t.Fatal(err)
 				}
-				results, err := a.Allocate(context.Background(), MakeNode("node-0"), tc.claims)
+				results, err := a.Allocate(context.Background(), builder.MakeNode("node-0"), tc.claims)
 				if err != nil {
 					t.Fatalf("%s: %v", policy, err)
 				}
@@ -199,23 +199,23 @@ func TestBestFit(t *testing.T) {
 // meets it before its fit, BestFit reports the same error, although its
 // own order would find a fit first.
 func TestBestFitKeepsErrors(t *testing.T) {
-	slice := MakeSlice("node-0").Node("node-0").Devices(Devices("gpu", 4, func(i int, d *DeviceWrapper) {
+	slice := builder.MakeSlice("node-0").Node("node-0").Devices(builder.Devices("gpu", 4, func(i int, d *builder.DeviceWrapper) {
 		d.String(pcieRoot, fmt.Sprintf("pci%d", i/2))
 		if i != 0 {
 			d.Int("memory", 80)
 		}
 	})...).Obj()
 	// gpu-0 has no "memory": the selector fails at runtime on it.
-	claims := []*resourceapi.ResourceClaim{MakeClaim("c").Request("gpu", "gpu", 1, `device.attributes["gpu.example.com"].memory >= 80`).Obj()}
+	claims := []*resourceapi.ResourceClaim{builder.MakeClaim("c").Request("gpu", "gpu", 1, `device.attributes["gpu.example.com"].memory >= 80`).Obj()}
 	state := allocatedOn("node-0", "gpu-2")
 	var errs []string
 	for _, policy := range []allocator.Policy{allocator.PolicyFirstFit, allocator.PolicyBestFit} {
-		a, err := allocator.New(context.Background(), structured.Features{}, state, ClassLister{gpuClass}, []*resourceapi.ResourceSlice{slice},
+		a, err := allocator.New(context.Background(), structured.Features{}, state, allocator.ClassList{gpuClass}, []*resourceapi.ResourceSlice{slice},
 			allocator.Options{Policy: policy, TopologyAttributes: topologyAttributes})
 		if err != nil {
 			t.Fatal(err)
 		}
-		results, err := a.Allocate(context.Background(), MakeNode("node-0"), claims)
+		results, err := a.Allocate(context.Background(), builder.MakeNode("node-0"), claims)
 		if err == nil {
 			t.Fatalf("%s: got %v, want an error", policy, results)
 		}
@@ -227,7 +227,7 @@ func TestBestFitKeepsErrors(t *testing.T) {
 }
 
 func TestUnknownPolicy(t *testing.T) {
-	_, err := allocator.New(context.Background(), structured.Features{}, structured.AllocatedState{}, ClassLister{gpuClass}, nil, allocator.Options{Policy: "Random"})
+	_, err := allocator.New(context.Background(), structured.Features{}, structured.AllocatedState{}, allocator.ClassList{gpuClass}, nil, allocator.Options{Policy: "Random"})
 	if err == nil || err.Error() != `unknown allocation policy "Random"` {
 		t.Errorf("got %v, want an unknown policy error", err)
 	}
@@ -250,7 +250,7 @@ func TestWholeFree(t *testing.T) {
 		"the last free GPU":                {state: allocatedOn("node-0", "gpu-0", "gpu-1", "gpu-2", "gpu-3", "gpu-4", "gpu-5", "gpu-6"), devices: []string{"gpu-7"}, whole: 0, free: 0},
 	} {
 		t.Run(name, func(t *testing.T) {
-			a, err := allocator.New(context.Background(), structured.Features{}, tc.state, ClassLister{gpuClass}, []*resourceapi.ResourceSlice{hgx()},
+			a, err := allocator.New(context.Background(), structured.Features{}, tc.state, allocator.ClassList{gpuClass}, []*resourceapi.ResourceSlice{hgx()},
 				allocator.Options{Policy: allocator.PolicyBestFit, TopologyAttributes: topologyAttributes})
 			if err != nil {
 				t.Fatal(err)
@@ -259,7 +259,7 @@ func TestWholeFree(t *testing.T) {
 			for _, d := range tc.devices {
 				results.Devices.Results = append(results.Devices.Results, resourceapi.DeviceRequestAllocationResult{Driver: gpuDriver, Pool: "node-0", Device: d})
 			}
-			whole, free, err := a.WholeFree(MakeNode("node-0"), []resourceapi.AllocationResult{results})
+			whole, free, err := a.WholeFree(builder.MakeNode("node-0"), []resourceapi.AllocationResult{results})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -273,13 +273,13 @@ func TestWholeFree(t *testing.T) {
 // TestBestFitWithEdits: an allocator with edits (preemption's dry run, the
 // devices held for nominated pods) chooses as its base's policy does.
 func TestBestFitWithEdits(t *testing.T) {
-	a, err := allocator.New(context.Background(), structured.Features{}, allocatedOn("node-0"), ClassLister{gpuClass}, []*resourceapi.ResourceSlice{hgx()},
+	a, err := allocator.New(context.Background(), structured.Features{}, allocatedOn("node-0"), allocator.ClassList{gpuClass}, []*resourceapi.ResourceSlice{hgx()},
 		allocator.Options{Policy: allocator.PolicyBestFit, TopologyAttributes: topologyAttributes})
 	if err != nil {
 		t.Fatal(err)
 	}
 	edited := a.WithEdits(allocator.Edits{Added: allocatedOn("node-0", "gpu-2")})
-	results, err := edited.Allocate(context.Background(), MakeNode("node-0"), []*resourceapi.ResourceClaim{MakeClaim("c").Request("gpu", "gpu", 1).Obj()})
+	results, err := edited.Allocate(context.Background(), builder.MakeNode("node-0"), []*resourceapi.ResourceClaim{builder.MakeClaim("c").Request("gpu", "gpu", 1).Obj()})
 	if err != nil || len(results) != 1 {
 		t.Fatalf("got %v, %v; want one result", results, err)
 	}

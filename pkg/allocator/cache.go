@@ -390,17 +390,31 @@ func (c *Cache) Matches(features cel.Features, slice *resourceapi.ResourceSlice,
 	if expr.result.Error != nil {
 		return false, expr.result.Error
 	}
-	ps := c.slice(slice)
+	return c.matches(context.Background(), expr, c.slice(slice), i)
+}
+
+// matches evaluates a compiled selector on device i of a prepared slice
+// through the match table of the slice's version: the one evaluation that
+// the search and Matches share. A compile error is returned as is; runtime
+// errors are enhanced like upstream's and cached like results, except
+// when ctx ended meanwhile: an interrupted evaluation says nothing about
+// the device.
+func (c *Cache) matches(ctx context.Context, expr *compiled, ps *preparedSlice, i int) (bool, error) {
+	if expr.result.Error != nil {
+		return false, expr.result.Error
+	}
 	slot := &ps.matches.results(expr.id, len(ps.celDevices)).outcomes[i]
 	if outcome := slot.Load(); outcome != nil {
 		c.stats.matchHits.Add(1)
 		return outcome.match, outcome.err
 	}
 	c.stats.matchMisses.Add(1)
-	match, _, err := expr.result.DeviceMatches(context.Background(), ps.celDevices[i])
+	match, _, err := expr.result.DeviceMatches(ctx, ps.celDevices[i])
 	if err != nil {
 		err = cel.EnhanceRuntimeError(err)
-		slot.Store(&evalOutcome{err: err})
+		if ctx.Err() == nil {
+			slot.Store(&evalOutcome{err: err})
+		}
 		return false, err
 	}
 	if match {

@@ -13,20 +13,20 @@ import (
 	"k8s.io/dynamic-resource-allocation/structured"
 	"k8s.io/klog/v2/ktesting"
 
-	. "github.com/drasched/drasched/internal/builder"
+	"github.com/drasched/drasched/internal/builder"
 )
 
 // cycle runs one scheduling cycle: New, then Allocate on every node.
 func cycle(t *testing.T, cache *Cache, slices []*resourceapi.ResourceSlice, nodes int, claim *resourceapi.ResourceClaim) {
 	t.Helper()
 	_, ctx := ktesting.NewTestContext(t)
-	class := MakeClass("gpu", `device.driver == "gpu.example.com"`)
-	a, err := New(ctx, structured.Features{}, structured.AllocatedState{}, ClassLister{class}, slices, Options{Cache: cache})
+	class := builder.MakeClass("gpu", `device.driver == "gpu.example.com"`)
+	a, err := New(ctx, structured.Features{}, structured.AllocatedState{}, ClassList{class}, slices, Options{Cache: cache})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for n := range nodes {
-		if _, err := a.Allocate(ctx, MakeNode(fmt.Sprintf("node-%d", n)), []*resourceapi.ResourceClaim{claim}); err != nil {
+		if _, err := a.Allocate(ctx, builder.MakeNode(fmt.Sprintf("node-%d", n)), []*resourceapi.ResourceClaim{claim}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -36,12 +36,12 @@ func TestCacheReuse(t *testing.T) {
 	var slices []*resourceapi.ResourceSlice
 	for n := range 4 {
 		name := fmt.Sprintf("node-%d", n)
-		slices = append(slices, MakeSlice(name).Node(name).Devices(Devices("gpu", 4, func(i int, d *DeviceWrapper) { d.Int("index", int64(i)) })...).Obj())
+		slices = append(slices, builder.MakeSlice(name).Node(name).Devices(builder.Devices("gpu", 4, func(i int, d *builder.DeviceWrapper) { d.Int("index", int64(i)) })...).Obj())
 	}
-	shared := MakeSlice("shared").AllNodes().Devices(Devices("nic", 2, nil)...).Obj()
+	shared := builder.MakeSlice("shared").AllNodes().Devices(builder.Devices("nic", 2, nil)...).Obj()
 	slices = append(slices, shared)
 	// All five devices per node must be looked at: ask for more than exist.
-	claim := MakeClaim("c").Request("gpu", "gpu", 6).Obj()
+	claim := builder.MakeClaim("c").Request("gpu", "gpu", 6).Obj()
 
 	cache := NewCache(0)
 	cycle(t, cache, slices, 4, claim)
@@ -96,13 +96,13 @@ func TestCacheReuse(t *testing.T) {
 
 func TestCacheSweep(t *testing.T) {
 	cache := NewCache(0)
-	claim := MakeClaim("c").Request("gpu", "gpu", 1).Obj()
+	claim := builder.MakeClaim("c").Request("gpu", "gpu", 1).Obj()
 	// Every cycle replaces all slices: the old ones must not accumulate.
 	for round := range 50 {
 		var slices []*resourceapi.ResourceSlice
 		for n := range 4 {
 			name := fmt.Sprintf("node-%d", n)
-			s := MakeSlice(name).Node(name).Devices(Devices("gpu", 2, nil)...).Obj()
+			s := builder.MakeSlice(name).Node(name).Devices(builder.Devices("gpu", 2, nil)...).Obj()
 			s.ResourceVersion = fmt.Sprint(round)
 			slices = append(slices, s)
 		}
@@ -191,8 +191,8 @@ func TestReadMostlyMapConcurrent(t *testing.T) {
 func TestSliceIndexReused(t *testing.T) {
 	cache := NewCache(0)
 	list := []*resourceapi.ResourceSlice{
-		MakeSlice("node-a").Node("node-a").Obj(),
-		MakeSlice("node-b").Node("node-b").Obj(),
+		builder.MakeSlice("node-a").Node("node-a").Obj(),
+		builder.MakeSlice("node-b").Node("node-b").Obj(),
 	}
 	idx := cache.sliceIndex(list)
 	if got := idx.byNode["node-a"]; len(got) != 1 || got[0] != list[0] {
@@ -202,7 +202,7 @@ func TestSliceIndexReused(t *testing.T) {
 		t.Error("an identical list did not reuse the index")
 	}
 	// The caller reuses its array for other slices: the index must follow.
-	list[1] = MakeSlice("node-c").Node("node-c").Obj()
+	list[1] = builder.MakeSlice("node-c").Node("node-c").Obj()
 	changed := cache.sliceIndex(list)
 	if changed == idx {
 		t.Fatal("a changed list reused the old index")

@@ -15,7 +15,7 @@ import (
 	"k8s.io/klog/v2/ktesting"
 	"k8s.io/utils/ptr"
 
-	. "github.com/drasched/drasched/internal/builder"
+	"github.com/drasched/drasched/internal/builder"
 )
 
 // share is a request for count shares of the given memory (Gi) each.
@@ -30,7 +30,7 @@ type share struct {
 type gpuNode struct {
 	features structured.Features
 	state    structured.AllocatedState
-	classes  ClassLister
+	classes  ClassList
 	slices   []*resourceapi.ResourceSlice
 	node     *v1.Node
 	claims   []*resourceapi.ResourceClaim
@@ -41,7 +41,7 @@ func newGPUNode(left []int, requests ...share) gpuNode {
 		Default:    ptr.To(resource.MustParse("1Gi")),
 		ValidRange: &resourceapi.CapacityRequestPolicyRange{Min: ptr.To(resource.MustParse("1Gi")), Step: ptr.To(resource.MustParse("1Gi"))},
 	}
-	slice := MakeSlice("node-0").Node("node-0").Devices(Devices("gpu", len(left), func(i int, d *DeviceWrapper) {
+	slice := builder.MakeSlice("node-0").Node("node-0").Devices(builder.Devices("gpu", len(left), func(i int, d *builder.DeviceWrapper) {
 		d.Int("index", int64(i)).Capacity("memory", "80Gi").Shareable(policy)
 	})...).Obj()
 	state := structured.AllocatedState{
@@ -57,16 +57,16 @@ func newGPUNode(left []int, requests ...share) gpuNode {
 			"memory": resource.MustParse(fmt.Sprintf("%dGi", 80-l)),
 		}))
 	}
-	claim := MakeClaim("claim")
+	claim := builder.MakeClaim("claim")
 	for i, r := range requests {
 		claim.Request(fmt.Sprintf("r%d", i), "gpu", r.count).CapacityRequest("memory", fmt.Sprintf("%dGi", r.memory))
 	}
 	return gpuNode{
 		features: structured.Features{ConsumableCapacity: true},
 		state:    state,
-		classes:  ClassLister{MakeClass("gpu", `device.allowMultipleAllocations == true`)},
+		classes:  ClassList{builder.MakeClass("gpu", `device.allowMultipleAllocations == true`)},
 		slices:   []*resourceapi.ResourceSlice{slice},
-		node:     MakeNode("node-0"),
+		node:     builder.MakeNode("node-0"),
 		claims:   []*resourceapi.ResourceClaim{claim.Obj()},
 	}
 }
@@ -186,62 +186,6 @@ func TestCapacityBound(t *testing.T) {
 			}
 			if (ours == nil) != (results == nil) {
 				t.Errorf("fit %t, upstream's %t", ours != nil, results != nil)
-			}
-		})
-	}
-}
-
-// TestMatchingLimits checks the matching with shared devices of limited
-// capacity: a full device makes room by moving one of its demands to
-// another device, and the matching fails where the limits leave too few.
-func TestMatchingLimits(t *testing.T) {
-	// Candidates: 0 a shared device of the given limit, 1 and 2 devices
-	// that cannot be shared.
-	for name, tc := range map[string]struct {
-		limit   int
-		demands []demand
-		want    bool
-	}{
-		"room by moving": {
-			limit: 2,
-			// a takes 0, b takes 0, c moves a to 1.
-			demands: []demand{{need: 1, cands: []int{0, 1}}, {need: 1, cands: []int{0}}, {need: 1, cands: []int{0}}},
-			want:    true,
-		},
-		"full": {
-			limit:   2,
-			demands: []demand{{need: 2, cands: []int{0, 1}}, {need: 1, cands: []int{0}}, {need: 1, cands: []int{0, 1}}},
-			want:    false,
-		},
-		"each demand once per device": {
-			limit:   unlimited,
-			demands: []demand{{need: 2, cands: []int{0}}},
-			want:    false,
-		},
-		"unlimited": {
-			limit:   unlimited,
-			demands: []demand{{need: 1, cands: []int{0}}, {need: 1, cands: []int{0}}, {need: 1, cands: []int{0}}, {need: 2, cands: []int{0, 2}}},
-			want:    true,
-		},
-		"no room at all": {
-			limit:   0,
-			demands: []demand{{need: 1, cands: []int{0}}},
-			want:    false,
-		},
-	} {
-		t.Run(name, func(t *testing.T) {
-			m := newMatching(3, func(c int) int {
-				if c == 0 {
-					return tc.limit
-				}
-				return 1
-			})
-			got := true
-			for _, d := range tc.demands {
-				got = got && m.add(d)
-			}
-			if got != tc.want {
-				t.Errorf("matching succeeded: %t, want %t", got, tc.want)
 			}
 		})
 	}

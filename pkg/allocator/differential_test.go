@@ -263,7 +263,7 @@ func runUpstream(ctx context.Context, inst *randinst.Instance) (results []resour
 		EnableConsumableCapacity: inst.Features.ConsumableCapacity,
 		EnableListTypeAttributes: inst.Features.ListTypeAttributes,
 	})
-	a, err := structured.NewAllocator(ctx, inst.Features, inst.State, randinst.ClassLister(inst.Classes), inst.Slices, celCache)
+	a, err := structured.NewAllocator(ctx, inst.Features, inst.State, allocator.ClassList(inst.Classes), inst.Slices, celCache)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -272,7 +272,7 @@ func runUpstream(ctx context.Context, inst *randinst.Instance) (results []resour
 }
 
 func runOurs(ctx context.Context, inst *randinst.Instance, opts allocator.Options) ([]resourceapi.AllocationResult, error) {
-	a, err := allocator.New(ctx, inst.Features, inst.State, randinst.ClassLister(inst.Classes), inst.Slices, opts)
+	a, err := allocator.New(ctx, inst.Features, inst.State, allocator.ClassList(inst.Classes), inst.Slices, opts)
 	if err != nil {
 		return nil, err
 	}

@@ -64,4 +64,41 @@
 //
 // Contextual logging only: V(5) once per call, V(6) for progress, V(7) for
 // per-device detail.
+//
+// # Files
+//
+//	doc.go                 this page: the contract, policies, speed, logging, files
+//	allocator.go           Options, Allocator, New, Allocate, DeviceUsage; "All" requests; recycled searches
+//	tiers.go               upstream's allocator variants as switches on the one search, and picking one
+//	classlist.go           ClassList: a list of DeviceClasses as a structured.DeviceClassLister
+//	cache.go               Cache: compiled CEL, prepared slices, CEL results per slice version, node views
+//	prepare.go             a ResourceSlice prepared once: device IDs, CEL inputs, capacity, node selection
+//	pools.go               the pools and candidate devices a node sees, kept per node, and the slice index
+//	requests.go            claims and requests prepared once per Allocator: classes, selectors, validation
+//	search.go              the first-fit backtracking search: slots, placement and undo, symmetry
+//	accept.go              accepts, the one rule whether a candidate can take a slot
+//	evaluate.go            CEL selectors and derived attributes of a candidate, through the Cache
+//	constraints.go         matchAttribute and distinctAttribute while devices come and go
+//	counters.go            partitionable devices: counters drawn per pool, compatibility groups
+//	capacity.go            consumable capacity: what a request consumes of a shared device
+//	feasible.go            the count of candidates a slot could still take, before it is filled
+//	matchingbound.go       the bound once the search backtracks: remaining requests as a matching; traps
+//	capacitybound.go       the matching bound's part for the capacity left on shared devices
+//	memo.go                the hashes of the search state under which failed sub-searches are kept
+//	result.go              AllocationResults from an assignment: device order, configs, node selector
+//	bestfit.go             PolicyBestFit's candidate order, topology groups, WholeFree
+//	edits.go               Edits, WithEdits and WithoutAllocations for preemption's dry run
+//	explain.go             Explain: why claims do not fit on a node, with Reasons
+//	internal/randinst      random allocation problems for the differential tests and the fuzzer
+//	differential_test.go   results and errors equal to upstream's on random problems; the fuzzer
+//	edits_test.go          WithEdits equal to upstream on the edited state
+//	badinput_test.go       invalid input, cancellation, concurrent nodes
+//	bestfit_test.go        BestFit's choices, the errors it keeps, WholeFree
+//	cache_test.go          reuse, sweeping and bounds of the Cache
+//	capacitybound_test.go  the capacity bound
+//	matchingbound_test.go  the matching with limited shared devices
+//	symmetry_test.go       when shared devices count as interchangeable; writeAttribute
+//	explain_test.go        Explain's reasons, and its context
+//	tiers_test.go          the tiers against upstream's variants
+//	bench_test.go          BenchmarkAllocate and BenchmarkExplain, ours against upstream
 package allocator

@@ -52,7 +52,7 @@ func compareEdited(inst *randinst.Instance, before structured.AllocatedState, ed
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	want, wantErr := runOurs(ctx, inst, allocator.Options{})
-	base, err := allocator.New(ctx, inst.Features, before, randinst.ClassLister(inst.Classes), inst.Slices, allocator.Options{})
+	base, err := allocator.New(ctx, inst.Features, before, allocator.ClassList(inst.Classes), inst.Slices, allocator.Options{})
 	if err != nil {
 		return err
 	}
@@ -66,7 +66,7 @@ func compareEdited(inst *randinst.Instance, before structured.AllocatedState, ed
 		return fmt.Errorf("results differ (-fresh +edited):\n%s", diff)
 	}
 	// The base allocator is unchanged by its edited copy.
-	again, err := allocator.New(ctx, inst.Features, before, randinst.ClassLister(inst.Classes), inst.Slices, allocator.Options{})
+	again, err := allocator.New(ctx, inst.Features, before, allocator.ClassList(inst.Classes), inst.Slices, allocator.Options{})
 	if err != nil {
 		return err
 	}

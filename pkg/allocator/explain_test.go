@@ -17,20 +17,20 @@ import (
 	"k8s.io/klog/v2/ktesting"
 	"k8s.io/utils/ptr"
 
-	. "github.com/drasched/drasched/internal/builder"
+	"github.com/drasched/drasched/internal/builder"
 	"github.com/drasched/drasched/pkg/allocator"
 )
 
 const gpuDriver = "gpu.example.com"
 
-var gpuClass = MakeClass("gpu", `device.driver == "gpu.example.com"`)
+var gpuClass = builder.MakeClass("gpu", `device.driver == "gpu.example.com"`)
 
 func TestExplain(t *testing.T) {
 	allFeatures := structured.Features{
 		AdminAccess: true, PrioritizedList: true, PartitionableDevices: true, DeviceTaints: true,
 		ConsumableCapacity: true, DeviceBindingAndStatus: true,
 	}
-	fourGPUs := MakeSlice("node-0").Node("node-0").Devices(Devices("gpu", 4, func(i int, d *DeviceWrapper) {
+	fourGPUs := builder.MakeSlice("node-0").Node("node-0").Devices(builder.Devices("gpu", 4, func(i int, d *builder.DeviceWrapper) {
 		d.String("resource.kubernetes.io/pcieRoot", []string{"pci0", "pci1"}[i%2]).String("model", "h100")
 	})...).Obj()
 	allocated := func(names ...string) structured.AllocatedState {
@@ -52,18 +52,18 @@ func TestExplain(t *testing.T) {
 	// Two devices from a slice that skips node operations, one from a slice
 	// that does not.
 	skipping := []*resourceapi.ResourceSlice{
-		skipNodeOperations(MakeSlice("skipping").Node("node-0").Devices(MakeDevice("gpu-0"), MakeDevice("gpu-1")).Obj()),
-		MakeSlice("plain").Node("node-0").Devices(MakeDevice("gpu-2")).Obj(),
+		skipNodeOperations(builder.MakeSlice("skipping").Node("node-0").Devices(builder.MakeDevice("gpu-0"), builder.MakeDevice("gpu-1")).Obj()),
+		builder.MakeSlice("plain").Node("node-0").Devices(builder.MakeDevice("gpu-2")).Obj(),
 	}
 	// Four partitions of one GPU: two may share it with MIG, two with MPS,
 	// and a MIG partition is allocated already.
 	partitions := []*resourceapi.ResourceSlice{
-		MakeSlice("counters").Node("node-0").Pool("node-0", 1, 2).Counters(CounterSet("gpu-0", map[string]string{"memory": "80Gi"})).Obj(),
-		MakeSlice("parts").Node("node-0").Pool("node-0", 1, 2).Devices(
-			inGroups(MakeDevice("mig-0").Consumes("gpu-0", map[string]string{"memory": "20Gi"}), "mig"),
-			inGroups(MakeDevice("mps-0").Consumes("gpu-0", map[string]string{"memory": "20Gi"}), "mps"),
-			inGroups(MakeDevice("mig-1").Consumes("gpu-0", map[string]string{"memory": "20Gi"}), "mig"),
-			inGroups(MakeDevice("mps-1").Consumes("gpu-0", map[string]string{"memory": "20Gi"}), "mps")).Obj(),
+		builder.MakeSlice("counters").Node("node-0").Pool("node-0", 1, 2).Counters(builder.CounterSet("gpu-0", map[string]string{"memory": "80Gi"})).Obj(),
+		builder.MakeSlice("parts").Node("node-0").Pool("node-0", 1, 2).Devices(
+			inGroups(builder.MakeDevice("mig-0").Consumes("gpu-0", map[string]string{"memory": "20Gi"}), "mig"),
+			inGroups(builder.MakeDevice("mps-0").Consumes("gpu-0", map[string]string{"memory": "20Gi"}), "mps"),
+			inGroups(builder.MakeDevice("mig-1").Consumes("gpu-0", map[string]string{"memory": "20Gi"}), "mig"),
+			inGroups(builder.MakeDevice("mps-1").Consumes("gpu-0", map[string]string{"memory": "20Gi"}), "mps")).Obj(),
 	}
 
 	for name, tc := range map[string]struct {
@@ -78,54 +78,54 @@ func TestExplain(t *testing.T) {
 	}{
 		"fits": {
 			slices: []*resourceapi.ResourceSlice{fourGPUs},
-			claims: []*resourceapi.ResourceClaim{MakeClaim("c").Request("gpu", "gpu", 4).Obj()},
+			claims: []*resourceapi.ResourceClaim{builder.MakeClaim("c").Request("gpu", "gpu", 4).Obj()},
 		},
 		"no matching device": {
 			slices:  []*resourceapi.ResourceSlice{fourGPUs},
-			claims:  []*resourceapi.ResourceClaim{MakeClaim("c").Request("gpu", "gpu", 1, `device.attributes["gpu.example.com"].model == "b200"`).Obj()},
+			claims:  []*resourceapi.ResourceClaim{builder.MakeClaim("c").Request("gpu", "gpu", 1, `device.attributes["gpu.example.com"].model == "b200"`).Obj()},
 			want:    []allocator.Failure{{Claim: "default/c", Request: "gpu", DeviceClass: "gpu", Reason: allocator.ReasonNoMatchingDevice, Need: 1}},
 			message: `request "gpu": no device matches the class and selectors`,
 		},
 		"in use": {
 			slices:  []*resourceapi.ResourceSlice{fourGPUs},
 			state:   allocated("gpu-0", "gpu-1", "gpu-3"),
-			claims:  []*resourceapi.ResourceClaim{MakeClaim("c").Request("gpu", "gpu", 2).Obj()},
+			claims:  []*resourceapi.ResourceClaim{builder.MakeClaim("c").Request("gpu", "gpu", 2).Obj()},
 			want:    []allocator.Failure{{Claim: "default/c", Request: "gpu", DeviceClass: "gpu", Reason: allocator.ReasonDevicesInUse, Need: 2, Matching: 4, Free: 1, InUse: 3}},
 			message: `request "gpu": 1 of 4 matching devices free, need 2 (3 in use)`,
 		},
 		"tainted beats in use when it blocks more": {
-			slices: []*resourceapi.ResourceSlice{MakeSlice("node-0").Node("node-0").Devices(
-				MakeDevice("gpu-0"), MakeDevice("gpu-1").Taint("ecc", resourceapi.DeviceTaintEffectNoSchedule),
-				MakeDevice("gpu-2").Taint("ecc", resourceapi.DeviceTaintEffectNoExecute), MakeDevice("gpu-3")).Obj()},
+			slices: []*resourceapi.ResourceSlice{builder.MakeSlice("node-0").Node("node-0").Devices(
+				builder.MakeDevice("gpu-0"), builder.MakeDevice("gpu-1").Taint("ecc", resourceapi.DeviceTaintEffectNoSchedule),
+				builder.MakeDevice("gpu-2").Taint("ecc", resourceapi.DeviceTaintEffectNoExecute), builder.MakeDevice("gpu-3")).Obj()},
 			state:   allocated("gpu-0"),
-			claims:  []*resourceapi.ResourceClaim{MakeClaim("c").Request("gpu", "gpu", 2).Obj()},
+			claims:  []*resourceapi.ResourceClaim{builder.MakeClaim("c").Request("gpu", "gpu", 2).Obj()},
 			want:    []allocator.Failure{{Claim: "default/c", Request: "gpu", DeviceClass: "gpu", Reason: allocator.ReasonDevicesTainted, Need: 2, Matching: 4, Free: 1, InUse: 1, Tainted: 2}},
 			message: `request "gpu": 1 of 4 matching devices free, need 2 (1 in use, 2 tainted)`,
 		},
 		"counters exhausted": {
 			slices: []*resourceapi.ResourceSlice{
-				MakeSlice("counters").Node("node-0").Pool("node-0", 1, 2).Counters(CounterSet("gpu-0", map[string]string{"memory": "40Gi"})).Obj(),
-				MakeSlice("parts").Node("node-0").Pool("node-0", 1, 2).Devices(
-					MakeDevice("whole").Consumes("gpu-0", map[string]string{"memory": "40Gi"}),
-					MakeDevice("half-0").Consumes("gpu-0", map[string]string{"memory": "20Gi"}),
-					MakeDevice("half-1").Consumes("gpu-0", map[string]string{"memory": "20Gi"})).Obj(),
+				builder.MakeSlice("counters").Node("node-0").Pool("node-0", 1, 2).Counters(builder.CounterSet("gpu-0", map[string]string{"memory": "40Gi"})).Obj(),
+				builder.MakeSlice("parts").Node("node-0").Pool("node-0", 1, 2).Devices(
+					builder.MakeDevice("whole").Consumes("gpu-0", map[string]string{"memory": "40Gi"}),
+					builder.MakeDevice("half-0").Consumes("gpu-0", map[string]string{"memory": "20Gi"}),
+					builder.MakeDevice("half-1").Consumes("gpu-0", map[string]string{"memory": "20Gi"})).Obj(),
 			},
 			state:   allocated("half-0"),
-			claims:  []*resourceapi.ResourceClaim{MakeClaim("c").Request("gpu", "gpu", 1, `device.attributes["gpu.example.com"].model == "whole" || true`).Obj()},
+			claims:  []*resourceapi.ResourceClaim{builder.MakeClaim("c").Request("gpu", "gpu", 1, `device.attributes["gpu.example.com"].model == "whole" || true`).Obj()},
 			want:    nil, // half-1 still fits
 			message: "",
 		},
 		"counters exhausted for the larger partitions": {
 			slices: []*resourceapi.ResourceSlice{
-				MakeSlice("counters").Node("node-0").Pool("node-0", 1, 2).Counters(CounterSet("gpu-0", map[string]string{"memory": "40Gi"})).Obj(),
-				MakeSlice("parts").Node("node-0").Pool("node-0", 1, 2).Devices(
-					MakeDevice("whole").Consumes("gpu-0", map[string]string{"memory": "40Gi"}),
-					MakeDevice("three-quarters").Consumes("gpu-0", map[string]string{"memory": "30Gi"}),
-					MakeDevice("half-0").Consumes("gpu-0", map[string]string{"memory": "20Gi"}),
-					MakeDevice("half-1").Consumes("gpu-0", map[string]string{"memory": "20Gi"})).Obj(),
+				builder.MakeSlice("counters").Node("node-0").Pool("node-0", 1, 2).Counters(builder.CounterSet("gpu-0", map[string]string{"memory": "40Gi"})).Obj(),
+				builder.MakeSlice("parts").Node("node-0").Pool("node-0", 1, 2).Devices(
+					builder.MakeDevice("whole").Consumes("gpu-0", map[string]string{"memory": "40Gi"}),
+					builder.MakeDevice("three-quarters").Consumes("gpu-0", map[string]string{"memory": "30Gi"}),
+					builder.MakeDevice("half-0").Consumes("gpu-0", map[string]string{"memory": "20Gi"}),
+					builder.MakeDevice("half-1").Consumes("gpu-0", map[string]string{"memory": "20Gi"})).Obj(),
 			},
 			state:   allocated("half-0"),
-			claims:  []*resourceapi.ResourceClaim{MakeClaim("c").Request("gpu", "gpu", 2).Obj()},
+			claims:  []*resourceapi.ResourceClaim{builder.MakeClaim("c").Request("gpu", "gpu", 2).Obj()},
 			want:    []allocator.Failure{{Claim: "default/c", Request: "gpu", DeviceClass: "gpu", Reason: allocator.ReasonCountersExhausted, Need: 2, Matching: 4, Free: 1, InUse: 1, CountersExhausted: 2}},
 			message: `request "gpu": 1 of 4 matching devices free, need 2 (1 in use, 2 counters exhausted)`,
 		},
@@ -133,14 +133,14 @@ func TestExplain(t *testing.T) {
 			// The whole GPU is tainted, but the search finds its counters
 			// exhausted first.
 			slices: []*resourceapi.ResourceSlice{
-				MakeSlice("counters").Node("node-0").Pool("node-0", 1, 2).Counters(CounterSet("gpu-0", map[string]string{"memory": "40Gi"})).Obj(),
-				MakeSlice("parts").Node("node-0").Pool("node-0", 1, 2).Devices(
-					MakeDevice("whole").Consumes("gpu-0", map[string]string{"memory": "40Gi"}).Taint("ecc", resourceapi.DeviceTaintEffectNoSchedule),
-					MakeDevice("half-0").Consumes("gpu-0", map[string]string{"memory": "20Gi"}),
-					MakeDevice("half-1").Consumes("gpu-0", map[string]string{"memory": "20Gi"})).Obj(),
+				builder.MakeSlice("counters").Node("node-0").Pool("node-0", 1, 2).Counters(builder.CounterSet("gpu-0", map[string]string{"memory": "40Gi"})).Obj(),
+				builder.MakeSlice("parts").Node("node-0").Pool("node-0", 1, 2).Devices(
+					builder.MakeDevice("whole").Consumes("gpu-0", map[string]string{"memory": "40Gi"}).Taint("ecc", resourceapi.DeviceTaintEffectNoSchedule),
+					builder.MakeDevice("half-0").Consumes("gpu-0", map[string]string{"memory": "20Gi"}),
+					builder.MakeDevice("half-1").Consumes("gpu-0", map[string]string{"memory": "20Gi"})).Obj(),
 			},
 			state:   allocated("half-0"),
-			claims:  []*resourceapi.ResourceClaim{MakeClaim("c").Request("gpu", "gpu", 2).Obj()},
+			claims:  []*resourceapi.ResourceClaim{builder.MakeClaim("c").Request("gpu", "gpu", 2).Obj()},
 			want:    []allocator.Failure{{Claim: "default/c", Request: "gpu", DeviceClass: "gpu", Reason: allocator.ReasonDevicesInUse, Need: 2, Matching: 3, Free: 1, InUse: 1, CountersExhausted: 1}},
 			message: `request "gpu": 1 of 3 matching devices free, need 2 (1 in use, 1 counters exhausted)`,
 		},
@@ -149,72 +149,72 @@ func TestExplain(t *testing.T) {
 			// without partitionable devices; its counters are not the
 			// problem.
 			features: &withoutPartitions,
-			slices: []*resourceapi.ResourceSlice{MakeSlice("node-0").Node("node-0").Devices(
-				MakeDevice("part").Consumes("gpu-0", map[string]string{"memory": "20Gi"}), MakeDevice("gpu-1")).Obj()},
-			claims:  []*resourceapi.ResourceClaim{MakeClaim("c").Request("gpu", "gpu", 2).Obj()},
+			slices: []*resourceapi.ResourceSlice{builder.MakeSlice("node-0").Node("node-0").Devices(
+				builder.MakeDevice("part").Consumes("gpu-0", map[string]string{"memory": "20Gi"}), builder.MakeDevice("gpu-1")).Obj()},
+			claims:  []*resourceapi.ResourceClaim{builder.MakeClaim("c").Request("gpu", "gpu", 2).Obj()},
 			want:    []allocator.Failure{{Claim: "default/c", Request: "gpu", DeviceClass: "gpu", Reason: allocator.ReasonDevicesInUse, Need: 2, Matching: 1, Free: 1}},
 			message: `request "gpu": 1 of 1 matching devices free, need 2`,
 		},
 		"capacity exhausted": {
-			slices: []*resourceapi.ResourceSlice{MakeSlice("node-0").Node("node-0").Devices(
-				MakeDevice("nic").Capacity("bandwidth", "10G").Shareable(nil)).Obj()},
+			slices: []*resourceapi.ResourceSlice{builder.MakeSlice("node-0").Node("node-0").Devices(
+				builder.MakeDevice("nic").Capacity("bandwidth", "10G").Shareable(nil)).Obj()},
 			state: structured.AllocatedState{AggregatedCapacity: structured.ConsumedCapacityCollection{
 				structured.MakeDeviceID(gpuDriver, "node-0", "nic"): {"bandwidth": ptr.To(resource.MustParse("8G"))},
 			}},
-			claims:  []*resourceapi.ResourceClaim{MakeClaim("c").Request("net", "gpu", 1).CapacityRequest("bandwidth", "4G").Obj()},
+			claims:  []*resourceapi.ResourceClaim{builder.MakeClaim("c").Request("net", "gpu", 1).CapacityRequest("bandwidth", "4G").Obj()},
 			want:    []allocator.Failure{{Claim: "default/c", Request: "net", DeviceClass: "gpu", Reason: allocator.ReasonCapacityExhausted, Need: 1, Matching: 1, CapacityExhausted: 1}},
 			message: `request "net": 0 of 1 matching devices free, need 1 (1 capacity exhausted)`,
 		},
 		"constraint": {
 			slices:  []*resourceapi.ResourceSlice{fourGPUs},
-			claims:  []*resourceapi.ResourceClaim{MakeClaim("c").Request("gpu", "gpu", 3).MatchAttribute("resource.kubernetes.io/pcieRoot").Obj()},
+			claims:  []*resourceapi.ResourceClaim{builder.MakeClaim("c").Request("gpu", "gpu", 3).MatchAttribute("resource.kubernetes.io/pcieRoot").Obj()},
 			want:    []allocator.Failure{{Claim: "default/c", Reason: allocator.ReasonConstraintUnsatisfiable, Constraint: `matchAttribute "resource.kubernetes.io/pcieRoot"`}},
 			message: `claim default/c: constraint matchAttribute "resource.kubernetes.io/pcieRoot" unsatisfiable`,
 		},
 		"requests of a claim compete": {
 			slices:  []*resourceapi.ResourceSlice{fourGPUs},
-			claims:  []*resourceapi.ResourceClaim{MakeClaim("c").Request("a", "gpu", 3).Request("b", "gpu", 2).Obj()},
+			claims:  []*resourceapi.ResourceClaim{builder.MakeClaim("c").Request("a", "gpu", 3).Request("b", "gpu", 2).Obj()},
 			want:    []allocator.Failure{{Claim: "default/c", Reason: allocator.ReasonContention}},
 			message: `claim default/c: requests compete for the same devices`,
 		},
 		"claims compete": {
 			slices:  []*resourceapi.ResourceSlice{fourGPUs},
-			claims:  []*resourceapi.ResourceClaim{MakeClaim("c1").Request("a", "gpu", 3).Obj(), MakeClaim("c2").Request("b", "gpu", 2).Obj()},
+			claims:  []*resourceapi.ResourceClaim{builder.MakeClaim("c1").Request("a", "gpu", 3).Obj(), builder.MakeClaim("c2").Request("b", "gpu", 2).Obj()},
 			want:    []allocator.Failure{{Reason: allocator.ReasonContention}},
 			message: `claims compete for the same devices`,
 		},
 		"pool being updated": {
-			slices:  []*resourceapi.ResourceSlice{MakeSlice("node-0").Node("node-0").Pool("node-0", 1, 2).Devices(MakeDevice("gpu-0")).Obj()},
-			claims:  []*resourceapi.ResourceClaim{MakeClaim("c").Request("gpu", "gpu", 1).Obj()},
+			slices:  []*resourceapi.ResourceSlice{builder.MakeSlice("node-0").Node("node-0").Pool("node-0", 1, 2).Devices(builder.MakeDevice("gpu-0")).Obj()},
+			claims:  []*resourceapi.ResourceClaim{builder.MakeClaim("c").Request("gpu", "gpu", 1).Obj()},
 			want:    []allocator.Failure{{Claim: "default/c", Request: "gpu", DeviceClass: "gpu", Reason: allocator.ReasonPoolIncomplete, Need: 1, Pool: "gpu.example.com/node-0"}},
 			message: `request "gpu": no matching device; resource pool gpu.example.com/node-0 is being updated`,
 		},
 		"node without optional node operations": {
 			features: &experimental,
 			slices:   skipping,
-			claims:   []*resourceapi.ResourceClaim{MakeClaim("c").Request("gpu", "gpu", 2).Obj()},
+			claims:   []*resourceapi.ResourceClaim{builder.MakeClaim("c").Request("gpu", "gpu", 2).Obj()},
 			want:     []allocator.Failure{{Claim: "default/c", Request: "gpu", DeviceClass: "gpu", Reason: allocator.ReasonNodeOperationsUnsupported, Need: 2, Matching: 3, Free: 1, NodeOperations: 2}},
 			message:  `request "gpu": 1 of 3 matching devices free, need 2 (2 need optional node operations)`,
 		},
 		"optional node operations disabled": {
 			features: &withoutNodeOperations,
-			node:     declaringOptionalNodeOperations(MakeNode("node-0")),
+			node:     declaringOptionalNodeOperations(builder.MakeNode("node-0")),
 			slices:   skipping,
-			claims:   []*resourceapi.ResourceClaim{MakeClaim("c").Request("gpu", "gpu", 2).Obj()},
+			claims:   []*resourceapi.ResourceClaim{builder.MakeClaim("c").Request("gpu", "gpu", 2).Obj()},
 			want:     []allocator.Failure{{Claim: "default/c", Request: "gpu", DeviceClass: "gpu", Reason: allocator.ReasonNodeOperationsUnsupported, Need: 2, Matching: 3, Free: 1, NodeOperations: 2}},
 			message:  `request "gpu": 1 of 3 matching devices free, need 2 (2 need optional node operations)`,
 		},
 		"node with optional node operations": {
 			features: &experimental,
-			node:     declaringOptionalNodeOperations(MakeNode("node-0")),
+			node:     declaringOptionalNodeOperations(builder.MakeNode("node-0")),
 			slices:   skipping,
-			claims:   []*resourceapi.ResourceClaim{MakeClaim("c").Request("gpu", "gpu", 3).Obj()},
+			claims:   []*resourceapi.ResourceClaim{builder.MakeClaim("c").Request("gpu", "gpu", 3).Obj()},
 		},
 		"compatibility groups": {
 			features: &experimental,
 			slices:   partitions,
 			state:    allocated("mig-0"),
-			claims:   []*resourceapi.ResourceClaim{MakeClaim("c").Request("gpu", "gpu", 2).Obj()},
+			claims:   []*resourceapi.ResourceClaim{builder.MakeClaim("c").Request("gpu", "gpu", 2).Obj()},
 			want:     []allocator.Failure{{Claim: "default/c", Request: "gpu", DeviceClass: "gpu", Reason: allocator.ReasonDevicesIncompatible, Need: 2, Matching: 4, Free: 1, InUse: 1, Incompatible: 2}},
 			message:  `request "gpu": 1 of 4 matching devices free, need 2 (1 in use, 2 incompatible with allocated devices)`,
 		},
@@ -222,13 +222,13 @@ func TestExplain(t *testing.T) {
 			features: &experimental,
 			slices:   partitions,
 			state:    allocated("mig-0"),
-			claims:   []*resourceapi.ResourceClaim{MakeClaim("c").Request("gpu", "gpu", 1).Obj()},
+			claims:   []*resourceapi.ResourceClaim{builder.MakeClaim("c").Request("gpu", "gpu", 1).Obj()},
 		},
 		"closest subrequest": {
 			slices: []*resourceapi.ResourceSlice{fourGPUs},
 			state:  allocated("gpu-0", "gpu-1"),
-			claims: []*resourceapi.ResourceClaim{MakeClaim("c").FirstAvailable("gpu",
-				SubRequest("eight", "gpu", 8), SubRequest("three", "gpu", 3)).Obj()},
+			claims: []*resourceapi.ResourceClaim{builder.MakeClaim("c").FirstAvailable("gpu",
+				builder.SubRequest("eight", "gpu", 8), builder.SubRequest("three", "gpu", 3)).Obj()},
 			want:    []allocator.Failure{{Claim: "default/c", Request: "gpu", DeviceClass: "gpu", Reason: allocator.ReasonDevicesInUse, Need: 3, Matching: 4, Free: 2, InUse: 2}},
 			message: `request "gpu": 2 of 4 matching devices free, need 3 (2 in use)`,
 		},
@@ -241,9 +241,9 @@ func TestExplain(t *testing.T) {
 			}
 			node := tc.node
 			if node == nil {
-				node = MakeNode("node-0")
+				node = builder.MakeNode("node-0")
 			}
-			a, err := allocator.New(ctx, features, tc.state, ClassLister{gpuClass}, tc.slices, allocator.Options{})
+			a, err := allocator.New(ctx, features, tc.state, allocator.ClassList{gpuClass}, tc.slices, allocator.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -277,17 +277,17 @@ func TestExplainContext(t *testing.T) {
 	// only have devices in five columns. Neither the bounds nor the memo
 	// see that, so the search takes far longer than any test may.
 	const k = 10
-	var devices []*DeviceWrapper
+	var devices []*builder.DeviceWrapper
 	for row := range k {
 		for col := range k {
 			if row <= k/2 && col >= k/2 {
 				continue
 			}
-			devices = append(devices, MakeDevice(fmt.Sprintf("gpu-%d-%d", row, col)).Int("row", int64(row)).Int("col", int64(col)))
+			devices = append(devices, builder.MakeDevice(fmt.Sprintf("gpu-%d-%d", row, col)).Int("row", int64(row)).Int("col", int64(col)))
 		}
 	}
-	hard := []*resourceapi.ResourceSlice{MakeSlice("node-0").Node("node-0").Devices(devices...).Obj()}
-	latin := MakeClaim("c")
+	hard := []*resourceapi.ResourceSlice{builder.MakeSlice("node-0").Node("node-0").Devices(devices...).Obj()}
+	latin := builder.MakeClaim("c")
 	for i := range k {
 		latin.Request(fmt.Sprintf("gpu-%d", i), "gpu", 1)
 	}
@@ -322,8 +322,8 @@ func TestExplainContext(t *testing.T) {
 		// Here the per-request pass has the answer without searching,
 		// which must not hide that the caller gave up.
 		"cancelled before, request fails on its own": {
-			slices: []*resourceapi.ResourceSlice{MakeSlice("node-0").Node("node-0").Devices(MakeDevice("gpu-0")).Obj()},
-			claims: []*resourceapi.ResourceClaim{MakeClaim("c").Request("gpu", "gpu", 2).Obj()},
+			slices: []*resourceapi.ResourceSlice{builder.MakeSlice("node-0").Node("node-0").Devices(builder.MakeDevice("gpu-0")).Obj()},
+			claims: []*resourceapi.ResourceClaim{builder.MakeClaim("c").Request("gpu", "gpu", 2).Obj()},
 			context: func(ctx context.Context) (context.Context, context.CancelFunc) {
 				ctx, cancel := context.WithCancelCause(ctx)
 				cancel(cause)
@@ -334,13 +334,13 @@ func TestExplainContext(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, ctx := ktesting.NewTestContext(t)
-			a, err := allocator.New(ctx, structured.Features{}, structured.AllocatedState{}, ClassLister{gpuClass}, tc.slices, allocator.Options{})
+			a, err := allocator.New(ctx, structured.Features{}, structured.AllocatedState{}, allocator.ClassList{gpuClass}, tc.slices, allocator.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}
 			ctx, cancel := tc.context(ctx)
 			defer cancel()
-			failures, err := a.Explain(ctx, MakeNode("node-0"), tc.claims)
+			failures, err := a.Explain(ctx, builder.MakeNode("node-0"), tc.claims)
 			if !errors.Is(err, tc.want) {
 				t.Fatalf("Explain returned failures %v and error %v, want an error wrapping %v", failures, err, tc.want)
 			}
@@ -364,7 +364,7 @@ func declaringOptionalNodeOperations(node *v1.Node) *v1.Node {
 
 // inGroups sets the compatibility groups of the device's last counter
 // consumption.
-func inGroups(d *DeviceWrapper, groups ...string) *DeviceWrapper {
+func inGroups(d *builder.DeviceWrapper, groups ...string) *builder.DeviceWrapper {
 	d.ConsumesCounters[len(d.ConsumesCounters)-1].CompatibilityGroups = groups
 	return d
 }

@@ -36,7 +36,12 @@ import (
 //   - feasibility: before a slot is filled, the candidates that could still
 //     be accepted are counted (constraint values and counters taken into
 //     account, matchAttribute candidates bucketed by value); too few means
-//     the subtree fails, unless a trap lies in the range;
+//     the subtree fails, unless a trap lies in the range (feasible.go);
+//   - bounds: once the search backtracks, at request boundaries and after a
+//     candidate failed at a slot, the remaining requests are relaxed to a
+//     bipartite matching of requests to candidates (matchingbound.go) that
+//     also counts what shared devices have left of their capacity
+//     (capacitybound.go); no matching means no assignment;
 //   - symmetry: a candidate indistinguishable from one that already failed
 //     at the same slot fails too (its subtree mirrors the other's); shared
 //     devices are indistinguishable while their shares consume the same;
@@ -44,10 +49,10 @@ import (
 //     remembered under a hash of the whole mutable state, so equivalent
 //     states reached along different paths are not searched again (states
 //     that differ only in which request or which of two indistinguishable
-//     shared devices holds a share are equivalent).
+//     shared devices holds a share are equivalent; memo.go).
 //
-// All three prune only subtrees that upstream would search without finding
-// anything, so the result is the same, found faster.
+// Each of them prunes only subtrees that upstream would search without
+// finding anything, so the result is the same, found faster.
 
 // errMaxSize means the current claim cannot hold the devices still needed
 // within resourceapi.AllocationResultsMaxSize, whatever is tried at the

@@ -7,8 +7,6 @@ import (
 	"k8s.io/dynamic-resource-allocation/cel"
 	"k8s.io/dynamic-resource-allocation/structured"
 	"k8s.io/klog/v2/ktesting"
-
-	"github.com/drasched/drasched/internal/builder"
 )
 
 // TestTiersMatchUpstream probes upstream's allocator variants one feature
@@ -23,7 +21,7 @@ func TestTiersMatchUpstream(t *testing.T) {
 		for i := range fields.NumField() {
 			var features structured.Features
 			reflect.ValueOf(&features).Elem().Field(i).SetBool(true)
-			_, err := structured.NewAllocator(ctx, features, structured.AllocatedState{}, builder.ClassLister{}, nil, cel.NewCache(1, cel.Features{}))
+			_, err := structured.NewAllocator(ctx, features, structured.AllocatedState{}, ClassList{}, nil, cel.NewCache(1, cel.Features{}))
 			upstream := err == nil
 			ours := reflect.ValueOf(tr.supported).Field(i).Bool()
 			if upstream != ours {

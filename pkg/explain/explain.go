@@ -21,7 +21,6 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
@@ -185,19 +184,6 @@ func read(ctx context.Context, client kubernetes.Interface, node string) (*input
 	return in, nil
 }
 
-// classLister serves the read DeviceClasses to the allocator.
-type classLister []*resourceapi.DeviceClass
-
-func (l classLister) List() ([]*resourceapi.DeviceClass, error) { return l, nil }
-func (l classLister) Get(name string) (*resourceapi.DeviceClass, error) {
-	for _, c := range l {
-		if c.Name == name {
-			return c, nil
-		}
-	}
-	return nil, apierrors.NewNotFound(resourceapi.Resource("deviceclasses"), name)
-}
-
 func explain(ctx context.Context, pod *v1.Pod, in *inputs, opts Options) (*Report, error) {
 	report := &Report{Pod: pod.Namespace + "/" + pod.Name}
 	byName := map[string]*resourceapi.ResourceClaim{}
@@ -237,7 +223,7 @@ func explain(ctx context.Context, pod *v1.Pod, in *inputs, opts Options) (*Repor
 			continue
 		}
 		for _, class := range requestClasses(claim) {
-			if _, err := classLister(in.classes).Get(class); err != nil {
+			if _, err := allocator.ClassList(in.classes).Get(class); err != nil {
 				report.Problems = append(report.Problems, fmt.Sprintf("claim %s: DeviceClass %s does not exist", claim.Name, class))
 			}
 		}
@@ -261,7 +247,7 @@ func explain(ctx context.Context, pod *v1.Pod, in *inputs, opts Options) (*Repor
 			tracker.AddAllocation(&state, c.Status.Allocation, features.ConsumableCapacity)
 		}
 	}
-	a, err := allocator.New(ctx, features, state, classLister(in.classes), in.slices, allocator.Options{})
+	a, err := allocator.New(ctx, features, state, allocator.ClassList(in.classes), in.slices, allocator.Options{})
 	if err != nil {
 		return nil, fmt.Errorf("allocator: %w", err)
 	}

@@ -10,7 +10,6 @@ import (
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/drasched/drasched/internal/builder"
@@ -32,28 +31,23 @@ func gpus(node string, n int, modify func(i int, d *builder.DeviceWrapper)) *res
 
 // pod is a pending pod in default with the named claims.
 func pod(name string, claims ...string) *v1.Pod {
-	w := builder.MakePod(name)
+	w := builder.MakePod(name).UID(name + "-uid")
 	for _, c := range claims {
 		w.Claim(c, c)
 	}
-	p := w.Obj()
-	p.UID = types.UID(name + "-uid")
-	return p
+	return w.Obj()
 }
 
 // held is a claim allocated devices of the node, reserved for the pod.
 func held(name, node string, holder *v1.Pod, devices ...string) *resourceapi.ResourceClaim {
-	c := builder.MakeClaim(name).Request("gpu", class, int64(len(devices))).Obj()
-	c.Status.Allocation = &resourceapi.AllocationResult{}
+	c := builder.MakeClaim(name).Request("gpu", class, int64(len(devices)))
 	for _, d := range devices {
-		c.Status.Allocation.Devices.Results = append(c.Status.Allocation.Devices.Results, resourceapi.DeviceRequestAllocationResult{
-			Request: "gpu", Driver: "gpu.example.com", Pool: node, Device: d,
-		})
+		c.Allocated("gpu", "gpu.example.com", node, d)
 	}
 	if holder != nil {
-		c.Status.ReservedFor = []resourceapi.ResourceClaimConsumerReference{{Resource: "pods", Name: holder.Name, UID: holder.UID}}
+		c.ReservedFor(holder)
 	}
-	return c
+	return c.Obj()
 }
 
 func run(t *testing.T, target string, opts Options, objects ...runtime.Object) *Report {

@@ -42,78 +42,78 @@ func TestNodePrepareResources(t *testing.T) {
 		wantEdits   []string
 	}{
 		"whole GPU": {
-			claim:       makeClaim("whole").device("gpu", "gpu-6").obj(),
+			claim:       newClaim("whole").Allocated("gpu", DefaultDriverName, testNode, "gpu-6").Obj(),
 			wantDevices: []string{"gpu-6"},
 			wantEdits:   edits(a100[6].UUID, defaultSharing, "/dev/nvidia6"),
 		},
 		"two GPUs in one claim": {
-			claim:       makeClaim("two").device("gpus", "gpu-6").device("gpus", "gpu-7").obj(),
+			claim:       newClaim("two").Allocated("gpus", DefaultDriverName, testNode, "gpu-6").Allocated("gpus", DefaultDriverName, testNode, "gpu-7").Obj(),
 			wantDevices: []string{"gpu-6", "gpu-7"},
 			wantEdits:   edits(a100[6].UUID+","+a100[7].UUID, defaultSharing, "/dev/nvidia6", "/dev/nvidia7"),
 		},
 		"MIG device": {
-			claim:       makeClaim("mig").device("mig", mig00).obj(),
+			claim:       newClaim("mig").Allocated("mig", DefaultDriverName, testNode, mig00).Obj(),
 			wantDevices: []string{mig00},
 			wantEdits:   edits(a100[0].MIG[0].UUID, defaultSharing, "/dev/nvidia0"),
 		},
 		"whole GPU in MIG mode exposes its MIG devices": {
-			claim:       makeClaim("whole-mig").device("gpu", "gpu-5").obj(),
+			claim:       newClaim("whole-mig").Allocated("gpu", DefaultDriverName, testNode, "gpu-5").Obj(),
 			wantDevices: []string{"gpu-5"},
 			wantEdits:   edits(a100[5].MIG[0].UUID, defaultSharing, "/dev/nvidia5"),
 		},
 		"claim configuration overrides the class configuration": {
-			claim: makeClaim("mps").device("gpu", "gpu-6").
-				config(resourceapi.AllocationConfigSourceClass, configJSON(`{"strategy":"TimeSlicing","timeSlicing":{"interval":"Long"}}`)).
-				config(resourceapi.AllocationConfigSourceClaim, configJSON(`{"strategy":"MPS","mps":{"activeThreadPercentage":50}}`)).obj(),
+			claim: newClaim("mps").Allocated("gpu", DefaultDriverName, testNode, "gpu-6").
+				AllocationConfig(resourceapi.AllocationConfigSourceClass, DefaultDriverName, configJSON(`{"strategy":"TimeSlicing","timeSlicing":{"interval":"Long"}}`)).
+				AllocationConfig(resourceapi.AllocationConfigSourceClaim, DefaultDriverName, configJSON(`{"strategy":"MPS","mps":{"activeThreadPercentage":50}}`)).Obj(),
 			wantDevices: []string{"gpu-6"},
 			wantEdits:   edits(a100[6].UUID, []string{"DRASCHED_GPU_SHARING=MPS", "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=50"}, "/dev/nvidia6"),
 		},
 		"class configuration applies": {
-			claim: makeClaim("short").device("gpu", "gpu-6").
-				config(resourceapi.AllocationConfigSourceClass, configJSON(`{"strategy":"TimeSlicing","timeSlicing":{"interval":"Short"}}`)).obj(),
+			claim: newClaim("short").Allocated("gpu", DefaultDriverName, testNode, "gpu-6").
+				AllocationConfig(resourceapi.AllocationConfigSourceClass, DefaultDriverName, configJSON(`{"strategy":"TimeSlicing","timeSlicing":{"interval":"Short"}}`)).Obj(),
 			wantDevices: []string{"gpu-6"},
 			wantEdits:   edits(a100[6].UUID, []string{"DRASCHED_GPU_SHARING=TimeSlicing", "DRASCHED_GPU_TIMESLICE_INTERVAL=Short"}, "/dev/nvidia6"),
 		},
 		"configuration for another request does not apply": {
-			claim: makeClaim("other-request").device("gpu", "gpu-6").
-				config(resourceapi.AllocationConfigSourceClaim, configJSON(`{"strategy":"MPS"}`), "other").obj(),
+			claim: newClaim("other-request").Allocated("gpu", DefaultDriverName, testNode, "gpu-6").
+				AllocationConfig(resourceapi.AllocationConfigSourceClaim, DefaultDriverName, configJSON(`{"strategy":"MPS"}`), "other").Obj(),
 			wantDevices: []string{"gpu-6"},
 			wantEdits:   edits(a100[6].UUID, defaultSharing, "/dev/nvidia6"),
 		},
 		"devices of other drivers are left alone": {
-			claim:       makeClaim("mixed").device("gpu", "gpu-7").deviceIn("nic.example.com", testNode, "nic", "nic-0").obj(),
+			claim:       newClaim("mixed").Allocated("gpu", DefaultDriverName, testNode, "gpu-7").Allocated("nic", "nic.example.com", testNode, "nic-0").Obj(),
 			wantDevices: []string{"gpu-7"},
 			wantEdits:   edits(a100[7].UUID, defaultSharing, "/dev/nvidia7"),
 		},
 		"device in another node's pool": {
-			claim:   makeClaim("wrong-pool").deviceIn(DefaultDriverName, "node-2", "gpu", "gpu-6").obj(),
+			claim:   newClaim("wrong-pool").Allocated("gpu", DefaultDriverName, "node-2", "gpu-6").Obj(),
 			wantErr: "claim is not allocated on this node: device gpu-6 is in pool node-2",
 		},
 		"allocation for another node": {
-			claim:   makeClaim("wrong-node").device("gpu", "gpu-6").onNode("node-2").obj(),
+			claim:   newClaim("wrong-node").Allocated("gpu", DefaultDriverName, testNode, "gpu-6").AllocatedOn("node-2").Obj(),
 			wantErr: "node selector does not match node node-1",
 		},
 		"no device of this driver": {
-			claim:   makeClaim("not-ours").deviceIn("nic.example.com", testNode, "nic", "nic-0").obj(),
+			claim:   newClaim("not-ours").Allocated("nic", "nic.example.com", testNode, "nic-0").Obj(),
 			wantErr: "claim has no devices of this driver",
 		},
 		"device that is not here": {
-			claim:   makeClaim("unknown-device").device("gpu", "gpu-42").obj(),
+			claim:   newClaim("unknown-device").Allocated("gpu", DefaultDriverName, testNode, "gpu-42").Obj(),
 			wantErr: "allocated device does not exist on this node: gpu-42",
 		},
 		"configuration with an unknown field": {
-			claim: makeClaim("typo").device("gpu", "gpu-6").
-				config(resourceapi.AllocationConfigSourceClaim, configJSON(`{"strategy":"MPS","mps":{"activeThreadPercent":50}}`)).obj(),
+			claim: newClaim("typo").Allocated("gpu", DefaultDriverName, testNode, "gpu-6").
+				AllocationConfig(resourceapi.AllocationConfigSourceClaim, DefaultDriverName, configJSON(`{"strategy":"MPS","mps":{"activeThreadPercent":50}}`)).Obj(),
 			wantErr: `unknown field "sharing.mps.activeThreadPercent"`,
 		},
 		"configuration out of range": {
-			claim: makeClaim("range").device("gpu", "gpu-6").
-				config(resourceapi.AllocationConfigSourceClaim, configJSON(`{"strategy":"MPS","mps":{"activeThreadPercentage":150}}`)).obj(),
+			claim: newClaim("range").Allocated("gpu", DefaultDriverName, testNode, "gpu-6").
+				AllocationConfig(resourceapi.AllocationConfigSourceClaim, DefaultDriverName, configJSON(`{"strategy":"MPS","mps":{"activeThreadPercentage":150}}`)).Obj(),
 			wantErr: "sharing.mps.activeThreadPercentage: Invalid value: 150: must be between 1 and 100",
 		},
 		"different configurations for the devices of one claim": {
-			claim: makeClaim("two-configs").device("a", "gpu-6").device("b", "gpu-7").
-				config(resourceapi.AllocationConfigSourceClaim, configJSON(`{"strategy":"MPS"}`), "a").obj(),
+			claim: newClaim("two-configs").Allocated("a", DefaultDriverName, testNode, "gpu-6").Allocated("b", DefaultDriverName, testNode, "gpu-7").
+				AllocationConfig(resourceapi.AllocationConfigSourceClaim, DefaultDriverName, configJSON(`{"strategy":"MPS"}`), "a").Obj(),
 			wantErr: "one configuration per claim is supported",
 		},
 	}
@@ -174,11 +174,11 @@ func TestNodePrepareResourcesCallErrors(t *testing.T) {
 		wantErr string
 	}{
 		"claim not allocated": {
-			stored:  makeClaim("pending").unallocated().obj(),
+			stored:  newClaim("pending").Obj(),
 			wantErr: "not allocated",
 		},
 		"claim does not exist": {
-			asked:   makeClaim("gone").device("gpu", "gpu-6").obj(),
+			asked:   newClaim("gone").Allocated("gpu", DefaultDriverName, testNode, "gpu-6").Obj(),
 			wantErr: "not found",
 		},
 	}
@@ -200,8 +200,8 @@ func TestNodePrepareResourcesCallErrors(t *testing.T) {
 }
 
 func TestPrepareIsIdempotentAndUnprepareCleansUp(t *testing.T) {
-	claim := makeClaim("idempotent").device("gpu", "gpu-6").device("gpu", "gpu-7").obj()
-	unknown := makeClaim("never-prepared").device("gpu", "gpu-1").obj()
+	claim := newClaim("idempotent").Allocated("gpu", DefaultDriverName, testNode, "gpu-6").Allocated("gpu", DefaultDriverName, testNode, "gpu-7").Obj()
+	unknown := newClaim("never-prepared").Allocated("gpu", DefaultDriverName, testNode, "gpu-1").Obj()
 	env := setup(t, envOptions{}, claim)
 	operations := func(op string) float64 {
 		v, err := testutil.GetCounterMetricValue(claimOperations.WithLabelValues(op))
@@ -277,11 +277,11 @@ func TestPrepareIsIdempotentAndUnprepareCleansUp(t *testing.T) {
 // another, whichever device names they use; admin access is not exclusive.
 func TestDeviceAlreadyPrepared(t *testing.T) {
 	a100 := loadInventory(t, "a100-mig-8.yaml")
-	whole0 := makeClaim("whole-0").device("gpu", "gpu-0").obj()
-	mig0 := makeClaim("mig-of-0").device("mig", a100[0].MIGName(&a100[0].MIG[3])).obj()
-	first6 := makeClaim("first-6").device("gpu", "gpu-6").obj()
-	second6 := makeClaim("second-6").device("gpu", "gpu-6").obj()
-	monitor6 := makeClaim("monitor-6").device("gpu", "gpu-6").adminAccess().obj()
+	whole0 := newClaim("whole-0").Allocated("gpu", DefaultDriverName, testNode, "gpu-0").Obj()
+	mig0 := newClaim("mig-of-0").Allocated("mig", DefaultDriverName, testNode, a100[0].MIGName(&a100[0].MIG[3])).Obj()
+	first6 := newClaim("first-6").Allocated("gpu", DefaultDriverName, testNode, "gpu-6").Obj()
+	second6 := newClaim("second-6").Allocated("gpu", DefaultDriverName, testNode, "gpu-6").Obj()
+	monitor6 := newClaim("monitor-6").Allocated("gpu", DefaultDriverName, testNode, "gpu-6").AllocatedAdminAccess().Obj()
 	env := setup(t, envOptions{}, whole0, mig0, first6, second6, monitor6)
 	errorsBefore, err := testutil.GetCounterMetricValue(claimOperationErrors.WithLabelValues(operationPrepare))
 	if err != nil {
@@ -345,7 +345,7 @@ func TestConcurrentPrepare(t *testing.T) {
 	var claims []*resourceapi.ResourceClaim
 	for _, dev := range devices {
 		for i := range perDevice {
-			claims = append(claims, makeClaim(fmt.Sprintf("%s-%d", dev, i)).device("gpu", dev).obj())
+			claims = append(claims, newClaim(fmt.Sprintf("%s-%d", dev, i)).Allocated("gpu", DefaultDriverName, testNode, dev).Obj())
 		}
 	}
 	env := setup(t, envOptions{}, claims...)
@@ -433,7 +433,7 @@ func TestRegistration(t *testing.T) {
 // TestUnprepareWithoutClaimObject: the kubelet unprepares with UID, name
 // and namespace only; the claim may be gone from the apiserver.
 func TestUnprepareWithoutClaimObject(t *testing.T) {
-	claim := makeClaim("deleted-later").device("gpu", "gpu-6").obj()
+	claim := newClaim("deleted-later").Allocated("gpu", DefaultDriverName, testNode, "gpu-6").Obj()
 	env := setup(t, envOptions{noRun: true})
 	_, ctx := ktesting.NewTestContext(t)
 	if _, err := env.driver.PrepareResourceClaims(ctx, []*resourceapi.ResourceClaim{claim}); err != nil {

@@ -18,7 +18,6 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/dynamic-resource-allocation/resourceslice"
@@ -27,9 +26,9 @@ import (
 	drapbv1 "k8s.io/kubelet/pkg/apis/dra/v1"
 	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
 	"k8s.io/utils/clock"
-	"k8s.io/utils/ptr"
 	cdiapi "tags.cncf.io/container-device-interface/pkg/cdi"
 
+	"github.com/drasched/drasched/internal/builder"
 	"github.com/drasched/drasched/pkg/driver/gpu/checkpoint"
 	"github.com/drasched/drasched/pkg/driver/gpu/discovery"
 )
@@ -39,67 +38,14 @@ const (
 	testBootID = "0f8c3e5a-1b2c-4d5e-8f90-a1b2c3d4e5f6"
 )
 
-// claimBuilder builds allocated ResourceClaims.
-type claimBuilder struct{ claim *resourceapi.ResourceClaim }
-
 var claimCounter atomic.Int64
 
-func makeClaim(name string) *claimBuilder {
+// newClaim starts a claim with a UID of its own, shaped like the API
+// server's.
+func newClaim(name string) *builder.ClaimWrapper {
 	n := claimCounter.Add(1)
-	return &claimBuilder{claim: &resourceapi.ResourceClaim{
-		ObjectMeta: metav1.ObjectMeta{
-			Namespace: "default",
-			Name:      name,
-			UID:       types.UID(fmt.Sprintf("%08x-1111-4222-8333-%012x", n, n)),
-		},
-		Status: resourceapi.ResourceClaimStatus{Allocation: &resourceapi.AllocationResult{}},
-	}}
+	return builder.MakeClaim(name).UID(fmt.Sprintf("%08x-1111-4222-8333-%012x", n, n))
 }
-
-// device adds an allocated device of this driver in this node's pool.
-func (b *claimBuilder) device(request, name string) *claimBuilder {
-	return b.deviceIn(DefaultDriverName, testNode, request, name)
-}
-
-func (b *claimBuilder) deviceIn(driver, pool, request, name string) *claimBuilder {
-	a := b.claim.Status.Allocation
-	a.Devices.Results = append(a.Devices.Results, resourceapi.DeviceRequestAllocationResult{
-		Request: request, Driver: driver, Pool: pool, Device: name,
-	})
-	return b
-}
-
-func (b *claimBuilder) adminAccess() *claimBuilder {
-	r := b.claim.Status.Allocation.Devices.Results
-	r[len(r)-1].AdminAccess = ptr.To(true)
-	return b
-}
-
-func (b *claimBuilder) onNode(node string) *claimBuilder {
-	b.claim.Status.Allocation.NodeSelector = &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
-		MatchFields: []corev1.NodeSelectorRequirement{{Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: []string{node}}},
-	}}}
-	return b
-}
-
-func (b *claimBuilder) config(source resourceapi.AllocationConfigSource, params string, requests ...string) *claimBuilder {
-	a := b.claim.Status.Allocation
-	a.Devices.Config = append(a.Devices.Config, resourceapi.DeviceAllocationConfiguration{
-		Source:   source,
-		Requests: requests,
-		DeviceConfiguration: resourceapi.DeviceConfiguration{Opaque: &resourceapi.OpaqueDeviceConfiguration{
-			Driver: DefaultDriverName, Parameters: runtime.RawExtension{Raw: []byte(params)},
-		}},
-	})
-	return b
-}
-
-func (b *claimBuilder) unallocated() *claimBuilder {
-	b.claim.Status.Allocation = nil
-	return b
-}
-
-func (b *claimBuilder) obj() *resourceapi.ResourceClaim { return b.claim }
 
 // testEnv is a running plugin with the sockets a kubelet would use.
 type testEnv struct {

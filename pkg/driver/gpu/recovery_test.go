@@ -18,8 +18,8 @@ import (
 // TestCrashRecovery restarts the driver on states a crash or a reboot can
 // leave behind, and on damaged checkpoints.
 func TestCrashRecovery(t *testing.T) {
-	kept := makeClaim("kept").device("gpu", "gpu-6").obj()
-	crashed := makeClaim("crashed").device("gpu", "gpu-7").obj()
+	kept := newClaim("kept").Allocated("gpu", DefaultDriverName, testNode, "gpu-6").Obj()
+	crashed := newClaim("crashed").Allocated("gpu", DefaultDriverName, testNode, "gpu-7").Obj()
 	checkpointPath := func(env *testEnv) string { return filepath.Join(env.cfg.StateDir, checkpointFileName) }
 	// markStarted turns a prepared claim back into one whose prepare
 	// never finished, as if the plugin died between the two checkpoint
@@ -156,8 +156,8 @@ func TestCrashRecovery(t *testing.T) {
 // next call of this one, which holds the lock, rolls its claim back first.
 func TestRollBackDuringCall(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
-	orphan := makeClaim("orphan").device("gpu", "gpu-7").obj()
-	next := makeClaim("next").device("gpu", "gpu-7").obj()
+	orphan := newClaim("orphan").Allocated("gpu", DefaultDriverName, testNode, "gpu-7").Obj()
+	next := newClaim("next").Allocated("gpu", DefaultDriverName, testNode, "gpu-7").Obj()
 	env := setup(t, envOptions{noRun: true})
 	if res, err := env.driver.PrepareResourceClaims(ctx, []*resourceapi.ResourceClaim{orphan}); err != nil || res[orphan.UID].Err != nil {
 		t.Fatalf("prepare: %v %v", res, err)

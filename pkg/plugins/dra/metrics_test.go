@@ -137,7 +137,7 @@ func TestCacheCollector(t *testing.T) {
 	slices := []*resourceapi.ResourceSlice{gpuSlice(4)}
 	claim := gpuClaim("gpu").Obj()
 	for range 2 {
-		a, err := allocator.New(ctx, structured.Features{}, structured.AllocatedState{}, builder.ClassLister{class}, slices, allocator.Options{Cache: cache})
+		a, err := allocator.New(ctx, structured.Features{}, structured.AllocatedState{}, allocator.ClassList{class}, slices, allocator.Options{Cache: cache})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,13 +1,7 @@
 package admission
 
 import (
-	"bufio"
-	"bytes"
 	"context"
-	"errors"
-	"io"
-	"os"
-	"path/filepath"
 	"testing"
 
 	admissionv1 "k8s.io/api/admissionregistration/v1"
@@ -15,13 +9,11 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/yaml"
 
 	"github.com/drasched/drasched/internal/builder"
+	"github.com/drasched/drasched/internal/manifest"
 	"github.com/drasched/drasched/test/integration/framework"
 )
 
@@ -142,21 +134,15 @@ func makePod(name string) *builder.PodWrapper {
 func applyRouting(t *testing.T, env *framework.Env) {
 	t.Helper()
 	dir := framework.RepoFile("config", "admission")
-	raw, err := os.ReadFile(filepath.Join(dir, "kustomization.yaml"))
+	files, err := manifest.KustomizationResources(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var kustomization struct {
-		Resources []string `json:"resources"`
-	}
-	if err := yaml.Unmarshal(raw, &kustomization); err != nil {
-		t.Fatalf("decode %s/kustomization.yaml: %v", dir, err)
-	}
-	if len(kustomization.Resources) == 0 {
+	if len(files) == 0 {
 		t.Fatalf("%s/kustomization.yaml lists no resources", dir)
 	}
-	for _, file := range kustomization.Resources {
-		applyFile(t, env.Ctx, env.Client, filepath.Join(dir, file))
+	for _, file := range files {
+		applyFile(t, env.Ctx, env.Client, file)
 	}
 	waitForRouting(env, makePod("probe").ClaimFromTemplate("gpu", "one-gpu"), framework.SchedulerName)
 }
@@ -166,24 +152,12 @@ func applyRouting(t *testing.T, env *framework.Env) {
 // that a manifest that grows something else is not half applied.
 func applyFile(t *testing.T, ctx context.Context, client kubernetes.Interface, path string) {
 	t.Helper()
-	data, err := os.ReadFile(path)
+	objects, err := manifest.DecodeFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	admission := client.AdmissionregistrationV1()
-	reader := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
-	for {
-		doc, err := reader.Read()
-		if errors.Is(err, io.EOF) {
-			return
-		}
-		if err != nil {
-			t.Fatalf("read %s: %v", path, err)
-		}
-		obj, _, err := scheme.Codecs.UniversalDeserializer().Decode(doc, nil, nil)
-		if err != nil {
-			t.Fatalf("decode %s: %v", path, err)
-		}
+	for _, obj := range objects {
 		var del func(context.Context) error
 		switch obj := obj.(type) {
 		case *admissionv1.MutatingAdmissionPolicy:

@@ -1,13 +1,8 @@
 package framework
 
 import (
-	"bufio"
-	"bytes"
 	"context"
-	"errors"
 	"fmt"
-	"io"
-	"os"
 	"sync"
 	"time"
 
@@ -16,10 +11,10 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+
+	"github.com/drasched/drasched/internal/manifest"
 )
 
 // The scheduler's ServiceAccount, bound by config/scheduler/rbac.yaml.
@@ -104,24 +99,12 @@ func ensureSchedulerRBAC(ctx context.Context, admin *rest.Config) error {
 // its namespaced ones; objects of other kinds are an error, so that a
 // manifest that grows something else is not half applied.
 func applyRBAC(ctx context.Context, client kubernetes.Interface, path string) error {
-	data, err := os.ReadFile(path)
+	objects, err := manifest.DecodeFile(path)
 	if err != nil {
 		return err
 	}
 	rbac := client.RbacV1()
-	reader := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
-	for {
-		doc, err := reader.Read()
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("read %s: %w", path, err)
-		}
-		obj, _, err := scheme.Codecs.UniversalDeserializer().Decode(doc, nil, nil)
-		if err != nil {
-			return fmt.Errorf("decode %s: %w", path, err)
-		}
+	for _, obj := range objects {
 		switch obj := obj.(type) {
 		case *rbacv1.ClusterRole:
 			_, err = rbac.ClusterRoles().Create(ctx, obj, metav1.CreateOptions{})
@@ -142,6 +125,7 @@ func applyRBAC(ctx context.Context, client kubernetes.Interface, path string) er
 			return fmt.Errorf("apply %s: %w", path, err)
 		}
 	}
+	return nil
 }
 
 func ensureNamespace(ctx context.Context, client kubernetes.Interface, name string) error {

@@ -45,20 +45,6 @@ type Instance struct {
 	SharedGPUs bool
 }
 
-// ClassLister serves the instance's classes like an informer lister.
-type ClassLister []*resourceapi.DeviceClass
-
-func (l ClassLister) List() ([]*resourceapi.DeviceClass, error) { return l, nil }
-
-func (l ClassLister) Get(name string) (*resourceapi.DeviceClass, error) {
-	for _, c := range l {
-		if c.Name == name {
-			return c, nil
-		}
-	}
-	return nil, fmt.Errorf("deviceclass %q not found", name)
-}
-
 var (
 	drivers   = []string{"a.example.com", "b.example.com"}
 	nodeNames = []string{"node-0", "node-1", "node-2"}

@@ -13,10 +13,10 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	resourceapi "k8s.io/api/resource/v1"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	logsapi "k8s.io/component-base/logs/api/v1"
 	"k8s.io/klog/v2/ktesting"
 
+	"github.com/drasched/drasched/internal/manifest"
 	"github.com/drasched/drasched/pkg/driver/gpu"
 	"github.com/drasched/drasched/pkg/driver/gpu/discovery"
 	"github.com/drasched/drasched/pkg/version"
@@ -46,21 +46,21 @@ func runCommand(t *testing.T, args ...string) (string, error) {
 	return stdout.String(), err
 }
 
+// decodeSlices decodes the printed stream strictly: every document must be
+// a resource.k8s.io/v1 ResourceSlice.
 func decodeSlices(t *testing.T, out string) []resourceapi.ResourceSlice {
 	t.Helper()
-	dec := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(out), 4096)
+	objects, err := manifest.Decode([]byte(out))
+	if err != nil {
+		t.Fatalf("output is not a YAML stream of ResourceSlices: %v\n%s", err, out)
+	}
 	var slices []resourceapi.ResourceSlice
-	for {
-		var s resourceapi.ResourceSlice
-		if err := dec.Decode(&s); errors.Is(err, io.EOF) {
-			break
-		} else if err != nil {
-			t.Fatalf("output is not a YAML stream of ResourceSlices: %v\n%s", err, out)
+	for _, obj := range objects {
+		s, ok := obj.(*resourceapi.ResourceSlice)
+		if !ok || s.APIVersion != "resource.k8s.io/v1" {
+			t.Fatalf("document is a %s, want resource.k8s.io/v1 ResourceSlice", obj.GetObjectKind().GroupVersionKind())
 		}
-		if s.Kind != "ResourceSlice" || s.APIVersion != "resource.k8s.io/v1" {
-			t.Fatalf("document is a %s %s, want resource.k8s.io/v1 ResourceSlice", s.APIVersion, s.Kind)
-		}
-		slices = append(slices, s)
+		slices = append(slices, *s)
 	}
 	return slices
 }

@@ -6,49 +6,11 @@ import (
 	"testing"
 	"time"
 
-	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/drasched/drasched/internal/builder"
 )
-
-func TestPrioritizedListScore(t *testing.T) {
-	claim := builder.MakeClaim("c").FirstAvailable("gpu",
-		builder.SubRequest("big", "gpu", 1),
-		builder.SubRequest("medium", "gpu", 1),
-		builder.SubRequest("small", "gpu", 1),
-	).Obj()
-	plain := builder.MakeClaim("plain").Request("gpu", "gpu", 1).Obj()
-	result := func(requests ...string) resourceapi.AllocationResult {
-		var r resourceapi.AllocationResult
-		for _, request := range requests {
-			r.Devices.Results = append(r.Devices.Results, resourceapi.DeviceRequestAllocationResult{Request: request, Driver: "d", Pool: "p", Device: "x"})
-		}
-		return r
-	}
-	allocatedEarlier := claim.DeepCopy()
-	allocatedEarlier.Status.Allocation = &resourceapi.AllocationResult{}
-	*allocatedEarlier.Status.Allocation = result("gpu/medium")
-
-	for name, tc := range map[string]struct {
-		claims  []*resourceapi.ResourceClaim
-		results []resourceapi.AllocationResult
-		want    int64
-	}{
-		"first choice":                 {claims: []*resourceapi.ResourceClaim{claim}, results: []resourceapi.AllocationResult{result("gpu/big")}, want: 8},
-		"third choice":                 {claims: []*resourceapi.ResourceClaim{claim}, results: []resourceapi.AllocationResult{result("gpu/small")}, want: 6},
-		"no prioritized list":          {claims: []*resourceapi.ResourceClaim{plain}, results: []resourceapi.AllocationResult{result("gpu")}, want: 0},
-		"allocated earlier counts too": {claims: []*resourceapi.ResourceClaim{allocatedEarlier, claim}, results: []resourceapi.AllocationResult{result("gpu/big")}, want: 7 + 8},
-		"plain then list":              {claims: []*resourceapi.ResourceClaim{plain, claim}, results: []resourceapi.AllocationResult{result("gpu"), result("gpu/medium")}, want: 7},
-	} {
-		t.Run(name, func(t *testing.T) {
-			if got := prioritizedListScore(&stateData{claims: tc.claims}, tc.results); got != tc.want {
-				t.Errorf("score %d, want %d", got, tc.want)
-			}
-		})
-	}
-}
 
 func TestReadyForBinding(t *testing.T) {
 	withConditions := func(conditions ...metav1.Condition) *resourceapi.ResourceClaim {
@@ -121,22 +83,6 @@ func TestBindingTimedOut(t *testing.T) {
 	}
 	if pl.bindingTimedOut(claim(2*time.Minute, false)) {
 		t.Error("allocation without binding conditions timed out")
-	}
-}
-
-func TestSingleNode(t *testing.T) {
-	byName := func(values ...string) *v1.NodeSelector {
-		return &v1.NodeSelector{NodeSelectorTerms: []v1.NodeSelectorTerm{{MatchFields: []v1.NodeSelectorRequirement{{Key: "metadata.name", Operator: v1.NodeSelectorOpIn, Values: values}}}}}
-	}
-	if node, ok := singleNode(byName("node-1")); !ok || node != "node-1" {
-		t.Errorf("one node by name: got %q, %v", node, ok)
-	}
-	if _, ok := singleNode(byName("node-1", "node-2")); ok {
-		t.Error("two nodes taken for one")
-	}
-	byLabel := &v1.NodeSelector{NodeSelectorTerms: []v1.NodeSelectorTerm{{MatchExpressions: []v1.NodeSelectorRequirement{{Key: "rack", Operator: v1.NodeSelectorOpIn, Values: []string{"a"}}}}}}
-	if _, ok := singleNode(byLabel); ok {
-		t.Error("label selector taken for one node")
 	}
 }
 

@@ -1,0 +1,62 @@
+package main
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// Case names, in the order in which a run measures them.
+const (
+	caseFill    = "fill"
+	caseChurn   = "churn"
+	caseMatch   = "match"
+	caseMIG     = "mig"
+	casePreempt = "preempt"
+	// caseNoClaims is fill's pods without their claims, on the same
+	// cluster: what a plain pod costs the scheduler, beside a DRA pod.
+	caseNoClaims = "noclaims"
+	// caseFragmentation and caseFragmentationMIG: see fragmentation.go;
+	// caseGang: see gang.go.
+)
+
+var caseNames = []string{caseFill, caseNoClaims, caseChurn, caseMatch, caseMIG, casePreempt, caseFragmentation, caseFragmentationMIG, caseGang}
+
+// costCases are the cases whose scheduler cost (CPU seconds per pod bound,
+// peak RSS) a run measures: each runs alone and measures every pod the
+// scheduler binds while it runs. The others share their run with pods that
+// they do not measure (preempt's low-priority fill) or with another case
+// (the fragmentation churns).
+var costCases = []string{caseFill, caseNoClaims, caseChurn, caseMatch, caseMIG, caseGang}
+
+// batches groups the cases to run (all if none are named) into what runs
+// at once, in the order of caseNames: each case alone, but the
+// fragmentation cases together.
+func batches(cases []string) ([][]string, error) {
+	for _, name := range cases {
+		if !slices.Contains(caseNames, name) {
+			return nil, fmt.Errorf("unknown case %q (cases: %s)", name, strings.Join(caseNames, ", "))
+		}
+	}
+	var out [][]string
+	frag := -1 // the batch of the fragmentation cases
+	for _, name := range caseNames {
+		if len(cases) > 0 && !slices.Contains(cases, name) {
+			continue
+		}
+		if fragmentationCase(name) && frag >= 0 {
+			out[frag] = append(out[frag], name)
+			continue
+		}
+		if fragmentationCase(name) {
+			frag = len(out)
+		}
+		out = append(out, []string{name})
+	}
+	return out, nil
+}
+
+// variantPQH is a run whose scheduler has the feature gate
+// SchedulerPreQueueingHints on (alpha in 1.37, off by default): upstream at
+// its best. Its cases are reported as <case>+pqh.
+const variantPQH = "pqh"
