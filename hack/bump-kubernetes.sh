@@ -5,8 +5,8 @@
 #     "k8s.io/X => ./staging/src/k8s.io/X" there becomes "k8s.io/X => k8s.io/X v0.MINOR.PATCH"
 #     here, so the whole staging set moves in lockstep, and the staging modules that go.mod
 #     requires at a real version are required at the new one too;
-#   - hack/tools' code generators and bench/cmd/report (which builds on this module) follow.
-# hack/helm keeps the Kubernetes libraries Helm chose; hack/images has none.
+#   - hack/tools' code generators follow, and so do bench/cmd/report and hack/helm, which
+#     build on this module through a replace. hack/images has no Kubernetes libraries.
 #
 # Usage: hack/bump-kubernetes.sh [KUBERNETES_VERSION]   (default: the version go.mod requires,
 # which only regenerates the block)
@@ -65,7 +65,9 @@ go mod tidy
 
 # The code generators of apis/config come from the same staging release.
 (cd hack/tools && go mod edit -require="k8s.io/code-generator@${staging_version}" && go mod tidy)
-# bench/cmd/report builds on this module through a replace; its go.sum follows.
+# bench/cmd/report and hack/helm build on this module through a replace: their go.mod
+# and go.sum follow.
 (cd bench/cmd/report && go mod tidy)
+(cd hack/helm && go mod tidy)
 
 echo "k8s.io/kubernetes ${kube_version}: ${#staging[@]} staging modules replaced with ${staging_version}"
