@@ -30,6 +30,18 @@ type StructuredDRAArgs struct {
 	// Allocation configures which devices the builtin allocator chooses on
 	// a node where several sets fit.
 	Allocation AllocationArgs
+
+	// Preemption configures claim nomination.
+	Preemption PreemptionArgs
+}
+
+// PreemptionArgs configures how long a preemptor holds what its
+// preemption freed.
+type PreemptionArgs struct {
+	// NominationMargin is how long past its victims' termination grace
+	// period a claim nomination lasts, and after which a pod that stays
+	// terminating counts as stuck. At least zero.
+	NominationMargin metav1.Duration
 }
 
 // AllocationArgs configures the builtin allocator's choice among fits.

@@ -88,6 +88,23 @@ func Convert_config_AllocationArgs_To_Pointer_v1_AllocationArgs(in *config.Alloc
 	return Convert_config_AllocationArgs_To_v1_AllocationArgs(in, *out, s)
 }
 
+// Convert_Pointer_v1_PreemptionArgs_To_config_PreemptionArgs converts
+// optional preemption settings.
+func Convert_Pointer_v1_PreemptionArgs_To_config_PreemptionArgs(in **PreemptionArgs, out *config.PreemptionArgs, s conversion.Scope) error {
+	if *in == nil {
+		*out = config.PreemptionArgs{}
+		return nil
+	}
+	return Convert_v1_PreemptionArgs_To_config_PreemptionArgs(*in, out, s)
+}
+
+// Convert_config_PreemptionArgs_To_Pointer_v1_PreemptionArgs converts
+// preemption settings into optional ones.
+func Convert_config_PreemptionArgs_To_Pointer_v1_PreemptionArgs(in *config.PreemptionArgs, out **PreemptionArgs, s conversion.Scope) error {
+	*out = new(PreemptionArgs)
+	return Convert_config_PreemptionArgs_To_v1_PreemptionArgs(in, *out, s)
+}
+
 func fromPointer[From, To ~string](in *From) To {
 	if in == nil {
 		return ""

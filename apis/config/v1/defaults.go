@@ -1,6 +1,8 @@
 package v1
 
 import (
+	"time"
+
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/dynamic-resource-allocation/deviceattribute"
@@ -24,6 +26,11 @@ const (
 	// DefaultAllocationPolicy is the default of
 	// StructuredDRAArgs.Allocation.Policy: upstream's answers.
 	DefaultAllocationPolicy = AllocationPolicyFirstFit
+	// DefaultNominationMargin is the default of
+	// StructuredDRAArgs.Preemption.NominationMargin: a kubelet stops a pod
+	// within seconds of its grace period, and the claim controller frees
+	// its claims within seconds of that.
+	DefaultNominationMargin = 30 * time.Second
 )
 
 // DefaultTopologyAttributes is the default of
@@ -68,5 +75,11 @@ func SetDefaults_StructuredDRAArgs(obj *StructuredDRAArgs) {
 	// Only a missing list is defaulted: an empty one turns grouping off.
 	if obj.Allocation.TopologyAttributes == nil {
 		obj.Allocation.TopologyAttributes = DefaultTopologyAttributes()
+	}
+	if obj.Preemption == nil {
+		obj.Preemption = &PreemptionArgs{}
+	}
+	if obj.Preemption.NominationMargin == nil {
+		obj.Preemption.NominationMargin = &metav1.Duration{Duration: DefaultNominationMargin}
 	}
 }

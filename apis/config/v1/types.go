@@ -52,6 +52,29 @@ type StructuredDRAArgs struct {
 	// allocator "upstream", which only has upstream's first fit; a policy
 	// other than FirstFit with that allocator is invalid.
 	Allocation *AllocationArgs `json:"allocation,omitempty"`
+
+	// Preemption configures claim nomination: what a pod that preempted
+	// others for devices holds while they go.
+	Preemption *PreemptionArgs `json:"preemption,omitempty"`
+}
+
+// PreemptionArgs configures claim nomination. When the
+// StructuredDRAPreemption plugin nominates a pod to a node, the devices
+// that the evicted pods free there are nominated for it: pods of its
+// priority or lower do not take them, and it does not preempt again while
+// the evicted pods' claims are being freed. The nomination ends when the
+// pod is bound or deleted, when it can no longer be honoured, and at the
+// latest after the evicted pods' termination grace period plus
+// nominationMargin.
+type PreemptionArgs struct {
+	// NominationMargin is how long past the evicted pods' termination
+	// grace period a nomination lasts: time for the kubelet to stop them
+	// and for the claim controller to free their claims. A pod that is
+	// still terminating this long after its grace period ended counts as
+	// stuck: preemption looks for other victims instead of waiting for it.
+	//
+	// Must be zero or positive. Default: 30s.
+	NominationMargin *metav1.Duration `json:"nominationMargin,omitempty"`
 }
 
 // AllocationArgs configures how the builtin allocator chooses among fits.

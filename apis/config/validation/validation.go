@@ -50,6 +50,9 @@ func ValidateStructuredDRAArgs(path *field.Path, args *config.StructuredDRAArgs)
 		allErrs = append(allErrs, field.NotSupported(path.Child("scoring", "deviceStrategy"), string(args.Scoring.DeviceStrategy), supportedDeviceScoringStrategies))
 	}
 	allErrs = append(allErrs, validateAllocation(path.Child("allocation"), args)...)
+	if args.Preemption.NominationMargin.Duration < 0 {
+		allErrs = append(allErrs, field.Invalid(path.Child("preemption", "nominationMargin"), args.Preemption.NominationMargin, "must be zero or positive"))
+	}
 	return allErrs.ToAggregate()
 }
 
