@@ -61,6 +61,14 @@ func (w *PodWrapper) Label(key, value string) *PodWrapper {
 	return w
 }
 
+// Finalizer adds a finalizer: deleting the pod then leaves it
+// terminating until the finalizer is removed, as a pod whose kubelet is
+// gone or whose controller holds it.
+func (w *PodWrapper) Finalizer(name string) *PodWrapper {
+	w.Finalizers = append(w.Finalizers, name)
+	return w
+}
+
 // Containers replaces the pod's containers.
 func (w *PodWrapper) Containers(containers ...v1.Container) *PodWrapper {
 	w.Spec.Containers = containers

@@ -47,10 +47,12 @@ type Interface interface {
 	// Reserve puts the allocation of claim (a copy with
 	// Status.Allocation set) in flight under claim.UID, with one share.
 	Reserve(claim *resourceapi.ResourceClaim) error
-	// Share adds a share to the allocation in flight under key, which
-	// no write has touched yet: another pod of the same pod group
-	// scheduling cycle uses the claim too.
-	Share(key types.UID) error
+	// Share adds a share to the allocation of claim in flight, which no
+	// write has touched yet: another pod of the same pod group scheduling
+	// cycle uses the claim too. If a pod of the group wrote the allocation
+	// already, there is nothing to hold: held is false, and PreBind adds
+	// the pod's reservation to the written claim.
+	Share(claim *resourceapi.ResourceClaim) (held bool, err error)
 	// Unreserve drops one share of the allocation in flight under key,
 	// unless a write of it succeeded or may have succeeded; the last
 	// share takes the allocation with it. It reports whether it dropped
@@ -66,6 +68,8 @@ type Interface interface {
 	WriteUnknown(ctx context.Context, key types.UID, base *resourceapi.ResourceClaim)
 	// InFlight returns the keys of the allocations in flight.
 	InFlight() []types.UID
+	// Nominations are the preemptors' nominated allocations.
+	Nominations() *Nominations
 }
 
 // Options configure a Tracker.
@@ -83,6 +87,9 @@ type Options struct {
 	// outcome stays in flight while the API server still shows the claim
 	// as it was before the write; zero means DefaultUnknownGrace.
 	UnknownGrace time.Duration
+	// NominationEnded is called for every nomination that ends.
+	// Optional.
+	NominationEnded func(n *Nomination, reason EndReason)
 }
 
 // DefaultUnknownGrace covers a write that kube-apiserver is still
@@ -118,6 +125,9 @@ type Tracker struct {
 	entries map[types.UID]*entry
 	// queue holds the keys of entries waiting to be settled.
 	queue workqueue.TypedRateLimitingInterface[types.UID]
+
+	// nominations are the preemptors' nominated allocations.
+	nominations *Nominations
 }
 
 var _ Interface = &Tracker{}
@@ -166,6 +176,7 @@ func New(ctx context.Context, opts Options) (*Tracker, error) {
 		entries:      make(map[types.UID]*entry),
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(settleBackoff,
 			workqueue.TypedRateLimitingQueueConfig[types.UID]{Name: "drasched_claim_writes"}),
+		nominations: NewNominations(NominationOptions{Ended: opts.NominationEnded}),
 	}
 	if t.unknownGrace == 0 {
 		t.unknownGrace = DefaultUnknownGrace
@@ -231,6 +242,9 @@ func containsAll(set map[*resourceapi.ResourceSlice]struct{}, list []*resourceap
 
 // DeviceClasses lists and gets DeviceClasses.
 func (t *Tracker) DeviceClasses() structured.DeviceClassLister { return t.classes }
+
+// Nominations are the preemptors' nominated allocations.
+func (t *Tracker) Nominations() *Nominations { return t.nominations }
 
 // AllocatedState gathers the devices of allocated and in-flight claims.
 // The manager detects a write that moved a claim from in flight to
@@ -299,23 +313,34 @@ func (t *Tracker) Reserve(claim *resourceapi.ResourceClaim) error {
 	return nil
 }
 
-// ErrNotReserved is returned by Share for a claim without an allocation
-// that is reserved and not yet written.
+// ErrNotReserved is returned by Share for a claim whose allocation is
+// neither in flight nor written.
 var ErrNotReserved = errors.New("claim has no reserved allocation in flight")
 
 // Share adds a share to a reserved allocation. The shares live in the
 // tracker, not in the claim cache's pending allocations: the first write
 // ends the flight for all of them, because from then on the claim cache
 // holds the allocation.
-func (t *Tracker) Share(key types.UID) error {
+//
+// The pods of a pod group get their binding cycles one after the other,
+// each started before the next pod's Reserve: a pod whose share comes
+// after another pod's PreBind wrote the allocation finds it written (in
+// flight until the claim cache has it, or in the cache), which is as good
+// as a share. Without that, it failed with an error and was retried.
+func (t *Tracker) Share(claim *resourceapi.ResourceClaim) (bool, error) {
 	t.mutex.Lock()
 	defer t.mutex.Unlock()
-	e := t.entries[key]
-	if e == nil || e.phase != reserved {
-		return fmt.Errorf("claim %s: %w", key, ErrNotReserved)
+	if e := t.entries[claim.UID]; e != nil {
+		if e.phase != reserved {
+			return false, nil
+		}
+		e.shares++
+		return true, nil
 	}
-	e.shares++
-	return nil
+	if current, err := t.claims.Get(claim.Namespace, claim.Name); err == nil && current.UID == claim.UID && current.Status.Allocation != nil {
+		return false, nil
+	}
+	return false, fmt.Errorf("claim %s: %w", klog.KObj(claim), ErrNotReserved)
 }
 
 // Unreserve drops a share of an allocation that no write has touched, and

@@ -244,8 +244,8 @@ func TestReserveWrittenUnreserve(t *testing.T) {
 func TestShares(t *testing.T) {
 	env := setup(t, 0, claim("a"), claim("b"), claim("c"))
 	tr := env.tracker
-	if err := tr.Share(env.get(t, "a").UID); !errors.Is(err, tracker.ErrNotReserved) {
-		t.Fatalf("Share of a claim not in flight: %v, want ErrNotReserved", err)
+	if held, err := tr.Share(env.get(t, "a")); held || !errors.Is(err, tracker.ErrNotReserved) {
+		t.Fatalf("Share of a claim not in flight: %v, %v; want ErrNotReserved", held, err)
 	}
 
 	a := withAllocation(env.get(t, "a"), allocation("gpu-0"))
@@ -253,8 +253,8 @@ func TestShares(t *testing.T) {
 		t.Fatal(err)
 	}
 	for range 2 {
-		if err := tr.Share(a.UID); err != nil {
-			t.Fatal(err)
+		if held, err := tr.Share(a); err != nil || !held {
+			t.Fatalf("Share of a reserved allocation: %v, %v; want a share held", held, err)
 		}
 	}
 	for i := range 2 {
@@ -278,12 +278,17 @@ func TestShares(t *testing.T) {
 	if err := tr.Reserve(b); err != nil {
 		t.Fatal(err)
 	}
-	if err := tr.Share(b.UID); err != nil {
-		t.Fatal(err)
+	if held, err := tr.Share(b); err != nil || !held {
+		t.Fatalf("Share of a reserved allocation: %v, %v; want a share held", held, err)
 	}
 	tr.Written(env.ctx, b.UID, env.writeStatus(t, b))
 	if tr.Unreserve(b.UID) || len(tr.InFlight()) != 0 {
 		t.Fatalf("Unreserve of a share after the write: in flight %v", tr.InFlight())
+	}
+	// A pod of the group whose Reserve comes after another's PreBind
+	// finds the allocation written: no share to hold, and no error.
+	if held, err := tr.Share(b); err != nil || held {
+		t.Fatalf("Share of a written allocation: %v, %v; want no share and no error", held, err)
 	}
 	if got := env.allocated(t); !got.Equal(ids("gpu-1")) {
 		t.Fatalf("written shared allocation not counted: %v", got)
@@ -295,8 +300,8 @@ func TestShares(t *testing.T) {
 		t.Fatal(err)
 	}
 	tr.WriteUnknown(env.ctx, c.UID, env.get(t, "c"))
-	if err := tr.Share(c.UID); !errors.Is(err, tracker.ErrNotReserved) {
-		t.Fatalf("Share after a write attempt: %v, want ErrNotReserved", err)
+	if held, err := tr.Share(c); err != nil || held {
+		t.Fatalf("Share after a write attempt: %v, %v; want no share (the write may have landed) and no error", held, err)
 	}
 	if tr.Unreserve(c.UID) {
 		t.Fatal("Unreserve dropped an allocation whose write may have landed")

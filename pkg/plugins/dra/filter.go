@@ -134,8 +134,7 @@ func (pl *Plugin) Filter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, no
 	}
 	a := s.allocator
 	if s.dryRun.active() {
-		// Preemption's dry run, or pods nominated to the node: the
-		// clone's edited state (preemption.go).
+		// Preemption's dry run: the state's edits (dryrun.go).
 		var err error
 		if a, err = pl.dryRunAllocator(allocCtx, s); err != nil {
 			return statusError(logger, err, "pod", klog.KObj(pod), "node", klog.KObj(node))
@@ -168,15 +167,16 @@ func (pl *Plugin) Filter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, no
 			return statusPreemptible(logger, reasons, "pod", klog.KObj(pod), "node", klog.KObj(node))
 		}
 		return statusUnschedulable(logger, reasons, "pod", klog.KObj(pod), "node", klog.KObj(node))
-	case len(s.dryRun.removedPods()) > 0 && !s.dryRun.simulation:
+	case s.dryRun.preempting():
 		// DefaultPreemption's dry run: devices of pods that are still
 		// there, nothing for Reserve, and the results are shared with the
-		// cycle's state. The fit says what the victims free
-		// (preemptor.go).
-		s.dryRun.fit.set(results, len(s.dryRun.nominated) > 0)
+		// cycle's state. The fit is what the pod gets once the victims
+		// are gone, its claim nomination if it is nominated here
+		// (dryrun.go).
+		s.dryRun.fit.set(results)
 		return nil
 	}
-	s.results.store(node.Name, results, s.dryRun.active())
+	s.results.store(node.Name, results)
 	return nil
 }
 
@@ -190,14 +190,14 @@ func (pl *Plugin) explain(ctx context.Context, s *stateData, used nodeAllocator,
 	const fallback = "cannot allocate all claims"
 	a, ok := used.(*allocator.Allocator)
 	if !ok {
-		// allocator: upstream; the edits of pods nominated to the node
-		// apply to drasched's too.
+		// allocator: upstream; the edits of the cycle's nominations and
+		// of a dry run apply to drasched's too.
 		var err error
 		if a, err = s.explainer(ctx, pl); err != nil {
 			return []string{fallback}
 		}
 		if s.dryRun.active() {
-			a = a.WithEdits(pl.edits(s.dryRun))
+			a = a.WithEdits(pl.edits(s))
 		}
 	}
 	failures, err := a.Explain(ctx, node, claims)

@@ -108,6 +108,9 @@ func (pl *Plugin) podsForClaim(_ klog.Logger, oldObj, newObj any) (fwk.PreQueuei
 	if pod, ok := extendedClaimPod(claim); ok {
 		pods = append(pods, pod)
 	}
+	// Preemptors whose claim nomination waits for the claim, or whose
+	// nominated devices it took (nomination.go).
+	pods = append(pods, pl.nomineesTouchedBy(claim)...)
 	return fwk.PreQueueingHintResult{Pods: pods}, nil
 }
 
@@ -155,6 +158,12 @@ func (pl *Plugin) afterClaimChange(logger klog.Logger, pod *v1.Pod, oldObj, newO
 	switch {
 	case original != nil && original.Status.Allocation != nil && modified.Status.Allocation == nil:
 		logger.V(6).Info("Claim deallocated, devices may be free", "pod", klog.KObj(pod), "claim", klog.KObj(modified))
+		return fwk.Queue, nil
+	case pl.nominationAffected(pod, modified):
+		// A claim that the pod's claim nomination waits for, or that took
+		// a nominated device: the nomination may no longer be honoured,
+		// and the pod may have to preempt again (nomination.go).
+		logger.V(5).Info("Claim change affects the pod's claim nomination", "pod", klog.KObj(pod), "claim", klog.KObj(modified))
 		return fwk.Queue, nil
 	case !uses:
 		return fwk.QueueSkip, nil

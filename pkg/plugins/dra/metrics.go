@@ -50,6 +50,17 @@ var (
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"outcome"})
 
+	nominations = metrics.NewCounterVec(&metrics.CounterOpts{
+		Namespace: metricsNamespace,
+		Subsystem: metricsSubsystem,
+		Name:      "claim_nominations_total",
+		Help: "Claim nominations of preemptors: made (Nominated), and ended, by reason: Bound, PodGone, Renominated, " +
+			"NominationLost (a preemptor of higher priority cleared it), Unusable (it could no longer be honoured), " +
+			"Expired (the preempted pods did not go within their grace period and the nomination margin). " +
+			"A rate of Expired above zero means preempted pods or their claims are stuck.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"event"})
+
 	claimsInFlight = metrics.NewGaugeFunc(&metrics.GaugeOpts{
 		Namespace:      metricsNamespace,
 		Subsystem:      metricsSubsystem,
@@ -86,7 +97,7 @@ const reasonUnexplained allocator.Reason = "Unexplained"
 func registerMetrics() {
 	registerOnce.Do(func() {
 		schedmetrics.Register()
-		legacyregistry.MustRegister(filterDuration, allocationFailures, claimWrites)
+		legacyregistry.MustRegister(filterDuration, allocationFailures, claimWrites, nominations)
 		legacyregistry.RawMustRegister(claimsInFlight)
 		legacyregistry.CustomMustRegister(newCacheCollector(sharedCache))
 	})

@@ -10,8 +10,9 @@
 // that says why per request (aggregated over nodes by the scheduler),
 // queueing hints for ResourceSlice and DeviceClass events requeue only pods
 // that the change can help, Score can also rank by device usage,
-// allocation state comes from pkg/tracker, and DefaultPreemption can evict
-// pods for their devices through PreFilterExtensions (preemption.go).
+// allocation state comes from pkg/tracker, and preemption can evict pods
+// for their devices: the StructuredDRAPreemption plugin, with claim
+// nomination (nomination.go).
 //
 // Files:
 //   - plugin.go: Plugin, New, Registry, the tracker and allocator cache
@@ -26,12 +27,14 @@
 //     PodGroupPostFilter), extended.go (extended resources backed by DRA),
 //     nodeallocatable.go (devices that stand for node CPU and memory,
 //     DRANodeAllocatableResources);
-//   - preemption.go: PreFilterExtensions (AddPod, RemovePod), which follow
-//     DefaultPreemption's dry run and pods nominated to a node, and the
-//     record of each preemptor's victims;
-//   - preemptor.go: the StructuredDRAPreemption plugin, upstream's
-//     DefaultPreemption with a message that says which devices the victims
-//     free;
+//   - dryrun.go: PreFilterExtensions (AddPod, RemovePod), which follow
+//     preemption's dry runs and pod-group preemption's simulation;
+//   - nomination.go: claim nomination, what a preemptor holds while its
+//     victims go, for whom, and until when;
+//   - structureddrapreemption.go: the StructuredDRAPreemption plugin,
+//     upstream's DefaultPreemption with claim nomination, bounded waits,
+//     pod-group preemption for devices, and a message that says which
+//     devices the victims free;
 //   - metrics.go: the plugin's metrics and the observation of upstream's
 //     DRA metrics.
 //
@@ -104,9 +107,12 @@ type Plugin struct {
 	podsByClaim    cache.Indexer
 	claimIndexName string
 
-	// preemptions are the victims of the pods' last preemption attempts
-	// (preemption.go).
-	preemptions preemptions
+	// nominationMargin is how long past its victims' grace period a
+	// claim nomination lasts (nomination.go).
+	nominationMargin time.Duration
+	// rebuildOnce rebuilds the nominations of an earlier leader before
+	// the first cycle (nomination.go).
+	rebuildOnce sync.Once
 
 	// extendedResources maps extended resources to DeviceClasses and
 	// finds pods' claims for them (extended.go).
@@ -204,6 +210,8 @@ func newPlugin(ctx context.Context, obj runtime.Object, fh fwk.Handle, opts Proc
 		cache:          sharedCache,
 		policy:         allocator.Policy(args.Allocation.Policy),
 		topology:       args.Allocation.TopologyAttributes,
+
+		nominationMargin: args.Preemption.NominationMargin.Duration,
 	}
 	if fts.EnableDRASchedulerFilterTimeout {
 		pl.filterTimeout = args.FilterTimeout.Duration
@@ -295,12 +303,15 @@ func sharedTracker(ctx context.Context, fh fwk.Handle) (*tracker.Tracker, error)
 		return t, nil
 	}
 	pods := factory.Core().V1().Pods().Lister()
+	activate := func(logger klog.Logger) { activatePendingPods(logger, fh, pods) }
+	logger := klog.FromContext(ctx)
 	t, err := tracker.New(ctx, tracker.Options{
 		Manager: fh.SharedDRAManager(),
 		Client:  fh.ClientSet(),
 		// All profiles share one scheduling queue: any handle can
 		// activate the pods.
-		Activate: func(logger klog.Logger) { activatePendingPods(logger, fh, pods) },
+		Activate:        activate,
+		NominationEnded: nominationEnded(logger, activate),
 	})
 	if err != nil {
 		return nil, err

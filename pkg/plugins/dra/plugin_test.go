@@ -202,6 +202,7 @@ type testHandle struct {
 
 func (h testHandle) SharedInformerFactory() informers.SharedInformerFactory { return h.factory }
 func (h testHandle) NominatedPodsForNode(node string) []fwk.PodInfo         { return h.nominated[node] }
+func (h testHandle) ProfileName() string                                    { return "test" }
 
 // newPluginEnv builds the plugin on a fake clientset that holds the pod and
 // the claims, and a fake tracker that holds claims, slices and classes, as

@@ -3,14 +3,12 @@ package dra
 import (
 	"context"
 	"errors"
-	"fmt"
 
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
-	"k8s.io/kubernetes/pkg/scheduler/framework"
 )
 
 // PostFilter runs when no node fits. If an allocated claim of the pod could
@@ -36,21 +34,9 @@ func (pl *Plugin) PostFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod
 	if freed, status := pl.freeUnavailable(ctx, s, pod); freed || status.IsError() {
 		return nil, status
 	}
-	// The devices of the victims of an earlier preemption for this pod
-	// are still allocated: wait for their claims to be deallocated (their
-	// events requeue the pod) rather than let DefaultPreemption evict
-	// more pods for devices that are about to be free.
-	//
-	// The result keeps the nomination. Without one, the scheduler
-	// nominates the pod anew from its informer copy, which may not show
-	// the nomination yet (preemption sets it asynchronously): the pod
-	// would lose its nomination, and with it the devices its victims
-	// free, to the next pod.
-	if node, freed, err := pl.awaitedDeallocations(ctx, s, pod); err != nil {
-		return nil, statusError(logger, err)
-	} else if freed > 0 {
-		return framework.NewPostFilterResultWithNominatedNode(node), statusUnschedulable(logger, []string{fmt.Sprintf("waiting for %d resource claims of deleted pods on node %s to be deallocated", freed, node)}, "pod", klog.KObj(pod))
-	}
+	// Whether a preemptor waits for its victims is the preemption
+	// plugin's to decide (StructuredDRAPreemption, nomination.go): this
+	// plugin does not end the PostFilter chain for it.
 	return nil, fwk.NewStatus(fwk.Unschedulable)
 }
 

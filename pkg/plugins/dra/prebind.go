@@ -20,6 +20,7 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/drasched/drasched/pkg/leaderfence"
+	"github.com/drasched/drasched/pkg/tracker"
 )
 
 // bindingPollInterval is how often PreBind checks binding conditions.
@@ -66,6 +67,9 @@ func (pl *Plugin) PreBind(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, n
 	if err := pl.preBindNodeAllocatable(ctx, s, pod); err != nil {
 		return statusError(logger, err, "pod", klog.KObj(pod), "node", nodeName)
 	}
+	// The pod's devices are written: what preemption nominated for it is
+	// no longer held (nomination.go).
+	pl.endNomination(logger, pod, tracker.EndBound)
 
 	if !pl.bindingConditions() || !hasBindingConditions(s.claims) && !hasBindingConditions(s.extended.boundExtended()) {
 		return nil

@@ -85,8 +85,7 @@ func (pl *Plugin) PreFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod,
 	}
 	logger := klog.FromContext(ctx)
 	s := &stateData{results: &filterResults{
-		allocations:   make(map[string][]resourceapi.AllocationResult),
-		withNominated: sets.New[string](),
+		allocations: make(map[string][]resourceapi.AllocationResult),
 	}}
 	cs.Write(stateKey, s)
 	// No wait for the claim cache: kube-scheduler starts scheduling only
@@ -176,22 +175,21 @@ func (pl *Plugin) PreFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod,
 		s.pending[k] = s.claims[i]
 	}
 	if len(s.toAllocate) > 0 || s.extended != nil {
+		// The devices nominated for preemptors that this pod yields to
+		// are in use for it (nomination.go); a new leader first rebuilds
+		// the nominations of the old one.
+		pl.rebuildOnce.Do(func() { pl.rebuildNominations(ctx) })
+		s.nominated, _ = pl.nominatedState(logger, pod)
 		a, err := pl.newAllocator(ctx, s, pl.upstream)
 		if err != nil {
 			return nil, statusError(logger, err)
 		}
 		s.allocator = a
-	}
-	// A preemptor whose victims' devices are still being freed waits for
-	// them on its nominated node rather than taking devices elsewhere,
-	// which would leave its victims evicted for nothing (preemption.go).
-	if node := pod.Status.NominatedNodeName; node != "" && (len(s.toAllocate) > 0 || s.extended != nil) {
-		freed, err := s.claimsBeingFreed(pl, node)
-		if err != nil {
-			return nil, statusError(logger, err)
-		}
-		if len(freed) > 0 {
-			onlyNodes = restrictTo(onlyNodes, node)
+		// In pod-group preemption's simulation, the candidate victims
+		// are off the snapshot, and their claims free their devices
+		// (structureddrapreemption.go).
+		if sim := simulationOf(ctx); sim != nil {
+			s.dryRun = sim.dryRun(pl)
 		}
 	}
 	if onlyNodes != nil {
@@ -238,10 +236,12 @@ func (pl *Plugin) checkClasses(logger klog.Logger, claim *resourceapi.ResourceCl
 	return nil
 }
 
-// newAllocator builds the cycle's allocator from the tracker's snapshot:
-// with allocator: upstream, structured.NewAllocator's, else drasched's.
-// s keeps the allocated state it was built from (for upstream's, which
-// cannot be edited, preemption's dry run copies it; preemption.go).
+// newAllocator builds the cycle's allocator from the tracker's snapshot
+// and the devices nominated for the preemptors that the pod yields to
+// (s.nominated): with allocator: upstream, structured.NewAllocator's, else
+// drasched's. s keeps the allocated state it was built from (for
+// upstream's, which cannot be edited, preemption's dry run copies it;
+// dryrun.go).
 func (pl *Plugin) newAllocator(ctx context.Context, s *stateData, upstream bool) (nodeAllocator, error) {
 	// A new leader's first allocation waits until the old leader's last
 	// writes are visible (leaderfence); a no-op without leader election
@@ -258,11 +258,16 @@ func (pl *Plugin) newAllocator(ctx context.Context, s *stateData, upstream bool)
 		return nil, fmt.Errorf("list resource slices: %w", err)
 	}
 	s.base = state
+	nominated := allocator.Edits{Added: s.nominated}
 	if upstream {
 		s.slices = slices
-		return structured.NewAllocator(ctx, pl.features, *state, pl.tracker.DeviceClasses(), slices, pl.celCache())
+		return structured.NewAllocator(ctx, pl.features, editedState(state, nominated), pl.tracker.DeviceClasses(), slices, pl.celCache())
 	}
-	return allocator.New(ctx, pl.features, *state, pl.tracker.DeviceClasses(), slices, pl.allocatorOptions())
+	a, err := allocator.New(ctx, pl.features, *state, pl.tracker.DeviceClasses(), slices, pl.allocatorOptions())
+	if err != nil || len(s.nominated.AllocatedDevices) == 0 && len(s.nominated.AllocatedSharedDeviceIDs) == 0 {
+		return a, err
+	}
+	return a.WithEdits(nominated), nil
 }
 
 // explainer returns drasched's allocator for the cycle's inputs, for

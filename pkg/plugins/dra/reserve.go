@@ -18,8 +18,6 @@ import (
 // and this claim as being allocated.
 func (pl *Plugin) Reserve(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, nodeName string) *fwk.Status {
 	logger := klog.FromContext(ctx)
-	// The pod is no longer nominated: its victims need not be held for it.
-	pl.preemptions.forget(pod.UID)
 	s, err := getState(cs)
 	if err != nil {
 		return statusError(logger, err)
@@ -31,10 +29,13 @@ func (pl *Plugin) Reserve(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, n
 	// Allocations in flight for the pod group that this pod shares.
 	for _, i := range s.shared {
 		claim := s.claims[i]
-		if err := pl.tracker.Share(claim.UID); err != nil {
+		held, err := pl.tracker.Share(claim)
+		if err != nil {
 			return statusError(logger, err, "pod", klog.KObj(pod))
 		}
-		s.held = append(s.held, claim.UID)
+		if held {
+			s.held = append(s.held, claim.UID)
+		}
 		group.share(claim.UID, pod.UID)
 		logger.V(5).Info("Sharing allocation in flight", "pod", klog.KObj(pod), "claim", klog.KObj(claim))
 	}

@@ -59,13 +59,17 @@ type stateData struct {
 	results *filterResults
 	// base is the allocated state the cycle's allocator was built from:
 	// with allocator: upstream, preemption's dry run copies and edits it
-	// for structured.NewAllocator, and slices are its slices; PostFilter
-	// asks it what the cycle saw allocated.
+	// for structured.NewAllocator, and slices are its slices; the
+	// preemption plugin asks it what the cycle saw allocated.
 	base   *structured.AllocatedState
 	slices []*resourceapi.ResourceSlice
-	// dryRun edits the allocated state as preemption's dry run and the
-	// pods nominated to a node ask (preemption.go). Each clone has its
-	// own; nil in the cycle's own state, which is never edited.
+	// nominated is what the claim nominations of the pods that this pod
+	// yields to hold (nomination.go): the cycle's allocator counts it as
+	// allocated, and so does every dry run. Empty if there are none.
+	nominated structured.AllocatedState
+	// dryRun edits the allocated state as preemption's dry run asks
+	// (dryrun.go). Each clone has its own; nil in the cycle's own state,
+	// which is never edited.
 	dryRun *dryRun
 }
 
@@ -82,21 +86,15 @@ type filterResults struct {
 	// toAllocate, followed by the allocation of the claim for extended
 	// resources if the node needs one.
 	allocations map[string][]resourceapi.AllocationResult
-	// withNominated: the allocation of the node was found with the
-	// devices of the pods nominated to it taken, and is kept over one
-	// found without them.
-	withNominated sets.Set[string]
+	// fits are what preemption's dry runs found, by node: what the pod
+	// gets there once the victims are gone (dryrun.go).
+	fits map[string]*preemptionFit
 
-	// unoccupied is the cycle's allocator with nothing allocated, for
-	// preemptionMayHelp; built once.
+	// unoccupied is the cycle's allocator with nothing allocated but the
+	// nominations, for preemptionMayHelp; built once.
 	unoccupiedOnce sync.Once
 	unoccupied     *allocator.Allocator
 	unoccupiedErr  error
-
-	// beingFreed caches claimsBeingFreed per node for the cycle: the
-	// nominated pods' AddPod asks for it at every step of a dry run.
-	beingFreedMutex sync.Mutex
-	beingFreed      map[string][]*resourceapi.ResourceClaim
 
 	// failuresMutex guards failures and failuresCounted.
 	failuresMutex sync.Mutex
@@ -145,18 +143,28 @@ func (r *filterResults) countFailures() {
 }
 
 // store keeps an allocation Filter found on a node.
-func (r *filterResults) store(node string, results []resourceapi.AllocationResult, withNominated bool) {
+func (r *filterResults) store(node string, results []resourceapi.AllocationResult) {
 	r.mutex.Lock()
 	defer r.mutex.Unlock()
-	if withNominated {
-		r.withNominated.Insert(node)
-	} else if r.withNominated.Has(node) {
-		// The framework filters twice when pods are nominated to the
-		// node: with them, then without. Both must fit; the devices
-		// found with them are the ones that leave theirs free.
-		return
-	}
 	r.allocations[node] = results
+}
+
+// storeFit keeps what a dry run of preemption found on a node.
+func (r *filterResults) storeFit(node string, fit *preemptionFit) {
+	r.mutex.Lock()
+	defer r.mutex.Unlock()
+	if r.fits == nil {
+		r.fits = map[string]*preemptionFit{}
+	}
+	r.fits[node] = fit
+}
+
+// fit returns what the dry run of preemption found on node; nil if none
+// fit there.
+func (r *filterResults) fit(node string) *preemptionFit {
+	r.mutex.Lock()
+	defer r.mutex.Unlock()
+	return r.fits[node]
 }
 
 // unavailableClaims returns the indices of the allocated claims that some
@@ -192,6 +200,7 @@ func (s *stateData) Clone() fwk.StateData {
 		results:    s.results,
 		base:       s.base,
 		slices:     s.slices,
+		nominated:  s.nominated,
 		dryRun:     s.dryRun.clone(),
 	}
 	c.nodeAllocatable = s.nodeAllocatable

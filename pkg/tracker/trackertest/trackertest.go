@@ -105,6 +105,8 @@ type Fake struct {
 	// Calls lists the mutating calls, e.g. "Reserve ns/claim",
 	// "Written ns/claim", "WriteUnknown ns/claim".
 	calls []string
+	// nominations is a real store: it has no dependencies to fake.
+	nominations *tracker.Nominations
 }
 
 type fakeEntry struct {
@@ -120,9 +122,10 @@ var _ tracker.Interface = &Fake{}
 // NewFake returns a Fake holding the objects (claims, slices, classes).
 func NewFake(objects ...runtime.Object) *Fake {
 	f := &Fake{
-		claims:   make(map[string]*resourceapi.ResourceClaim),
-		classes:  make(map[string]*resourceapi.DeviceClass),
-		inFlight: make(map[types.UID]*fakeEntry),
+		claims:      make(map[string]*resourceapi.ResourceClaim),
+		classes:     make(map[string]*resourceapi.DeviceClass),
+		inFlight:    make(map[types.UID]*fakeEntry),
+		nominations: tracker.NewNominations(tracker.NominationOptions{}),
 	}
 	for _, obj := range objects {
 		f.Add(obj)
@@ -258,17 +261,24 @@ func (f *Fake) Reserve(claim *resourceapi.ResourceClaim) error {
 	return nil
 }
 
-// Share adds a share to an allocation in flight that no write touched.
-func (f *Fake) Share(key types.UID) error {
+// Share adds a share to an allocation in flight that no write touched;
+// one that was written counts without a share.
+func (f *Fake) Share(claim *resourceapi.ResourceClaim) (bool, error) {
 	f.mutex.Lock()
 	defer f.mutex.Unlock()
-	e := f.inFlight[key]
-	if e == nil || e.kept {
-		return tracker.ErrNotReserved
+	e := f.inFlight[claim.UID]
+	if e == nil {
+		if current := f.claims[claim.Namespace+"/"+claim.Name]; current != nil && current.UID == claim.UID && current.Status.Allocation != nil {
+			return false, nil
+		}
+		return false, tracker.ErrNotReserved
+	}
+	if e.kept {
+		return false, nil
 	}
 	f.record("Share", e.claim)
 	e.shares++
-	return nil
+	return true, nil
 }
 
 // Unreserve drops a share of an allocation in flight that no write
@@ -313,3 +323,6 @@ func (f *Fake) InFlight() []types.UID {
 	defer f.mutex.Unlock()
 	return sets.List(sets.KeySet(f.inFlight))
 }
+
+// Nominations are the preemptors' nominated allocations.
+func (f *Fake) Nominations() *tracker.Nominations { return f.nominations }

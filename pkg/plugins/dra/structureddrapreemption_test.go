@@ -9,7 +9,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2/ktesting"
 	schedconfig "k8s.io/kubernetes/pkg/scheduler/apis/config"
-	"k8s.io/kubernetes/pkg/scheduler/framework"
 
 	"github.com/drasched/drasched/apis/config"
 	"github.com/drasched/drasched/internal/builder"
@@ -73,10 +72,6 @@ func TestFreedForPreemptor(t *testing.T) {
 	preemptor := podWithClaims("pending")
 	env := newPluginEnv(t, preemptor, builder.MakeClass(gpuClass), slice, gpuClaim("pending").Obj())
 	pl := env.plugin
-	cs := framework.NewCycleState()
-	if _, status := pl.PreFilter(env.ctx, cs, preemptor, nil); !status.IsSuccess() {
-		t.Fatalf("PreFilter: %v", status)
-	}
 	victim := func(name string) *v1.Pod {
 		p := builder.MakePod(name).Obj()
 		p.UID = types.UID(name)
@@ -125,15 +120,13 @@ func TestFreedForPreemptor(t *testing.T) {
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
-			d := (*dryRun)(nil).clone()
+			f := &preemptionFit{results: fit(tc.fit)}
 			for pod, device := range tc.victims {
 				p := victim(pod)
-				d.removed[p.UID] = p
-				d.claims[p.UID] = []*resourceapi.ResourceClaim{allocated(gpuClaim(pod), device, p.UID)}
+				f.victims = append(f.victims, p)
+				f.freed = append(f.freed, allocated(gpuClaim(pod), device, p.UID))
 			}
-			d.fit.set(fit(tc.fit), false)
-			pl.preemptions.record(preemptor, &filterResults{}, "node-a", d, func(_, _ string, _ types.UID) bool { return true })
-			got, err := pl.freedForPreemptor(cs, preemptor, "node-a")
+			got, err := pl.freedForPreemptor("node-a", f)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -141,26 +134,5 @@ func TestFreedForPreemptor(t *testing.T) {
 				t.Errorf("freed %q, want %q", got, tc.want)
 			}
 		})
-	}
-	// No dry run on the node: nothing to say.
-	if got, err := pl.freedForPreemptor(cs, preemptor, "node-b"); err != nil || got != "" {
-		t.Errorf("without a dry run: %q, %v; want nothing", got, err)
-	}
-}
-
-// A fit found with the pods nominated to the node taken is what the pod
-// gets; the framework's second Filter, without them, does not replace it.
-func TestFitCell(t *testing.T) {
-	with := []resourceapi.AllocationResult{{Devices: resourceapi.DeviceAllocationResult{Results: []resourceapi.DeviceRequestAllocationResult{{Device: "with"}}}}}
-	without := []resourceapi.AllocationResult{{Devices: resourceapi.DeviceAllocationResult{Results: []resourceapi.DeviceRequestAllocationResult{{Device: "without"}}}}}
-	var c fitCell
-	c.set(without, false)
-	if got := c.get(); got[0].Devices.Results[0].Device != "without" {
-		t.Errorf("first fit: %v", got)
-	}
-	c.set(with, true)
-	c.set(without, false)
-	if got := c.get(); got[0].Devices.Results[0].Device != "with" {
-		t.Errorf("after a fit with nominated pods and one without: %v, want the one with", got)
 	}
 }

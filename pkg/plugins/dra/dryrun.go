@@ -1,0 +1,429 @@
+package dra
+
+// Preemption's dry runs.
+//
+// DefaultPreemption finds victims with a dry run per node: it removes the
+// lower-priority pods from a clone of the cycle state (RemovePod), checks
+// that the pod fits (Filter), then adds victims back one by one (AddPod)
+// and keeps those without which the pod still fits. Pod-group preemption
+// removes its candidate victims from the scheduler's snapshot, runs the
+// group's scheduling algorithm (PreFilter and Filter on fresh states),
+// then adds victims back through AddPod in the same way.
+//
+// The plugin follows those edits with a dryRun per state:
+//
+//   - RemovePod: the claims of the pod free their devices if every pod they
+//     are reserved for has been removed (a claim shared with a pod that
+//     stays frees nothing), unless the pod is stuck terminating (see
+//     stuck). Partitionable devices give back their counters and
+//     consumable capacity exactly the victim's share, because freed
+//     devices are counted by tracker.AddAllocation, the rule by which the
+//     cycle's state counted them as taken; admin access frees nothing.
+//   - AddPod of a removed pod undoes RemovePod. AddPod of any other pod is
+//     a pod nominated to the node, which the framework adds before it
+//     filters pods of lower or equal priority there: its devices are held
+//     by its claim nomination, which the cycle counts already
+//     (nomination.go), so it adds nothing.
+//   - Filter allocates with the cycle's allocator edited accordingly
+//     (allocator.WithEdits; with allocator: upstream, upstream's allocator
+//     on the edited state), so the answer is upstream's for that state.
+//     The nominations stay counted: a dry run cannot free what another
+//     preemptor was promised.
+//   - In DefaultPreemption's dry run (the preemption plugin's
+//     SelectVictimsOnNode names the node) the fit is not kept for Reserve:
+//     the last successful Filter's allocation is what the pod gets once
+//     the victims that SelectVictimsOnNode returns are gone, and becomes
+//     its claim nomination if DefaultPreemption nominates it there.
+//
+// Filter rejects with Unschedulable only where evicting pods could help:
+// the pod may preempt, a pod of lower priority runs on the node, and the
+// claims would fit if no device there were allocated but the nominated
+// ones. Otherwise (no device matches, taints, too few devices at all)
+// UnschedulableAndUnresolvable keeps DefaultPreemption from dry-running
+// the node for nothing.
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"sync"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/dynamic-resource-allocation/resourceclaim"
+	"k8s.io/dynamic-resource-allocation/structured"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework/preemption"
+
+	"github.com/drasched/drasched/pkg/allocator"
+	"github.com/drasched/drasched/pkg/tracker"
+)
+
+// dryRun is the edits of one state: a clone that DefaultPreemption
+// dry-runs a node on, or a state of pod-group preemption's simulation.
+// Only the goroutine that owns the state touches it.
+type dryRun struct {
+	// removed are the pods the dry run took off, by UID.
+	removed map[types.UID]*v1.Pod
+	// claims are the claims of each removed pod as they were when it was
+	// removed, by pod UID.
+	claims map[types.UID][]*resourceapi.ResourceClaim
+	// alloc is the allocator for the current edits, built on first use.
+	alloc nodeAllocator
+	// node is the node DefaultPreemption dry-runs; "" in other states.
+	node string
+	// fit is what the last successful Filter of DefaultPreemption's dry
+	// run allocated, shared with the clones the framework makes of the
+	// state to add the pods nominated to the node.
+	fit *fitCell
+	// simulation: the state is one that pod-group preemption made for its
+	// simulation, which Reserve runs on; Filter keeps its allocations there.
+	simulation bool
+}
+
+// clone copies the edits for a clone of the state; the clone of a state
+// without edits gets an empty dryRun, ready to be edited.
+func (d *dryRun) clone() *dryRun {
+	c := &dryRun{
+		removed: map[types.UID]*v1.Pod{},
+		claims:  map[types.UID][]*resourceapi.ResourceClaim{},
+		fit:     &fitCell{},
+	}
+	if d != nil {
+		maps.Copy(c.removed, d.removed)
+		maps.Copy(c.claims, d.claims)
+		c.alloc, c.node, c.simulation = d.alloc, d.node, d.simulation
+		if d.fit != nil {
+			c.fit = d.fit
+		}
+	}
+	return c
+}
+
+// removedPods returns the pods the dry run took off.
+func (d *dryRun) removedPods() map[types.UID]*v1.Pod {
+	if d == nil {
+		return nil
+	}
+	return d.removed
+}
+
+// active: the state's allocated state differs from the cycle's.
+func (d *dryRun) active() bool {
+	return d != nil && len(d.removed) > 0
+}
+
+// preempting: the state is one of DefaultPreemption's dry runs: Filter's
+// fit is not for Reserve.
+func (d *dryRun) preempting() bool {
+	return d != nil && !d.simulation && (d.node != "" || len(d.removed) > 0)
+}
+
+// fitCell holds the allocation that the last successful Filter of a dry
+// run found.
+type fitCell struct {
+	mutex   sync.Mutex
+	results []resourceapi.AllocationResult
+}
+
+func (c *fitCell) set(results []resourceapi.AllocationResult) {
+	c.mutex.Lock()
+	defer c.mutex.Unlock()
+	c.results = results
+}
+
+func (c *fitCell) get() []resourceapi.AllocationResult {
+	c.mutex.Lock()
+	defer c.mutex.Unlock()
+	return c.results
+}
+
+// preemptionFit is what DefaultPreemption's dry run found on one node.
+type preemptionFit struct {
+	// results match the claims Filter allocated (the pending claims,
+	// then the claim for extended resources, if any); nil if the pod
+	// allocates nothing.
+	results []resourceapi.AllocationResult
+	// victims are the pods SelectVictimsOnNode chose.
+	victims []*v1.Pod
+	// freed are the allocated claims the victims free.
+	freed []*resourceapi.ResourceClaim
+}
+
+// PreFilterExtensions returns the plugin: it follows the pods that
+// preemption's dry run removes and adds.
+func (pl *Plugin) PreFilterExtensions() fwk.PreFilterExtensions { return pl }
+
+// RemovePod takes a pod off in a state of preemption: the claims that
+// only removed pods use free their devices. The pod may be on another node
+// than the one the dry run is for (a victim PodGroup spans nodes); its
+// claims then free devices there, which does not change what fits on the
+// node.
+func (pl *Plugin) RemovePod(ctx context.Context, cs fwk.CycleState, _ *v1.Pod, podInfoToRemove fwk.PodInfo, _ fwk.NodeInfo) *fwk.Status {
+	s, d, status := pl.editable(ctx, cs)
+	if s == nil {
+		return status
+	}
+	pod := podInfoToRemove.GetPod()
+	d.removed[pod.UID] = pod
+	d.claims[pod.UID] = pl.claimsOfPod(pod)
+	d.alloc = nil
+	return nil
+}
+
+// AddPod puts back a pod that RemovePod took off. A pod nominated to the
+// node holds its devices through its claim nomination, which the cycle
+// counts already: nothing to add.
+func (pl *Plugin) AddPod(ctx context.Context, cs fwk.CycleState, _ *v1.Pod, podInfoToAdd fwk.PodInfo, _ fwk.NodeInfo) *fwk.Status {
+	s, d, status := pl.editable(ctx, cs)
+	if s == nil {
+		return status
+	}
+	pod := podInfoToAdd.GetPod()
+	if _, ok := d.removed[pod.UID]; ok {
+		delete(d.removed, pod.UID)
+		delete(d.claims, pod.UID)
+		d.alloc = nil
+	}
+	return nil
+}
+
+// editable returns the state and its edits, or the status to return when
+// the pod has nothing to allocate (what other pods use cannot matter).
+// DefaultPreemption and the nominated-pod pass edit clones; pod-group
+// preemption edits the states of its simulation, which PreFilter gave a
+// dryRun (simulation.go), or which get one here if the profile runs
+// upstream's DefaultPreemption.
+func (pl *Plugin) editable(ctx context.Context, cs fwk.CycleState) (*stateData, *dryRun, *fwk.Status) {
+	s, err := getState(cs)
+	if err != nil {
+		return nil, nil, statusError(klog.FromContext(ctx), err)
+	}
+	if s.allocator == nil {
+		return nil, nil, nil
+	}
+	if s.dryRun == nil {
+		s.dryRun = (*dryRun)(nil).clone()
+		s.dryRun.simulation = true
+	}
+	return s, s.dryRun, nil
+}
+
+// freedClaims returns the claims of the removed pods that they free: those
+// reserved only for removed pods, once each, unless the pods are stuck
+// terminating.
+func (pl *Plugin) freedClaims(d *dryRun) []*resourceapi.ResourceClaim {
+	if d == nil {
+		return nil
+	}
+	var freed []*resourceapi.ResourceClaim
+	seen := sets.New[types.UID]()
+	now := time.Now()
+	for uid, pod := range d.removed {
+		if pl.stuck(pod, now) {
+			continue
+		}
+		for _, claim := range d.claims[uid] {
+			if !seen.Has(claim.UID) && freedBy(claim, d.removed) {
+				seen.Insert(claim.UID)
+				freed = append(freed, claim)
+			}
+		}
+	}
+	return freed
+}
+
+// stuck: the pod has been terminating for longer than its grace period
+// and the nomination margin. Evicting it again frees nothing that will
+// come: whatever holds it (a kubelet that is gone, a finalizer) holds its
+// devices too. Preemption must find other victims instead of waiting for
+// it again.
+func (pl *Plugin) stuck(pod *v1.Pod, now time.Time) bool {
+	return pod.DeletionTimestamp != nil && now.After(pod.DeletionTimestamp.Add(pl.nominationMargin))
+}
+
+// edits are what the state's allocator sees changed from the cycle's
+// allocated state: the claims the dry run's victims free, and the devices
+// of the nominations that the pod yields to, which no victim frees.
+func (pl *Plugin) edits(s *stateData) allocator.Edits {
+	edits := allocator.Edits{Freed: tracker.NewAllocatedState(), Added: s.nominated}
+	for _, claim := range pl.freedClaims(s.dryRun) {
+		tracker.AddAllocation(&edits.Freed, claim.Status.Allocation, pl.fts.EnableDRAConsumableCapacity)
+	}
+	return edits
+}
+
+// claimsOfPod returns the claims a pod on a node holds: those of its spec
+// and its claim for extended resources. Claims that cannot be found hold
+// nothing the scheduler knows of.
+func (pl *Plugin) claimsOfPod(pod *v1.Pod) []*resourceapi.ResourceClaim {
+	var claims []*resourceapi.ResourceClaim
+	for name := range resourceclaim.PodClaims(pod) {
+		if claim, err := pl.tracker.Claim(pod.Namespace, name); err == nil {
+			claims = append(claims, claim)
+		}
+	}
+	return claims
+}
+
+// freedBy: the claim is allocated and reserved only for removed pods, so
+// the claim controller deallocates (or deletes) it once they are gone.
+func freedBy(claim *resourceapi.ResourceClaim, removed map[types.UID]*v1.Pod) bool {
+	if claim.Status.Allocation == nil || len(claim.Status.ReservedFor) == 0 {
+		return false
+	}
+	for _, consumer := range claim.Status.ReservedFor {
+		if consumer.APIGroup != "" || consumer.Resource != "pods" {
+			return false
+		}
+		if _, ok := removed[consumer.UID]; !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// dryRunAllocator returns the allocator for the state's edits, built once
+// per set of edits.
+//
+// In pod-group preemption's simulation it is built anew for every Filter,
+// from the tracker's allocated state as it is then: the evaluator
+// re-filters the group's pods one after the other while it adds victims
+// back, and reserves each pod that fits before it filters the next, but
+// each pod's state was made when the pods before it had their first
+// devices. A pod that fits on other devices now holds those; without
+// them, the next pod took the same devices, and a victim the group needs
+// was spared.
+func (pl *Plugin) dryRunAllocator(ctx context.Context, s *stateData) (nodeAllocator, error) {
+	d := s.dryRun
+	if d.alloc != nil {
+		return d.alloc, nil
+	}
+	if d.simulation {
+		// The group's pods that fit before this one hold their devices
+		// in flight, some of them devices that a victim's claim frees:
+		// they are taken whatever the victims free.
+		edits := pl.edits(s)
+		added := tracker.NewAllocatedState()
+		addState(&added, edits.Added)
+		for _, uid := range pl.tracker.InFlight() {
+			tracker.AddAllocation(&added, pl.tracker.PendingAllocation(uid), pl.fts.EnableDRAConsumableCapacity)
+		}
+		edits.Added = added
+		return pl.liveAllocator(ctx, s, edits)
+	}
+	a, err := pl.allocatorWith(ctx, s, pl.edits(s))
+	if err != nil {
+		return nil, err
+	}
+	d.alloc = a
+	return a, nil
+}
+
+// liveAllocator returns an allocator of the cycle's kind on the tracker's
+// allocated state as it is now, with edits.
+func (pl *Plugin) liveAllocator(ctx context.Context, s *stateData, edits allocator.Edits) (nodeAllocator, error) {
+	state, err := pl.tracker.AllocatedState(ctx)
+	if err != nil {
+		return nil, err
+	}
+	slices, err := pl.tracker.Slices()
+	if err != nil {
+		return nil, fmt.Errorf("list resource slices: %w", err)
+	}
+	if _, ours := s.allocator.(*allocator.Allocator); !ours {
+		return structured.NewAllocator(ctx, pl.features, editedState(state, edits), pl.tracker.DeviceClasses(), slices, pl.celCache())
+	}
+	a, err := allocator.New(ctx, pl.features, *state, pl.tracker.DeviceClasses(), slices, pl.allocatorOptions())
+	if err != nil {
+		return nil, err
+	}
+	return a.WithEdits(edits), nil
+}
+
+// allocatorWith returns the cycle's allocator with edits of the cycle's
+// allocated state (they replace the nominations it was built with).
+func (pl *Plugin) allocatorWith(ctx context.Context, s *stateData, edits allocator.Edits) (nodeAllocator, error) {
+	if base, ok := s.allocator.(*allocator.Allocator); ok {
+		return base.WithEdits(edits), nil
+	}
+	return structured.NewAllocator(ctx, pl.features, editedState(s.base, edits), pl.tracker.DeviceClasses(), s.slices, pl.celCache())
+}
+
+// editedState applies edits to a copy of state, as upstream's scheduler
+// would gather it after the claims were deallocated and allocated; for
+// allocator: upstream, which cannot take edits.
+func editedState(state *structured.AllocatedState, edits allocator.Edits) structured.AllocatedState {
+	out := structured.AllocatedState{
+		AllocatedDevices:         state.AllocatedDevices.Clone().Difference(edits.Freed.AllocatedDevices).Union(edits.Added.AllocatedDevices),
+		AllocatedSharedDeviceIDs: state.AllocatedSharedDeviceIDs.Clone().Difference(edits.Freed.AllocatedSharedDeviceIDs).Union(edits.Added.AllocatedSharedDeviceIDs),
+		AggregatedCapacity:       state.AggregatedCapacity.Clone(),
+	}
+	for id, c := range edits.Freed.AggregatedCapacity {
+		out.AggregatedCapacity.Remove(structured.DeviceConsumedCapacity{DeviceID: id, ConsumedCapacity: c})
+	}
+	for id, c := range edits.Added.AggregatedCapacity {
+		out.AggregatedCapacity.Insert(structured.DeviceConsumedCapacity{DeviceID: id, ConsumedCapacity: c})
+	}
+	return out
+}
+
+// preemptionMayHelp reports whether evicting pods from the node could let
+// the claims fit: the pod may preempt, a pod of lower priority runs there,
+// and the claims fit the node with none of its devices allocated but the
+// nominated ones. Priorities are compared as DefaultPreemption compares
+// them: with GenericWorkload, a pod of a PodGroup has its group's.
+func (pl *Plugin) preemptionMayHelp(ctx context.Context, s *stateData, pod *v1.Pod, nodeInfo fwk.NodeInfo, claims []*resourceapi.ResourceClaim) bool {
+	if pod.Spec.PreemptionPolicy != nil && *pod.Spec.PreemptionPolicy == v1.PreemptNever {
+		return false
+	}
+	priority := pl.preemptionPriority(pod)
+	lower := false
+	for _, p := range nodeInfo.GetPods() {
+		if pl.preemptionPriority(p.GetPod()) < priority {
+			lower = true
+			break
+		}
+	}
+	if !lower {
+		return false
+	}
+	a, err := s.unoccupied(ctx, pl)
+	if err != nil {
+		return false
+	}
+	results, err := a.Allocate(ctx, nodeInfo.Node(), claims)
+	return err == nil && len(results) == len(claims)
+}
+
+// preemptionPriority is the pod's priority as preemption compares it.
+func (pl *Plugin) preemptionPriority(pod *v1.Pod) int32 {
+	var groups fwk.PodGroupLister
+	var composites fwk.CompositePodGroupLister
+	if pl.fts.EnableGenericWorkload {
+		groups = pl.fh.SnapshotSharedLister().PodGroups()
+		if pl.fts.EnableCompositePodGroup {
+			composites = pl.fh.SnapshotSharedLister().CompositePodGroups()
+		}
+	}
+	return preemption.GetPodPriority(pod, groups, composites)
+}
+
+// unoccupied returns drasched's allocator for the cycle with nothing
+// allocated but the nominations, built once per cycle.
+func (s *stateData) unoccupied(ctx context.Context, pl *Plugin) (*allocator.Allocator, error) {
+	r := s.results
+	r.unoccupiedOnce.Do(func() {
+		a, err := s.explainer(ctx, pl)
+		if err != nil {
+			r.unoccupiedErr = err
+			return
+		}
+		r.unoccupied = a.WithoutAllocations().WithEdits(allocator.Edits{Added: s.nominated})
+	})
+	return r.unoccupied, r.unoccupiedErr
+}
