@@ -26,6 +26,13 @@ import (
 // given, PodGroup claims (each by the name of an existing ResourceClaim).
 func createGang(t *testing.T, env *framework.Env, name string, minCount int32, claims ...string) *schedulingapi.PodGroup {
 	t.Helper()
+	return createGangWith(t, env, name, minCount, nil, claims...)
+}
+
+// createGangWith is createGang with a change to the PodGroup before it is
+// created: a priority class, a disruption mode.
+func createGangWith(t *testing.T, env *framework.Env, name string, minCount int32, change func(*schedulingapi.PodGroup), claims ...string) *schedulingapi.PodGroup {
+	t.Helper()
 	group := &schedulingapi.PodGroup{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: env.Namespace},
 		Spec: schedulingapi.PodGroupSpec{SchedulingPolicy: schedulingapi.PodGroupSchedulingPolicy{
@@ -34,6 +41,9 @@ func createGang(t *testing.T, env *framework.Env, name string, minCount int32, c
 	}
 	for _, claim := range claims {
 		group.Spec.ResourceClaims = append(group.Spec.ResourceClaims, schedulingapi.PodGroupResourceClaim{Name: claim, ResourceClaimName: ptr.To(claim)})
+	}
+	if change != nil {
+		change(group)
 	}
 	group, err := env.Client.SchedulingV1beta1().PodGroups(env.Namespace).Create(env.Ctx, group, metav1.CreateOptions{})
 	if err != nil {

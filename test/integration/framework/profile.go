@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"time"
 
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/kubernetes/pkg/scheduler/apis/config"
@@ -49,33 +50,39 @@ func RepoFile(elem ...string) string {
 	return filepath.Join(append([]string{filepath.Dir(file), "..", "..", ".."}, elem...)...)
 }
 
-// UseAllocator returns a Configure function that makes StructuredDRA run
-// the named allocator ("builtin" or "upstream").
-func UseAllocator(allocator draschedconfig.AllocatorName) func(*config.KubeSchedulerConfiguration) {
+// UseArgs returns a Configure function that changes StructuredDRA's
+// arguments in every profile.
+func UseArgs(change func(*draschedconfig.StructuredDRAArgs)) func(*config.KubeSchedulerConfiguration) {
 	return func(cfg *config.KubeSchedulerConfiguration) {
 		for i := range cfg.Profiles {
 			for j := range cfg.Profiles[i].PluginConfig {
 				if args, ok := cfg.Profiles[i].PluginConfig[j].Args.(*draschedconfig.StructuredDRAArgs); ok {
-					args.Allocator = allocator
+					change(args)
 				}
 			}
 		}
 	}
 }
 
+// UseAllocator returns a Configure function that makes StructuredDRA run
+// the named allocator ("builtin" or "upstream").
+func UseAllocator(allocator draschedconfig.AllocatorName) func(*config.KubeSchedulerConfiguration) {
+	return UseArgs(func(args *draschedconfig.StructuredDRAArgs) { args.Allocator = allocator })
+}
+
 // UseAllocation returns a Configure function that sets StructuredDRA's
 // allocation policy and, if not nil, its topology attributes.
 func UseAllocation(policy draschedconfig.AllocationPolicy, topology []resourceapi.FullyQualifiedName) func(*config.KubeSchedulerConfiguration) {
-	return func(cfg *config.KubeSchedulerConfiguration) {
-		for i := range cfg.Profiles {
-			for j := range cfg.Profiles[i].PluginConfig {
-				if args, ok := cfg.Profiles[i].PluginConfig[j].Args.(*draschedconfig.StructuredDRAArgs); ok {
-					args.Allocation.Policy = policy
-					if topology != nil {
-						args.Allocation.TopologyAttributes = topology
-					}
-				}
-			}
+	return UseArgs(func(args *draschedconfig.StructuredDRAArgs) {
+		args.Allocation.Policy = policy
+		if topology != nil {
+			args.Allocation.TopologyAttributes = topology
 		}
-	}
+	})
+}
+
+// UseNominationMargin returns a Configure function that sets how long past
+// its victims' grace period a claim nomination lasts.
+func UseNominationMargin(margin time.Duration) func(*config.KubeSchedulerConfiguration) {
+	return UseArgs(func(args *draschedconfig.StructuredDRAArgs) { args.Preemption.NominationMargin.Duration = margin })
 }

@@ -1,0 +1,363 @@
+package integration
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	schedulingapi "k8s.io/api/scheduling/v1beta1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/drasched/drasched/internal/builder"
+	"github.com/drasched/drasched/test/integration/framework"
+)
+
+// Claim nomination: what a preemptor holds while its victims go, and
+// when it lets go. Each test is a sequence in which a preemptor waited
+// without a bound, or never preempted, before preemption was built on
+// claim nomination.
+
+// holdFinalizer keeps a deleted pod terminating until the test lets it
+// go, as a node whose kubelet is gone does.
+const holdFinalizer = "drasched.dev/test-hold"
+
+// holdingPod returns a pod that stays terminating once deleted, until
+// release; the test releases it at the end in any case.
+func (p *preemption) holdingPod(name string) *builder.PodWrapper {
+	p.t.Cleanup(func() { p.release(name) })
+	return p.MakePod(name).Finalizer(holdFinalizer)
+}
+
+// release removes the hold of a pod made by holdingPod.
+func (p *preemption) release(name string) {
+	patch := `{"metadata":{"finalizers":null}}`
+	_, _ = p.Client.CoreV1().Pods(p.Namespace).Patch(context.Background(), name, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+}
+
+// waitTerminating waits until the pod has a deletion timestamp.
+func (p *preemption) waitTerminating(name string) {
+	p.t.Helper()
+	p.WaitForPod(name, "terminating", func(pod *v1.Pod) bool { return pod.DeletionTimestamp != nil })
+}
+
+// waitBoundWithin waits until the pod is bound, within timeout, and
+// returns it.
+func (p *preemption) waitBoundWithin(timeout time.Duration, name string) *v1.Pod {
+	p.t.Helper()
+	return p.WaitForPodWithin(timeout, name, "bound", func(pod *v1.Pod) bool { return pod.Spec.NodeName != "" })
+}
+
+// waitNominated waits until the pod is nominated to node.
+func (p *preemption) waitNominated(name, node string) {
+	p.t.Helper()
+	p.WaitForPod(name, "nominated to "+node, func(pod *v1.Pod) bool { return pod.Status.NominatedNodeName == node })
+}
+
+// A victim's claim gains a consumer while the victim terminates: another
+// pod starts sharing it. The claim will not be freed, so the preemptor's
+// nomination can no longer be honoured; it preempts again and is bound.
+// (Before: it waited for that deallocation forever, ending every
+// PostFilter with "waiting for 1 resource claims of deleted pods".)
+func TestNominationVictimClaimGainsConsumer(t *testing.T) {
+	p := setupPreemption(t)
+	mid := p.CreatePriorityClass("mid", 500)
+	class := p.CreateClass("gpu")
+	p.CreateTemplate(builder.MakeTemplate("one", builder.MakeClaim("").Request("gpu", class, 1)))
+	shared := p.CreateClaim(builder.MakeClaim("shared").Request("gpu", class, 1))
+	a := p.CreateNode("a")
+	p.PublishSlices(p.NodeSlice(a, builder.MakeDevice("gpu-0")).Obj())
+	p.StartScheduler(framework.SchedulerOptions{})
+
+	// low holds the shared claim on a, p20 the only GPU of b.
+	p.CreatePod(p.holdingPod("low").Priority(p.low).Claim("gpu", shared.Name))
+	p.WaitForPodScheduled("low")
+	b := p.CreateNode("b")
+	p.PublishSlices(p.NodeSlice(b, builder.MakeDevice("gpu-0")).Obj())
+	p20 := p.CreatePriorityClass("p20", 20)
+	p.CreatePod(p.MakePod("p20").Priority(p20).ClaimFromTemplate("gpu", "one"))
+	if pod := p.WaitForPodScheduled("p20"); pod.Spec.NodeName != b.Name {
+		t.Fatalf("p20 bound to %s, want %s", pod.Spec.NodeName, b.Name)
+	}
+
+	// mid preempts low, the victim of lowest priority; low terminates.
+	p.CreatePod(p.MakePod("mid").Priority(mid).ClaimFromTemplate("gpu", "one"))
+	p.waitTerminating("low")
+	// Meanwhile another pod starts using low's claim.
+	p.CreatePod(p.MakePod("sharer").Priority(p.low).Claim("gpu", shared.Name))
+	p.WaitForPodScheduled("sharer")
+	p.release("low")
+
+	// The claim stays allocated for sharer: mid must preempt again
+	// (sharer on a, or p20 on b) and be bound.
+	p.waitBoundWithin(30*time.Second, "mid")
+	p.WaitForConsistentAllocations()
+}
+
+// A victim stuck terminating does not pin its preemptor to the node: when
+// a GPU is freed on another node, the preemptor takes it before a pod of
+// lower priority created later. (Before: PreFilter restricted the
+// preemptor to its nominated node while any claim there was being freed,
+// and the later pod took the GPU: priority inversion.)
+func TestNominationNotPinnedByStuckVictim(t *testing.T) {
+	p := setupPreemption(t)
+	class := p.CreateClass("gpu")
+	p.CreateTemplate(builder.MakeTemplate("one", builder.MakeClaim("").Request("gpu", class, 1)))
+	a, b := p.CreateNode("a"), p.CreateNode("b")
+	p.PublishSlices(p.NodeSlice(a, builder.MakeDevice("gpu-0")).Obj(), p.NodeSlice(b, builder.MakeDevice("gpu-0")).Obj())
+	busy := p.CreatePriorityClass("busy", 900)
+	p.StartScheduler(framework.SchedulerOptions{})
+
+	p.CreatePod(p.holdingPod("victim").Priority(p.low).ClaimFromTemplate("gpu", "one").NodeSelector("kubernetes.io/hostname", a.Name))
+	p.WaitForPodScheduled("victim")
+	p.CreatePod(p.MakePod("busy").Priority(busy).ClaimFromTemplate("gpu", "one"))
+	if pod := p.WaitForPodScheduled("busy"); pod.Spec.NodeName != b.Name {
+		t.Fatalf("busy bound to %s, want %s", pod.Spec.NodeName, b.Name)
+	}
+
+	// high preempts victim, which stays terminating.
+	p.CreatePod(p.MakePod("high").Priority(p.high).ClaimFromTemplate("gpu", "one"))
+	p.waitTerminating("victim")
+	p.waitNominated("high", a.Name)
+
+	// b's GPU is freed; a pod of low priority arrives for it too.
+	p.DeletePod("busy")
+	p.CreatePod(p.MakePod("late").Priority(p.low).ClaimFromTemplate("gpu", "one"))
+	if pod := p.waitBoundWithin(30*time.Second, "high"); pod.Spec.NodeName != b.Name {
+		t.Errorf("high bound to %s, want %s", pod.Spec.NodeName, b.Name)
+	}
+	if pod, err := p.Client.CoreV1().Pods(p.Namespace).Get(p.Ctx, "late", metav1.GetOptions{}); err != nil {
+		t.Fatal(err)
+	} else if pod.Spec.NodeName != "" {
+		t.Errorf("late (priority 10) bound to %s while high (priority 1000) waited", pod.Spec.NodeName)
+	}
+	p.WaitForConsistentAllocations()
+}
+
+// A PodGroup victim that may only be disrupted as a whole spans two
+// nodes: preempting it for a pod on one node evicts both its pods, and
+// the devices they free on both nodes go to the preemptors, each to one.
+// (Before: the dry run took its node from the first pod it removed, which
+// could be the other node's, and recorded the victims there.)
+func TestNominationVictimGroupAcrossNodes(t *testing.T) {
+	p := setupPreemption(t)
+	class := p.CreateClass("gpu")
+	p.CreateTemplate(builder.MakeTemplate("one", builder.MakeClaim("").Request("gpu", class, 1)))
+	nodes := p.CreateNodes(2)
+	for _, node := range nodes {
+		p.PublishSlices(p.NodeSlice(node, builder.MakeDevice("gpu-0")).Obj())
+	}
+	p.StartScheduler(framework.SchedulerOptions{})
+
+	createGangWith(t, p.Env, "victims", 2, func(group *schedulingapi.PodGroup) {
+		group.Spec.PriorityClassName = p.low
+		group.Spec.DisruptionMode = &schedulingapi.DisruptionMode{All: &schedulingapi.AllDisruptionMode{}}
+	})
+	lows := gangPods(p.Env, "victims", 2, "one")
+	for _, pod := range lows {
+		pod.Priority(p.low)
+	}
+	bound := p.BoundPods(2)
+	p.CreatePods(lows)
+	waitClosedWithin(t, bound, "both pods of the victim group bound")
+
+	p.CreatePod(p.MakePod("high-0").Priority(p.high).ClaimFromTemplate("gpu", "one"))
+	p.waitBoundWithin(framework.Timeout, "high-0")
+	p.CreatePod(p.MakePod("high-1").Priority(p.high).ClaimFromTemplate("gpu", "one"))
+	p.waitBoundWithin(framework.Timeout, "high-1")
+	if gone := p.gone([]string{"victims-0", "victims-1"}); len(gone) != 2 {
+		t.Errorf("evicted %v, want both pods of the group", gone)
+	}
+	p.WaitForConsistentAllocations()
+}
+
+// A gang of two high-priority one-GPU pods preempts two low-priority
+// GPU pods and is bound, all of it. (Before: pod-group preemption's
+// simulation ran PreFilter, which counted the victims' GPUs as taken, so
+// nothing was evicted and the gang stayed pending: "minCount (2) cannot
+// be satisfied".)
+func TestGangPreemptsForDevices(t *testing.T) {
+	p := setupPreemption(t)
+	class := p.CreateClass("gpu")
+	p.CreateTemplate(builder.MakeTemplate("one", builder.MakeClaim("").Request("gpu", class, 1)))
+	node := p.CreateNode("node")
+	p.PublishSlices(p.NodeSlice(node, builder.Devices("gpu", 2, nil)...).Obj())
+	lowest := p.CreatePriorityClass("lowest", -100)
+	p.StartScheduler(framework.SchedulerOptions{})
+
+	lows := p.fill("low", lowest, "one", 2)
+	createGangWith(t, p.Env, "train", 2, func(group *schedulingapi.PodGroup) { group.Spec.PriorityClassName = p.high })
+	highs := gangPods(p.Env, "train", 2, "one")
+	for _, pod := range highs {
+		pod.Priority(p.high)
+	}
+	p.CreatePods(highs)
+	p.waitBoundWithin(40*time.Second, "train-0")
+	p.waitBoundWithin(10*time.Second, "train-1")
+	if gone := p.gone(lows); len(gone) != 2 {
+		t.Errorf("evicted %v, want both low-priority pods", gone)
+	}
+	p.WaitForConsistentAllocations()
+}
+
+// A victim stuck terminating holds its devices; the preemptor waits for it
+// only until its nomination's bound (the victim's grace period plus the
+// nomination margin), then preempts elsewhere and is bound there. (Before:
+// it waited as long as the victim was stuck.)
+func TestNominationStuckVictimBounded(t *testing.T) {
+	const margin = 3 * time.Second
+	p := setupPreemption(t)
+	class := p.CreateClass("gpu")
+	p.CreateTemplate(builder.MakeTemplate("one", builder.MakeClaim("").Request("gpu", class, 1)))
+	a, b := p.CreateNode("a"), p.CreateNode("b")
+	p.PublishSlices(p.NodeSlice(a, builder.MakeDevice("gpu-0")).Obj(), p.NodeSlice(b, builder.MakeDevice("gpu-0")).Obj())
+	p20 := p.CreatePriorityClass("p20", 20)
+	p.StartScheduler(framework.SchedulerOptions{Configure: framework.UseNominationMargin(margin)})
+
+	p.CreatePod(p.holdingPod("stuck").Priority(p.low).ClaimFromTemplate("gpu", "one").NodeSelector("kubernetes.io/hostname", a.Name))
+	p.WaitForPodScheduled("stuck")
+	p.CreatePod(p.MakePod("other").Priority(p20).ClaimFromTemplate("gpu", "one").NodeSelector("kubernetes.io/hostname", b.Name))
+	p.WaitForPodScheduled("other")
+
+	// high preempts stuck, the victim of lowest priority, which never goes.
+	start := time.Now()
+	p.CreatePod(p.MakePod("high").Priority(p.high).ClaimFromTemplate("gpu", "one"))
+	p.waitTerminating("stuck")
+	p.waitNominated("high", a.Name)
+
+	pod := p.waitBoundWithin(framework.Timeout, "high")
+	if pod.Spec.NodeName != b.Name {
+		t.Errorf("high bound to %s, want %s", pod.Spec.NodeName, b.Name)
+	}
+	if took := time.Since(start); took < margin {
+		t.Errorf("high bound after %s, before its nomination's bound of %s: it did not wait for its victim", took, margin)
+	}
+	if gone := p.gone([]string{"other"}); len(gone) != 1 {
+		t.Errorf("other not evicted: high must preempt again once stuck is stuck")
+	}
+	p.WaitForConsistentAllocations()
+}
+
+// A preemptor deleted while its victim terminates leaves nothing behind:
+// the devices it was nominated go to the next pod as soon as they are
+// free, not when its nomination would have expired.
+func TestNominationPreemptorDeleted(t *testing.T) {
+	p := setupPreemption(t)
+	class := p.CreateClass("gpu")
+	p.CreateTemplate(builder.MakeTemplate("one", builder.MakeClaim("").Request("gpu", class, 1)))
+	node := p.CreateNode("node")
+	p.PublishSlices(p.NodeSlice(node, builder.MakeDevice("gpu-0")).Obj())
+	mid := p.CreatePriorityClass("mid", 500)
+	p.StartScheduler(framework.SchedulerOptions{Configure: framework.UseNominationMargin(10 * time.Minute)})
+
+	p.CreatePod(p.holdingPod("victim").Priority(p.low).ClaimFromTemplate("gpu", "one"))
+	p.WaitForPodScheduled("victim")
+	p.CreatePod(p.MakePod("high").Priority(p.high).ClaimFromTemplate("gpu", "one"))
+	p.waitTerminating("victim")
+	p.waitNominated("high", node.Name)
+
+	p.DeletePod("high")
+	p.CreatePod(p.MakePod("mid").Priority(mid).ClaimFromTemplate("gpu", "one"))
+	p.release("victim")
+	p.waitBoundWithin(30*time.Second, "mid")
+	p.WaitForConsistentAllocations()
+}
+
+// A pod preempts one pod of a PodGroup: with disruptionMode Single only
+// that pod goes; with All the whole group goes, on both nodes.
+func TestPreemptGangMember(t *testing.T) {
+	for name, tc := range map[string]struct {
+		mode    schedulingapi.DisruptionMode
+		evicted int
+	}{
+		"Single": {mode: schedulingapi.DisruptionMode{Single: &schedulingapi.SingleDisruptionMode{}}, evicted: 1},
+		"All":    {mode: schedulingapi.DisruptionMode{All: &schedulingapi.AllDisruptionMode{}}, evicted: 2},
+	} {
+		t.Run(name, func(t *testing.T) {
+			p := setupPreemption(t)
+			class := p.CreateClass("gpu")
+			p.CreateTemplate(builder.MakeTemplate("one", builder.MakeClaim("").Request("gpu", class, 1)))
+			for _, node := range p.CreateNodes(2) {
+				p.PublishSlices(p.NodeSlice(node, builder.MakeDevice("gpu-0")).Obj())
+			}
+			p.StartScheduler(framework.SchedulerOptions{})
+
+			createGangWith(t, p.Env, "victims", 2, func(group *schedulingapi.PodGroup) {
+				group.Spec.PriorityClassName = p.low
+				group.Spec.DisruptionMode = &tc.mode
+			})
+			lows := gangPods(p.Env, "victims", 2, "one")
+			for _, pod := range lows {
+				pod.Priority(p.low)
+			}
+			p.CreatePods(lows)
+			p.WaitForPodScheduled("victims-0")
+			p.WaitForPodScheduled("victims-1")
+
+			p.CreatePod(p.MakePod("high").Priority(p.high).ClaimFromTemplate("gpu", "one"))
+			p.waitBoundWithin(framework.Timeout, "high")
+			// Nothing more goes once the preemptor is bound.
+			time.Sleep(2 * time.Second)
+			if gone := p.gone([]string{"victims-0", "victims-1"}); len(gone) != tc.evicted {
+				t.Errorf("evicted %v, want %d pods of the group", gone, tc.evicted)
+			}
+			p.WaitForConsistentAllocations()
+		})
+	}
+}
+
+// A gang whose preemption chose a victim that gets stuck terminating holds
+// its nominations only until their bound, then preempts again around the
+// stuck pod and is bound.
+func TestGangNominationStuckVictimBounded(t *testing.T) {
+	const margin = 3 * time.Second
+	p := setupPreemption(t)
+	class := p.CreateClass("gpu")
+	p.CreateTemplate(builder.MakeTemplate("one", builder.MakeClaim("").Request("gpu", class, 1)))
+	nodes := p.CreateNodes(3)
+	for _, node := range nodes {
+		p.PublishSlices(p.NodeSlice(node, builder.MakeDevice("gpu-0")).Obj())
+	}
+	// The gang may use nodes 0 and 1 only, until node 2 is labelled too:
+	// its first preemption must evict the pods there.
+	label := func(node *v1.Node) {
+		patch := `{"metadata":{"labels":{"train":"yes"}}}`
+		if _, err := p.Client.CoreV1().Nodes().Patch(p.Ctx, node.Name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	label(nodes[0])
+	label(nodes[1])
+	p20, p30 := p.CreatePriorityClass("p20", 20), p.CreatePriorityClass("p30", 30)
+	p.StartScheduler(framework.SchedulerOptions{Configure: framework.UseNominationMargin(margin)})
+
+	on := func(pod *builder.PodWrapper, node int) *builder.PodWrapper {
+		return pod.ClaimFromTemplate("gpu", "one").NodeSelector("kubernetes.io/hostname", nodes[node].Name)
+	}
+	p.CreatePod(on(p.holdingPod("stuck").Priority(p.low), 0))
+	p.CreatePod(on(p.MakePod("v20").Priority(p20), 1))
+	p.CreatePod(on(p.MakePod("v30").Priority(p30), 2))
+	for _, name := range []string{"stuck", "v20", "v30"} {
+		p.WaitForPodScheduled(name)
+	}
+
+	createGangWith(t, p.Env, "train", 2, func(group *schedulingapi.PodGroup) { group.Spec.PriorityClassName = p.high })
+	highs := gangPods(p.Env, "train", 2, "one")
+	for _, pod := range highs {
+		pod.Priority(p.high).NodeSelector("train", "yes")
+	}
+	start := time.Now()
+	p.CreatePods(highs)
+	p.waitTerminating("stuck")
+	label(nodes[2])
+	p.waitBoundWithin(framework.Timeout, "train-0")
+	p.waitBoundWithin(10*time.Second, "train-1")
+	if took := time.Since(start); took < margin {
+		t.Errorf("gang bound after %s, before its nominations' bound of %s", took, margin)
+	}
+	if gone := p.gone([]string{"v20", "v30"}); len(gone) != 2 {
+		t.Errorf("evicted %v besides the stuck pod, want v20 and v30", gone)
+	}
+	p.WaitForConsistentAllocations()
+}
