@@ -34,6 +34,7 @@ var defaultArgs = &config.StructuredDRAArgs{
 		Policy:             config.AllocationPolicyFirstFit,
 		TopologyAttributes: []resourceapi.FullyQualifiedName{"resource.kubernetes.io/pcieRoot", "gpu.drasched.dev/nvlinkDomain", "resource.kubernetes.io/numaNode"},
 	},
+	Preemption: config.PreemptionArgs{NominationMargin: metav1.Duration{Duration: 30 * time.Second}},
 }
 
 // decode decodes a KubeSchedulerConfiguration as kube-scheduler's
@@ -132,6 +133,7 @@ profiles:
 				Allocator:      config.AllocatorUpstream,
 				Scoring:        config.ScoringArgs{DeviceStrategy: config.DeviceScoringMostAllocated},
 				Allocation:     defaultArgs.Allocation,
+				Preemption:     defaultArgs.Preemption,
 			},
 		},
 		"every arg": {
@@ -148,6 +150,8 @@ profiles:
       allocation:
         policy: BestFit
         topologyAttributes: [example.com/nvlinkClique, resource.kubernetes.io/numaNode]
+      preemption:
+        nominationMargin: 1m
 `,
 			wantArgs: &config.StructuredDRAArgs{
 				FilterTimeout:  metav1.Duration{Duration: 250 * time.Millisecond},
@@ -158,6 +162,7 @@ profiles:
 					Policy:             config.AllocationPolicyBestFit,
 					TopologyAttributes: []resourceapi.FullyQualifiedName{"example.com/nvlinkClique", "resource.kubernetes.io/numaNode"},
 				},
+				Preemption: config.PreemptionArgs{NominationMargin: metav1.Duration{Duration: time.Minute}},
 			},
 		},
 		"an empty topology list turns grouping off": {
@@ -179,6 +184,7 @@ profiles:
 					Policy:             config.AllocationPolicyBestFit,
 					TopologyAttributes: []resourceapi.FullyQualifiedName{},
 				},
+				Preemption: defaultArgs.Preemption,
 			},
 		},
 		"unknown field": {

@@ -32,6 +32,7 @@ func TestConversion(t *testing.T) {
 					Policy:             ptr.To(AllocationPolicyBestFit),
 					TopologyAttributes: []resourceapi.FullyQualifiedName{"example.com/clique"},
 				},
+				Preemption: &PreemptionArgs{NominationMargin: duration(45 * time.Second)},
 			},
 			internal: &config.StructuredDRAArgs{
 				FilterTimeout:  metav1.Duration{Duration: 2 * time.Second},
@@ -42,6 +43,7 @@ func TestConversion(t *testing.T) {
 					Policy:             config.AllocationPolicyBestFit,
 					TopologyAttributes: []resourceapi.FullyQualifiedName{"example.com/clique"},
 				},
+				Preemption: config.PreemptionArgs{NominationMargin: metav1.Duration{Duration: 45 * time.Second}},
 			},
 		},
 		"zero values": {
@@ -51,6 +53,7 @@ func TestConversion(t *testing.T) {
 				Allocator:      ptr.To(AllocatorName("")),
 				Scoring:        &ScoringArgs{DeviceStrategy: ptr.To(DeviceScoringStrategy(""))},
 				Allocation:     &AllocationArgs{Policy: ptr.To(AllocationPolicy(""))},
+				Preemption:     &PreemptionArgs{NominationMargin: duration(0)},
 			},
 			internal: &config.StructuredDRAArgs{},
 		},

@@ -31,6 +31,10 @@ func defaultAllocation() *AllocationArgs {
 	return &AllocationArgs{Policy: ptr.To(AllocationPolicyFirstFit), TopologyAttributes: DefaultTopologyAttributes()}
 }
 
+func defaultPreemption() *PreemptionArgs {
+	return &PreemptionArgs{NominationMargin: duration(30 * time.Second)}
+}
+
 func duration(d time.Duration) *metav1.Duration {
 	return &metav1.Duration{Duration: d}
 }
@@ -48,6 +52,7 @@ func TestDefaults(t *testing.T) {
 				Allocator:      ptr.To(AllocatorBuiltin),
 				Scoring:        &ScoringArgs{DeviceStrategy: ptr.To(DeviceScoringMostAllocated)},
 				Allocation:     defaultAllocation(),
+				Preemption:     defaultPreemption(),
 			},
 		},
 		"everything set is kept": {
@@ -63,6 +68,7 @@ func TestDefaults(t *testing.T) {
 				Allocator:      ptr.To(AllocatorUpstream),
 				Scoring:        &ScoringArgs{DeviceStrategy: ptr.To(DeviceScoringNone)},
 				Allocation:     defaultAllocation(),
+				Preemption:     defaultPreemption(),
 			},
 		},
 		"zero filter timeout is kept: it disables the timeout": {
@@ -73,6 +79,7 @@ func TestDefaults(t *testing.T) {
 				Allocator:      ptr.To(AllocatorBuiltin),
 				Scoring:        &ScoringArgs{DeviceStrategy: ptr.To(DeviceScoringMostAllocated)},
 				Allocation:     defaultAllocation(),
+				Preemption:     defaultPreemption(),
 			},
 		},
 		"empty scoring gets the default strategy": {
@@ -83,6 +90,7 @@ func TestDefaults(t *testing.T) {
 				Allocator:      ptr.To(AllocatorBuiltin),
 				Scoring:        &ScoringArgs{DeviceStrategy: ptr.To(DeviceScoringMostAllocated)},
 				Allocation:     defaultAllocation(),
+				Preemption:     defaultPreemption(),
 			},
 		},
 		"explicitly empty values are kept for validation to reject": {
@@ -96,6 +104,7 @@ func TestDefaults(t *testing.T) {
 				Allocator:      ptr.To(AllocatorName("")),
 				Scoring:        &ScoringArgs{DeviceStrategy: ptr.To(DeviceScoringStrategy(""))},
 				Allocation:     defaultAllocation(),
+				Preemption:     defaultPreemption(),
 			},
 		},
 		"BestFit and its attributes are kept": {
@@ -112,6 +121,18 @@ func TestDefaults(t *testing.T) {
 					Policy:             ptr.To(AllocationPolicyBestFit),
 					TopologyAttributes: []resourceapi.FullyQualifiedName{"example.com/clique"},
 				},
+				Preemption: defaultPreemption(),
+			},
+		},
+		"a nomination margin of zero is kept": {
+			in: &StructuredDRAArgs{Preemption: &PreemptionArgs{NominationMargin: duration(0)}},
+			want: &StructuredDRAArgs{
+				FilterTimeout:  duration(10 * time.Second),
+				BindingTimeout: duration(600 * time.Second),
+				Allocator:      ptr.To(AllocatorBuiltin),
+				Scoring:        &ScoringArgs{DeviceStrategy: ptr.To(DeviceScoringMostAllocated)},
+				Allocation:     defaultAllocation(),
+				Preemption:     &PreemptionArgs{NominationMargin: duration(0)},
 			},
 		},
 		"an empty attribute list is kept: it turns grouping off": {
@@ -125,6 +146,7 @@ func TestDefaults(t *testing.T) {
 					Policy:             ptr.To(AllocationPolicyFirstFit),
 					TopologyAttributes: []resourceapi.FullyQualifiedName{},
 				},
+				Preemption: defaultPreemption(),
 			},
 		},
 	}

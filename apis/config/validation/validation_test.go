@@ -83,6 +83,13 @@ func TestValidateStructuredDRAArgs(t *testing.T) {
 			modify:  func(a *config.StructuredDRAArgs) { a.FilterTimeout.Duration = -time.Second },
 			wantErr: `filterTimeout: Invalid value: "-1s": must be zero or positive`,
 		},
+		"negative nomination margin": {
+			modify:  func(a *config.StructuredDRAArgs) { a.Preemption.NominationMargin.Duration = -time.Second },
+			wantErr: `preemption.nominationMargin: Invalid value: "-1s": must be zero or positive`,
+		},
+		"zero nomination margin": {
+			modify: func(a *config.StructuredDRAArgs) { a.Preemption.NominationMargin.Duration = 0 },
+		},
 		"binding timeout one second": {
 			modify: func(a *config.StructuredDRAArgs) { a.BindingTimeout.Duration = time.Second },
 		},
