@@ -39,10 +39,30 @@ type gangShape struct{ pods, gpus int }
 // gang scheduling, not placement policy.
 var gangShapes = []gangShape{{pods: 4, gpus: 8}, {pods: 8, gpus: 4}}
 
-// gangGroup is one PodGroup of the gang workload and its pods.
+// gangGroup is one PodGroup of a gang workload (gang, preempt_gang) and
+// its pods. priorityClass, if any, is the PodGroup's and every pod's:
+// kube-scheduler requires the pods of a group to have the group's
+// priority.
 type gangGroup struct {
-	name string
-	pods []podSpec
+	name          string
+	priorityClass string
+	pods          []podSpec
+}
+
+// newGangGroup returns a group of the shape, its pods named after it, each
+// naming the group and having its PriorityClass.
+func newGangGroup(name string, shape gangShape, priorityClass string) gangGroup {
+	g := gangGroup{name: name, priorityClass: priorityClass}
+	for j := range shape.pods {
+		g.pods = append(g.pods, podSpec{
+			name:          fmt.Sprintf("%s-%d", name, j),
+			template:      h100Template(shape.gpus),
+			priorityClass: priorityClass,
+			gpus:          shape.gpus,
+			group:         name,
+		})
+	}
+	return g
 }
 
 // gangGroupGPUs is the GPUs of one group, of either shape.
@@ -62,16 +82,7 @@ func gangGroups(gpus int, fraction float64) []gangGroup {
 			n++
 		}
 		for range n {
-			g := gangGroup{name: fmt.Sprintf("gang-%04d", len(groups))}
-			for j := range shape.pods {
-				g.pods = append(g.pods, podSpec{
-					name:     fmt.Sprintf("%s-%d", g.name, j),
-					template: h100Template(shape.gpus),
-					gpus:     shape.gpus,
-					group:    g.name,
-				})
-			}
-			groups = append(groups, g)
+			groups = append(groups, newGangGroup(fmt.Sprintf("gang-%04d", len(groups)), shape, ""))
 		}
 	}
 	return groups
@@ -86,18 +97,20 @@ func gangPods(groups []gangGroup) []podSpec {
 	return pods
 }
 
-// podGroupObject is the PodGroup of a group: a gang of all its pods.
-func podGroupObject(namespace string, g gangGroup) *schedulingv1beta1.PodGroup {
+// podGroupObject is the PodGroup of a group of the case: a gang of all its
+// pods, with the group's PriorityClass.
+func podGroupObject(namespace, caseName string, g gangGroup) *schedulingv1beta1.PodGroup {
 	return &schedulingv1beta1.PodGroup{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:      g.name,
 			Namespace: namespace,
-			Labels:    map[string]string{appLabel: appValue, caseLabel: caseGang},
+			Labels:    map[string]string{appLabel: appValue, caseLabel: caseName},
 		},
 		Spec: schedulingv1beta1.PodGroupSpec{
 			SchedulingPolicy: schedulingv1beta1.PodGroupSchedulingPolicy{
 				Gang: &schedulingv1beta1.GangSchedulingPolicy{MinCount: int32(len(g.pods))},
 			},
+			PriorityClassName: g.priorityClass,
 		},
 	}
 }
@@ -179,7 +192,7 @@ func (r *runner) measureGang(ctx context.Context, c *caseResult, capa capacity) 
 	names := podNames(pods)
 	c.Pods, c.Groups = len(pods), len(groups)
 	start := time.Now()
-	if err := r.createGroups(ctx, groups); err != nil {
+	if err := r.createGroups(ctx, c.Name, groups); err != nil {
 		c.addErrors(err)
 	}
 	waitErr := r.waitBound(ctx, c.Name, names, start, r.timeout(len(pods)))
@@ -220,22 +233,22 @@ func (r *runner) settle(ctx context.Context, names []string) {
 	})
 }
 
-// createGroups creates each group's PodGroup and then its pods, with
-// cfg.Workers groups in parallel, recording each PodGroup's creation in
-// the tracker under the group's name.
-func (r *runner) createGroups(ctx context.Context, groups []gangGroup) error {
+// createGroups creates each group's PodGroup and then its pods, labelled
+// with the case, with cfg.Workers groups in parallel, recording each
+// PodGroup's creation in the tracker under the group's name.
+func (r *runner) createGroups(ctx context.Context, caseName string, groups []gangGroup) error {
 	return parallelize(ctx, r.cfg.Workers, groups, "groups not created", func(g gangGroup) error {
-		return r.createGroup(ctx, g)
+		return r.createGroup(ctx, caseName, g)
 	})
 }
 
-func (r *runner) createGroup(ctx context.Context, g gangGroup) error {
+func (r *runner) createGroup(ctx context.Context, caseName string, g gangGroup) error {
 	r.tracker.creating(g.name)
-	if _, err := r.client.SchedulingV1beta1().PodGroups(r.cfg.Namespace).Create(ctx, podGroupObject(r.cfg.Namespace, g), metav1.CreateOptions{}); err != nil {
+	if _, err := r.client.SchedulingV1beta1().PodGroups(r.cfg.Namespace).Create(ctx, podGroupObject(r.cfg.Namespace, caseName, g), metav1.CreateOptions{}); err != nil {
 		return fmt.Errorf("create PodGroup %s: %w", g.name, err)
 	}
 	for _, p := range g.pods {
-		if err := r.createPod(ctx, caseGang, p); err != nil {
+		if err := r.createPod(ctx, caseName, p); err != nil {
 			return err
 		}
 	}

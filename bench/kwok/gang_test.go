@@ -86,9 +86,12 @@ func repeatShapes(large, small int) []gangShape {
 func TestGangObjects(t *testing.T) {
 	groups := gangGroups(64, 1)
 	g := groups[1]
-	pg := podGroupObject("bench", g)
+	pg := podGroupObject("bench", caseGang, g)
 	if pg.Name != g.name || pg.Namespace != "bench" || pg.Labels[appLabel] != appValue || pg.Labels[caseLabel] != caseGang {
 		t.Errorf("PodGroup %+v", pg.ObjectMeta)
+	}
+	if pg.Spec.PriorityClassName != "" {
+		t.Errorf("gang's PodGroup has PriorityClass %q, want none", pg.Spec.PriorityClassName)
 	}
 	if gang := pg.Spec.SchedulingPolicy.Gang; gang == nil || int(gang.MinCount) != len(g.pods) || pg.Spec.SchedulingPolicy.Basic != nil {
 		t.Errorf("PodGroup policy %+v, want gang with minCount %d", pg.Spec.SchedulingPolicy, len(g.pods))

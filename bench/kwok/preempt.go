@@ -94,19 +94,10 @@ func preemptHighPods(gpus int, share float64) []podSpec {
 // It then counts the low-priority pods that are gone or being deleted, and
 // their GPUs that no bound high-priority pod got.
 func (r *runner) measurePreempt(ctx context.Context, c *caseResult, capa capacity) {
-	twos, ones := preemptLowPods(capa.h100)
-	low := append(slices.Clone(twos), ones...)
-	for _, batch := range [][]podSpec{twos, ones} {
-		if err := r.createPods(ctx, preemptLowCaseName, batch); err != nil {
-			c.addErrors(err)
-			return
-		}
-		if err := r.waitBound(ctx, preemptLowCaseName, podNames(batch), time.Now(), r.timeout(len(batch))); err != nil {
-			c.addErrors(err)
-			return
-		}
+	low, ok := r.fillLowPriority(ctx, c, capa)
+	if !ok {
+		return
 	}
-
 	pods := preemptHighPods(capa.h100, r.cfg.PreemptShare)
 	names := podNames(pods)
 	c.Pods = len(pods)
@@ -114,15 +105,49 @@ func (r *runner) measurePreempt(ctx context.Context, c *caseResult, capa capacit
 	if err := r.createPods(ctx, c.Name, pods); err != nil {
 		c.addErrors(err)
 	}
-	limit := min(r.cfg.PreemptWait, r.timeout(len(pods)))
+	r.waitPreemptors(ctx, c, names, start)
+	r.countPreempted(ctx, c, low, pods)
+}
+
+// fillLowPriority creates the low-priority pods that take all H100 GPUs,
+// the 2-GPU pods and then the 1-GPU pods, each batch bound before the
+// next (preemptLowPods), and returns them; false, with the error in the
+// case, if they were not all created and bound.
+func (r *runner) fillLowPriority(ctx context.Context, c *caseResult, capa capacity) ([]podSpec, bool) {
+	twos, ones := preemptLowPods(capa.h100)
+	for _, batch := range [][]podSpec{twos, ones} {
+		if err := r.createPods(ctx, preemptLowCaseName, batch); err != nil {
+			c.addErrors(err)
+			return nil, false
+		}
+		if err := r.waitBound(ctx, preemptLowCaseName, podNames(batch), time.Now(), r.timeout(len(batch))); err != nil {
+			c.addErrors(err)
+			return nil, false
+		}
+	}
+	return append(slices.Clone(twos), ones...), true
+}
+
+// waitPreemptors waits at most PreemptWait (and the case's timeout) for
+// the high-priority pods created at start to be bound, and puts their
+// measurements into the case: unbound ones are a result, not an error.
+func (r *runner) waitPreemptors(ctx context.Context, c *caseResult, names []string, start time.Time) {
+	limit := min(r.cfg.PreemptWait, r.timeout(len(names)))
 	if err := r.waitBound(ctx, c.Name, names, start, limit); err != nil && ctx.Err() != nil {
 		c.addErrors(err)
 	}
 	r.fill(c, names, start)
 	c.HighPriorityBound = len(c.Latencies)
+}
 
-	// Victims are deleted with no grace period; let the deletions finish
-	// before counting them and before the allocations are verified.
+// countPreempted waits until no pod is being deleted (victims are deleted
+// with no grace period; their deletions must finish before they are
+// counted and before the allocations are verified), then counts in the
+// case the low-priority pods evicted and their GPUs that no bound
+// high-priority pod got. It returns the high-priority pods as the API
+// lists them, false (with the error in the case) if it could not list
+// them.
+func (r *runner) countPreempted(ctx context.Context, c *caseResult, low, high []podSpec) ([]corev1.Pod, bool) {
 	var terminating int
 	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 		list, err := r.client.CoreV1().Pods(r.cfg.Namespace).List(ctx, metav1.ListOptions{})
@@ -143,14 +168,15 @@ func (r *runner) measurePreempt(ctx context.Context, c *caseResult, capa capacit
 	list, err := r.client.CoreV1().Pods(r.cfg.Namespace).List(ctx, metav1.ListOptions{LabelSelector: caseLabel + "=" + preemptLowCaseName})
 	if err != nil {
 		c.addErrors(fmt.Errorf("list low-priority pods: %w", err))
-		return
+		return nil, false
 	}
-	high, err := r.client.CoreV1().Pods(r.cfg.Namespace).List(ctx, metav1.ListOptions{LabelSelector: caseLabel + "=" + c.Name})
+	bound, err := r.client.CoreV1().Pods(r.cfg.Namespace).List(ctx, metav1.ListOptions{LabelSelector: caseLabel + "=" + c.Name})
 	if err != nil {
 		c.addErrors(fmt.Errorf("list high-priority pods: %w", err))
-		return
+		return nil, false
 	}
-	c.Preempted, c.WastedGPUs = preemptCounts(low, list.Items, pods, high.Items)
+	c.Preempted, c.WastedGPUs = preemptCounts(low, list.Items, high, bound.Items)
+	return bound.Items, true
 }
 
 // preemptCounts returns how many of the low-priority pods were evicted
