@@ -17,16 +17,22 @@ const (
 	// cluster: what a plain pod costs the scheduler, beside a DRA pod.
 	caseNoClaims = "noclaims"
 	// caseFragmentation and caseFragmentationMIG: see fragmentation.go;
-	// caseGang: see gang.go.
+	// caseGang: see gang.go; casePreemptGang: see preemptgang.go.
 )
 
-var caseNames = []string{caseFill, caseNoClaims, caseChurn, caseMatch, caseMIG, casePreempt, caseFragmentation, caseFragmentationMIG, caseGang}
+var caseNames = []string{caseFill, caseNoClaims, caseChurn, caseMatch, caseMIG, casePreempt, caseFragmentation, caseFragmentationMIG, caseGang, casePreemptGang}
+
+// workloadCases are the cases with PodGroups: they need the GenericWorkload
+// feature gate and the scheduling.k8s.io/v1beta1 API, which
+// hack/bench-kwok.sh gives a cluster of their own (kwok cases
+// --generic-workload lists them).
+var workloadCases = []string{caseGang, casePreemptGang}
 
 // costCases are the cases whose scheduler cost (CPU seconds per pod bound,
 // peak RSS) a run measures: each runs alone and measures every pod the
 // scheduler binds while it runs. The others share their run with pods that
-// they do not measure (preempt's low-priority fill) or with another case
-// (the fragmentation churns).
+// they do not measure (the low-priority fill of preempt and preempt_gang)
+// or with another case (the fragmentation churns).
 var costCases = []string{caseFill, caseNoClaims, caseChurn, caseMatch, caseMIG, caseGang}
 
 // batches groups the cases to run (all if none are named) into what runs

@@ -9,14 +9,16 @@
 //	                       kube-scheduler or of drasched for the cluster,
 //	                       both with the same schedulerName and client QPS
 //	kwok run               runs the workloads (fill, churn, match, mig,
-//	                       preempt, fragmentation, fragmentation_mig, gang;
-//	                       or those of --cases) against the scheduler,
-//	                       measures pods/s and creation → bound latencies,
-//	                       or what the churns leave whole, checks every
-//	                       allocation after each, and writes the run's file
+//	                       preempt, fragmentation, fragmentation_mig, gang,
+//	                       preempt_gang; or those of --cases) against the
+//	                       scheduler, measures pods/s and creation → bound
+//	                       latencies, or what the churns leave whole, checks
+//	                       every allocation after each, and writes the
+//	                       run's file
 //	kwok report            turns the runs of the schedulers into the
 //	                       suite file of bench/internal/results
-//	kwok cases             lists the cases
+//	kwok cases             lists the cases (--generic-workload: those
+//	                       that need the GenericWorkload feature gate)
 //
 // Latencies are measured client-side: from just before the pod's Create
 // call to the first watch event with spec.nodeName set.
@@ -27,10 +29,12 @@
 // at once, each PodGroup just before its pods. Besides pods/s and pod
 // latencies it measures, per group, creation of the PodGroup → bind of its
 // last pod, and counts the groups left partly bound once binds have
-// settled. Its cluster needs the GenericWorkload feature gate in the
-// control plane and the scheduler and the scheduling.k8s.io/v1beta1 API;
-// hack/bench-kwok.sh gives the case a cluster of its own with them, and
-// the other cases clusters without them.
+// settled. The preempt_gang case (preemptgang.go) is preempt with
+// high-priority gangs of 2 pods × 4 GPUs as the preemptors. Their clusters
+// need the GenericWorkload feature gate in the control plane and the
+// scheduler and the scheduling.k8s.io/v1beta1 API; hack/bench-kwok.sh gives
+// the two cases (kwok cases --generic-workload) a cluster of their own with
+// them, and the other cases clusters without them.
 package main
 
 import (
@@ -104,19 +108,26 @@ func newCommand() *cobra.Command {
 	return root
 }
 
-// newCasesCommand lists the cases, for hack/bench-kwok.sh: it runs the gang
-// case on a cluster of its own.
+// newCasesCommand lists the cases, for hack/bench-kwok.sh: it runs the
+// cases with PodGroups (--generic-workload) on a cluster of their own.
 func newCasesCommand() *cobra.Command {
-	return &cobra.Command{
+	workload := false
+	cmd := &cobra.Command{
 		Use:   "cases",
 		Short: "List the cases of kwok run, one a line, in the order in which it runs them",
 		Args:  cobra.NoArgs,
 		Run: func(cmd *cobra.Command, _ []string) {
-			for _, name := range caseNames {
+			names := caseNames
+			if workload {
+				names = workloadCases
+			}
+			for _, name := range names {
 				_, _ = fmt.Fprintln(cmd.OutOrStdout(), name)
 			}
 		},
 	}
+	cmd.Flags().BoolVar(&workload, "generic-workload", workload, "Only the cases with PodGroups, which need the GenericWorkload feature gate and the scheduling.k8s.io/v1beta1 API.")
+	return cmd
 }
 
 func newNodesCommand(client func() (kubernetes.Interface, error)) *cobra.Command {

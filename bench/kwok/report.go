@@ -68,12 +68,16 @@ func (m metric) of(name string) bool {
 	return slices.Contains(m.only, name)
 }
 
-// Metrics of the preempt case only.
+// Metrics of the preempt and preempt_gang cases only.
 const (
 	metricHighPriorityBound = "high_priority_bound"
 	metricPreemptedPods     = "preempted_pods"
 	metricWastedGPUs        = "wasted_gpus"
 )
+
+// preemptCases are the cases of high-priority pods on GPUs full of
+// low-priority ones.
+var preemptCases = []string{casePreempt, casePreemptGang}
 
 // Metrics of the fragmentation cases. The series of the plot is
 // metricWholeFreeNodes (metricWholeFreeGPUs) after each step of the churn.
@@ -86,12 +90,14 @@ const (
 	metricIdealWholeFreeGPUs  = "ideal_whole_free_gpus"
 )
 
-// Metrics of the gang case: creation of a PodGroup → bind of its last pod,
-// and the groups left with some but not all pods bound.
+// Metrics of the gang cases: creation of a PodGroup → bind of its last
+// pod, and the groups left with some but not all pods bound; of
+// preempt_gang also the groups with all pods bound, as gang binds all.
 const (
 	metricGroupP50      = "group_p50_seconds"
 	metricGroupP99      = "group_p99_seconds"
 	metricPartialGroups = "partial_groups"
+	metricGroupsBound   = "groups_bound"
 )
 
 // wholeFreeMetric is the metric of a fragmentation case's WholeFree.
@@ -112,14 +118,15 @@ var metrics = []metric{
 	{metricAllocationErrors, results.Lower, func(c caseResult) float64 { return float64(c.AllocationErrors) }, caseNames},
 	// The high-priority pods bound, and at what cost: fewer evictions for
 	// the same pods bound is better.
-	{metricHighPriorityBound, results.Higher, func(c caseResult) float64 { return float64(c.HighPriorityBound) }, []string{casePreempt}},
-	{metricPreemptedPods, results.Lower, func(c caseResult) float64 { return float64(c.Preempted) }, []string{casePreempt}},
-	{metricWastedGPUs, results.Lower, func(c caseResult) float64 { return float64(c.WastedGPUs) }, []string{casePreempt}},
+	{metricHighPriorityBound, results.Higher, func(c caseResult) float64 { return float64(c.HighPriorityBound) }, preemptCases},
+	{metricPreemptedPods, results.Lower, func(c caseResult) float64 { return float64(c.Preempted) }, preemptCases},
+	{metricWastedGPUs, results.Lower, func(c caseResult) float64 { return float64(c.WastedGPUs) }, preemptCases},
 	// A gang is bound when its last pod is; a partly bound one holds
 	// devices it cannot use.
-	{metricGroupP50, results.Lower, func(c caseResult) float64 { return percentile(c.GroupLatencies, 0.5) }, []string{caseGang}},
-	{metricGroupP99, results.Lower, func(c caseResult) float64 { return percentile(c.GroupLatencies, 0.99) }, []string{caseGang}},
-	{metricPartialGroups, results.Lower, func(c caseResult) float64 { return float64(c.PartialGroups) }, []string{caseGang}},
+	{metricGroupsBound, results.Higher, func(c caseResult) float64 { return float64(c.GroupsBound) }, []string{casePreemptGang}},
+	{metricGroupP50, results.Lower, func(c caseResult) float64 { return percentile(c.GroupLatencies, 0.5) }, workloadCases},
+	{metricGroupP99, results.Lower, func(c caseResult) float64 { return percentile(c.GroupLatencies, 0.99) }, workloadCases},
+	{metricPartialGroups, results.Lower, func(c caseResult) float64 { return float64(c.PartialGroups) }, workloadCases},
 	// What the churns leave whole, and what a perfect packing of the same
 	// pods would: both schedulers' ideals are alike where all their pods
 	// were bound.
@@ -196,9 +203,10 @@ const (
 // worse than upstream's, on 5000 nodes 10× lower than upstream's best;
 // churn on 5000 nodes: p50 ≤ 100 ms; CPU per DRA pod ≤ 2× per plain pod;
 // peak RSS ≤ upstream's; preempt: every high-priority pod bound;
+// preempt_gang: every gang bound, no GPU evicted for nothing;
 // fragmentation: BestFit at least twice upstream's whole free nodes and
-// within 10% of the ideal; gang: no partly bound group; no allocation
-// errors), notes on what each workload is and on pods that were not bound,
+// within 10% of the ideal; gang and preempt_gang: no partly bound group;
+// no allocation errors), notes on what each workload is and on pods that were not bound,
 // and the series for plots (throughput over time, latency CDF, whole free
 // capacity over the churn, and latencies and CPU per pod against the
 // cluster size). The drasched column of the fragmentation cases is
@@ -316,7 +324,7 @@ func groupCases(f *results.File, g runGroup, runs []runResult) error {
 			case m.name == metricPeakRSS:
 				c.Target = "≤ upstream's"
 				c.TargetMet = ptr.To(c.Drasched <= c.Upstream)
-			case m.name == metricHighPriorityBound:
+			case m.name == metricHighPriorityBound && name == casePreempt:
 				// All of them fit once low-priority pods are evicted.
 				c.Target = "drasched binds every high-priority pod that fits after eviction"
 				met := true
@@ -324,6 +332,19 @@ func groupCases(f *results.File, g runGroup, runs []runResult) error {
 					met = met && d.Pods > 0 && d.HighPriorityBound == d.Pods
 				}
 				c.TargetMet = ptr.To(met)
+			case m.name == metricGroupsBound:
+				// Every group fits once low-priority pods are evicted.
+				c.Target = "drasched binds every gang that fits after eviction"
+				met := true
+				for _, d := range cases[drasched] {
+					met = met && d.Groups > 0 && d.GroupsBound == d.Groups
+				}
+				c.TargetMet = ptr.To(met)
+			case m.name == metricWastedGPUs && name == casePreemptGang:
+				// Pod-group preemption evicts for a whole group: a GPU
+				// evicted for a group that is then not bound is wasted.
+				c.Target = "drasched evicts no GPU for nothing"
+				c.TargetMet = ptr.To(slices.Max(dr) == 0)
 			case m.name == metricWholeFreeNodes && columns[drasched] == draschedBestFit:
 				var ideal []float64
 				for _, d := range cases[drasched] {
@@ -579,6 +600,13 @@ func caseNote(name string, r runResult, cases map[string][]caseResult, dr string
 		what = fmt.Sprintf("The %d H100 nodes 100%% full of low-priority pods of 2 and 1 GPUs, then %d high-priority pods of 8 and 4 GPUs (%.0f%% of the GPUs) created at once, "+
 			"waited for at most %s; latencies and pods/s are of the high-priority pods bound, preempted pods are the low-priority pods evicted.",
 			r.NodeMix[kindH100], pods, r.PreemptShare*100, time.Duration(r.PreemptWaitSeconds*float64(time.Second)))
+	case casePreemptGang:
+		c := cases[upstream][0]
+		what = fmt.Sprintf("preempt with gangs: the %d H100 nodes 100%% full of low-priority pods of 2 and 1 GPUs, then %d high-priority PodGroups with gang policy "+
+			"(minCount = size, the PodGroup and its pods of the high PriorityClass) of %d pods × %d GPUs, %d pods (%.0f%% of the GPUs), created at once, waited for at most %s; "+
+			"latencies and pods/s are of the gangs' pods bound, group latency from the PodGroup's creation to the bind of its last pod, "+
+			"preempted pods are the low-priority pods evicted. GenericWorkload on (scheduling.k8s.io/v1beta1), on the cluster of the gang cases.",
+			r.NodeMix[kindH100], c.Groups, preemptGangShape.pods, preemptGangShape.gpus, pods, r.PreemptShare*100, time.Duration(r.PreemptWaitSeconds*float64(time.Second)))
 	case caseGang:
 		c := cases[upstream][0]
 		what = fmt.Sprintf("%d PodGroups with gang policy (minCount = size) of %d pods × %d H100 GPUs and of %d pods × %d GPUs, %d pods, "+
@@ -615,7 +643,7 @@ func caseNote(name string, r runResult, cases map[string][]caseResult, dr string
 			if c.Unbound > 0 {
 				what := "pods not bound"
 				switch {
-				case name == casePreempt:
+				case slices.Contains(preemptCases, name):
 					what = "high-priority pods not bound"
 				case fragmentationCase(name):
 					what = "churn pods never bound"

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"maps"
 	"slices"
 	"strings"
@@ -27,7 +28,7 @@ func testRun(scheduler string, run int, latency float64, unbound, allocationErro
 		if allocationErrors > 0 {
 			c.Errors = []string{"device twice"}
 		}
-		if name == casePreempt {
+		if slices.Contains(preemptCases, name) {
 			c.HighPriorityBound, c.Preempted = 4, 12
 		}
 		r.Cases = append(r.Cases, c)
@@ -62,10 +63,11 @@ func TestSuiteFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Pods/s, three latencies and allocation errors of every case,
-	// high_priority_bound, preempted_pods and wasted_gpus of preempt, and
-	// the two group latencies and partial groups of gang; the runs have no
+	// high_priority_bound, preempted_pods and wasted_gpus of preempt and
+	// preempt_gang, the two group latencies and partial groups of gang and
+	// preempt_gang, and groups bound of preempt_gang; the runs have no
 	// fragmentation case.
-	if got, want := len(f.Cases), len(speedCases())*5+3+3; got != want {
+	if got, want := len(f.Cases), len(speedCases())*5+2*3+2*3+1; got != want {
 		t.Fatalf("%d cases, want %d", got, want)
 	}
 	get := func(name, metric string) results.Case {
@@ -203,6 +205,99 @@ func TestSuiteFilePreemptUpstreamNone(t *testing.T) {
 		if c.Name == at100(casePreempt) && c.Metric == metricHighPriorityBound && (c.TargetMet == nil || *c.TargetMet) {
 			t.Errorf("target met with 3 of 4 bound: %+v", c)
 		}
+	}
+}
+
+// preempt_gang runs on the cluster of the gang cases. Upstream cannot
+// preempt for devices: none of its groups is bound, which is its result;
+// drasched's target is every gang bound and no GPU evicted for nothing.
+func TestSuiteFilePreemptGang(t *testing.T) {
+	gangRun := func(scheduler string, groupsBound, wasted, partial int) runResult {
+		r := runResult{
+			Scheduler: scheduler, Run: 1, Nodes: 100,
+			NodeMix:      map[string]int{kindH100: 80, kindL40S: 10, kindA100: 10},
+			PreemptShare: 0.25, PreemptWaitSeconds: 60,
+		}
+		c := caseResult{Name: casePreemptGang, Pods: 40, Groups: 20, GroupsBound: groupsBound, PartialGroups: partial, WastedGPUs: wasted, Seconds: 3}
+		bound := 2*groupsBound + partial
+		for i := range bound {
+			c.Latencies = append(c.Latencies, 0.5*float64(i+1))
+			c.BoundAt = append(c.BoundAt, 0.1*float64(i+1))
+		}
+		for i := range groupsBound {
+			c.GroupLatencies = append(c.GroupLatencies, float64(i+1))
+		}
+		c.HighPriorityBound, c.Unbound, c.Preempted = bound, c.Pods-bound, 4*bound
+		r.Cases = []caseResult{c}
+		return r
+	}
+	for name, tc := range map[string]struct {
+		groupsBound, wasted, partial int
+		boundMet, wastedMet          bool
+	}{
+		"all bound":        {groupsBound: 20, boundMet: true, wastedMet: true},
+		"one left pending": {groupsBound: 19, wasted: 8, boundMet: false, wastedMet: false},
+		"one partly bound": {groupsBound: 19, wasted: 4, partial: 1, boundMet: false, wastedMet: false},
+	} {
+		t.Run(name, func(t *testing.T) {
+			runs := []runResult{gangRun(upstream, 0, 0, 0), gangRun(drasched, tc.groupsBound, tc.wasted, tc.partial)}
+			f, err := suiteFile(runs, "", 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := map[string]results.Case{}
+			for _, c := range f.Cases {
+				if c.Name == at100(casePreemptGang) {
+					got[c.Metric] = c
+				}
+			}
+			metrics := slices.Sorted(maps.Keys(got))
+			want := []string{metricAllocationErrors, metricGroupP50, metricGroupP99, metricGroupsBound, metricHighPriorityBound,
+				"p50_seconds", "p90_seconds", "p99_seconds", metricPartialGroups, "pods_per_second", metricPreemptedPods, metricWastedGPUs}
+			slices.Sort(want)
+			if diff := cmp.Diff(want, metrics); diff != "" {
+				t.Fatalf("metrics of preempt_gang (-want +got):\n%s", diff)
+			}
+			groups := got[metricGroupsBound]
+			if groups.Upstream != 0 || groups.Drasched != float64(tc.groupsBound) || groups.Ratio != 0 || groups.Better != results.Higher {
+				t.Errorf("groups_bound %+v, want 0 → %d without a ratio", groups, tc.groupsBound)
+			}
+			if groups.TargetMet == nil || *groups.TargetMet != tc.boundMet || !strings.Contains(groups.Target, "every gang") {
+				t.Errorf("groups_bound target %q met %v, want %v", groups.Target, groups.TargetMet, tc.boundMet)
+			}
+			wasted := got[metricWastedGPUs]
+			if wasted.Drasched != float64(tc.wasted) || wasted.TargetMet == nil || *wasted.TargetMet != tc.wastedMet {
+				t.Errorf("wasted_gpus %+v, target met %v, want %v", wasted, wasted.TargetMet, tc.wastedMet)
+			}
+			// Pods bound is a figure here; the gangs are the target.
+			if c := got[metricHighPriorityBound]; c.Target != "" || c.Drasched != float64(2*tc.groupsBound+tc.partial) {
+				t.Errorf("high_priority_bound %+v", c)
+			}
+			if p := got[metricPartialGroups]; p.TargetMet == nil || *p.TargetMet != (tc.partial == 0) {
+				t.Errorf("partial_groups %+v, target met %v", p, p.TargetMet)
+			}
+			if p99 := got["p99_seconds"]; p99.Upstream != 0 || p99.Drasched == 0 || p99.Ratio != 0 {
+				t.Errorf("p99_seconds %+v, want no upstream value and no ratio", p99)
+			}
+			note := got["pods_per_second"].Note
+			for _, want := range []string{"preempt with gangs", "80 H100 nodes 100% full", "20 high-priority PodGroups", "2 pods × 4 GPUs", "40 pods (25% of the GPUs)", "1m0s",
+				"GenericWorkload", "upstream run 1: 40 of 40 high-priority pods not bound"} {
+				if !strings.Contains(note, want) {
+					t.Errorf("preempt_gang note %q does not say %q", note, want)
+				}
+			}
+			var md strings.Builder
+			if err := results.Markdown(&md, f); err != nil {
+				t.Fatal(err)
+			}
+			// Upstream has no pods/s, and 0 gangs bound without a ratio,
+			// before the group latencies.
+			for _, want := range []string{"| " + at100(casePreemptGang) + " | – → ", fmt.Sprintf("| 0 → %d (–) | – → ", tc.groupsBound)} {
+				if !strings.Contains(md.String(), want) {
+					t.Errorf("Markdown lacks %q:\n%s", want, md.String())
+				}
+			}
+		})
 	}
 }
 

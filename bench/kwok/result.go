@@ -47,10 +47,10 @@ type caseResult struct {
 	Seconds float64 `json:"seconds"`
 	// Unbound pods were not bound in time.
 	Unbound int `json:"unbound,omitempty"`
-	// HighPriorityBound and Preempted are of the preempt case: how many of
-	// its high-priority pods (Pods) were bound, and how many of the
-	// low-priority pods that filled the GPUs were evicted (gone or being
-	// deleted at the end).
+	// HighPriorityBound and Preempted are of the preempt and preempt_gang
+	// cases: how many of the high-priority pods (Pods; preempt_gang: the
+	// pods of its groups) were bound, and how many of the low-priority pods
+	// that filled the GPUs were evicted (gone or being deleted at the end).
 	HighPriorityBound int `json:"high_priority_bound,omitempty"`
 	Preempted         int `json:"preempted_pods,omitempty"`
 	// WastedGPUs are the GPUs of the evicted pods beyond those of the
@@ -83,9 +83,10 @@ type caseResult struct {
 	// by GPUs in use (fragmentation), GPUs in MIG mode by memory slices
 	// in use, or "whole" (fragmentation_mig).
 	ByUse map[string]int `json:"by_use,omitempty"`
-	// Of the gang case (Pods are the pods of all its groups): Groups is
-	// how many PodGroups it created, GroupsBound how many had all their
-	// pods bound at the end and PartialGroups how many some but not all;
+	// Of the gang and preempt_gang cases (Pods are the pods of all their
+	// groups): Groups is how many PodGroups it created, GroupsBound how
+	// many had all their pods bound at the end and PartialGroups how many
+	// some but not all;
 	// GroupLatencies are, for each group whose pods were all bound, from
 	// the PodGroup's creation to the bind of its last pod, in seconds.
 	Groups         int       `json:"groups,omitempty"`

@@ -154,6 +154,10 @@ func (r *runner) run(ctx context.Context) ([]caseResult, error) {
 			c := caseResult{Name: name}
 			r.measureGang(ctx, &c, capa)
 			cases = []caseResult{c}
+		case casePreemptGang:
+			c := caseResult{Name: name}
+			r.measurePreemptGang(ctx, &c, capa)
+			cases = []caseResult{c}
 		default:
 			cases = r.measureFragmentation(ctx, batch, sliceList.Items)
 		}
@@ -305,7 +309,7 @@ func (r *runner) verify(ctx context.Context) []error {
 
 // cleanup deletes the pods of the namespace and waits until their claims
 // are gone too, so that the next case starts with free devices. It deletes
-// the PodGroups of the gang case too, where the cluster serves them.
+// the PodGroups of the gang cases too, where the cluster serves them.
 func (r *runner) cleanup(ctx context.Context) error {
 	err := r.client.CoreV1().Pods(r.cfg.Namespace).DeleteCollection(ctx,
 		metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)},
@@ -353,11 +357,11 @@ func (r *runner) report(c caseResult) {
 		_, _ = fmt.Fprintf(r.out, "    %-6s scheduler: %.1f CPU s, %.2f ms of CPU per pod, peak RSS %d MiB\n",
 			c.Name, c.CPUSeconds, 1000*c.CPUSeconds/float64(len(c.Latencies)), c.PeakRSSBytes>>20)
 	}
-	if c.Name == casePreempt {
+	if c.Name == casePreempt || c.Name == casePreemptGang {
 		_, _ = fmt.Fprintf(r.out, "    %-6s %d of %d high-priority pods bound, %d low-priority pods preempted, %d of their GPUs wasted\n",
 			c.Name, c.HighPriorityBound, c.Pods, c.Preempted, c.WastedGPUs)
 	}
-	if c.Name == caseGang {
+	if c.Name == caseGang || c.Name == casePreemptGang {
 		_, _ = fmt.Fprintf(r.out, "    %-6s %d of %d groups bound, %d partly bound; group creation → all bound p50 %s p99 %s\n",
 			c.Name, c.GroupsBound, c.Groups, c.PartialGroups, seconds(percentile(c.GroupLatencies, 0.5)), seconds(percentile(c.GroupLatencies, 0.99)))
 	}

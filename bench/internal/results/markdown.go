@@ -34,7 +34,8 @@ var MetricTitles = map[string]string{
 	"high_priority_bound": "high-priority pods bound",
 	"preempted_pods":      "pods preempted",
 	"wasted_gpus":         "GPUs evicted for nothing",
-	// The kwok gang case.
+	// The kwok gang cases.
+	"groups_bound":      "gangs bound",
 	"group_p50_seconds": "group p50 latency",
 	"group_p99_seconds": "group p99 latency",
 	"partial_groups":    "partly bound groups",
@@ -53,7 +54,9 @@ var CountMetrics = map[string]bool{
 	"high_priority_bound": true,
 	"preempted_pods":      true,
 	"wasted_gpus":         true,
-	// The kwok gang case: none partly bound is the result wanted.
+	// The kwok gang cases: none partly bound is the result wanted; none
+	// bound (upstream's preempt_gang) is a result.
+	"groups_bound":   true,
 	"partial_groups": true,
 	// The kwok fragmentation cases: none left whole is a result.
 	"whole_free_nodes":       true,
