@@ -32,6 +32,11 @@
 #          scheduling.k8s.io/v1beta1 API, in the control plane and the
 #          scheduler; also measures creation of a group -> all its pods
 #          bound and counts the groups left partly bound
+#   preempt_gang  preempt with gangs: the same low-priority fill, then
+#          high-priority PodGroups with gang policy of 2 pods x 4 GPUs (25%
+#          of the GPUs) at once, waited for at most 60 s; on gang's cluster;
+#          counts the gangs bound whole and partly, the pods preempted and
+#          their GPUs no bound pod got
 #   noclaims  fill's pods without their claims, on the same cluster: what
 #          a plain pod costs the scheduler, beside a DRA pod
 #
@@ -154,15 +159,16 @@ for s in ${schedulers}; do
 	}
 done
 pqh_feature_gate=SchedulerPreQueueingHints=true
-# The gang case runs on a cluster of its own, whose control plane and
-# scheduler have the GenericWorkload feature gate (beta, off by default)
-# and serve scheduling.k8s.io/v1beta1 (PodGroup). Not on every cluster: with
-# the gate, kube-scheduler requeues all unschedulable pods whenever a pod
-# is added and its preemption evaluates victims another way, which would
-# change what the other cases measure.
-gang_case=gang
-gang_feature_gates=GenericWorkload=true
-gang_runtime_config=scheduling.k8s.io/v1beta1=true
+# The cases with PodGroups (gang, preempt_gang: `kwok cases
+# --generic-workload`, read once the program is built) run on a cluster of
+# their own, whose control plane and scheduler have the GenericWorkload
+# feature gate (beta, off by default) and serve scheduling.k8s.io/v1beta1
+# (PodGroup). Not on every cluster: with the gate, kube-scheduler requeues
+# all unschedulable pods whenever a pod is added and its preemption
+# evaluates victims another way, which would change what the other cases
+# measure.
+workload_feature_gates=GenericWorkload=true
+workload_runtime_config=scheduling.k8s.io/v1beta1=true
 # shellcheck source=hack/lib/processes.sh
 source hack/lib/processes.sh
 # shellcheck source=hack/lib/kwok.sh
@@ -241,10 +247,10 @@ run_scheduler() {
 	[[ -z "${gates}" ]] || cluster_args+=(--kube-feature-gates "${gates}")
 	[[ -z "${scheduler_gates}" ]] || scheduler_args+=(--feature-gates="${scheduler_gates}")
 	[[ -z "${runtime_config}" ]] || cluster_args+=(--kube-runtime-config "${runtime_config}")
-	# The run's name: its scheduler, size, and its cases where it is the
-	# gang case's own cluster.
+	# The run's name: its scheduler, size, and "workload" where it is the
+	# cluster of the cases with PodGroups.
 	name=${s}-${nodes}nodes
-	[[ "${run_cases}" != "${gang_case}" ]] || name=${name}-${gang_case}
+	[[ -z "${gates}" ]] || name=${name}-workload
 	cluster=$(cluster_name "${s}")
 	kubeconfig=${out}/${s}.kubeconfig
 	config=${out}/${s}-scheduler-config.yaml
@@ -297,6 +303,7 @@ at_exit on_exit
 
 build
 all_cases=$("${bench}" cases | paste -sd, -)
+workload_cases=$("${bench}" cases --generic-workload | paste -sd, -)
 log "${runs} run(s) per scheduler of ${plan[*]}; schedulers ${schedulers}; fill at most ${fill_pods} pods, churn ${churn_rate} pods/s for ${churn_duration}, fragmentation ${frag_steps} steps of pods living ${frag_lifetime} (seed ${frag_seed})"
 status=0
 for entry in "${plan[@]}"; do
@@ -308,12 +315,12 @@ for entry in "${plan[@]}"; do
 	}
 	[[ "${cases}" != all ]] || cases=${all_cases}
 	# The cases of upstream's and drasched's clusters without feature
-	# gates (all but gang), whether gang runs on its own, and those of
-	# drasched-bestfit: the fragmentation cases. The other cases measure
-	# speed, which the allocation policy is not about.
-	plain_cases=$(tr ',' '\n' <<<"${cases}" | grep -vxF "${gang_case}" | paste -sd, -) || true
-	run_gang=false
-	! grep -qxF "${gang_case}" < <(tr ',' '\n' <<<"${cases}") || run_gang=true
+	# gates, those of their clusters with GenericWorkload (gang,
+	# preempt_gang), and those of drasched-bestfit: the fragmentation
+	# cases. The other cases measure speed, which the allocation policy is
+	# not about.
+	plain_cases=$(tr ',' '\n' <<<"${cases}" | grep -vxF -f <(tr ',' '\n' <<<"${workload_cases}") | paste -sd, -) || true
+	gated_cases=$(tr ',' '\n' <<<"${cases}" | grep -xF -f <(tr ',' '\n' <<<"${workload_cases}") | paste -sd, -) || true
 	bestfit_cases=$(tr ',' '\n' <<<"${cases}" | grep -xE 'fragmentation|fragmentation_mig' | paste -sd, -) || true
 	for ((run = 1; run <= runs; run++)); do
 		order=(upstream drasched drasched-bestfit upstream+pqh drasched+pqh)
@@ -325,7 +332,7 @@ for entry in "${plan[@]}"; do
 				continue
 			fi
 			[[ -z "${plain_cases}" ]] || run_scheduler "${s}" "${nodes}" "${run}" "${plain_cases}" || status=1
-			! ${run_gang} || run_scheduler "${s}" "${nodes}" "${run}" "${gang_case}" "${gang_feature_gates}" "${gang_runtime_config}" || status=1
+			[[ -z "${gated_cases}" ]] || run_scheduler "${s}" "${nodes}" "${run}" "${gated_cases}" "${workload_feature_gates}" "${workload_runtime_config}" || status=1
 		done
 	done
 done
