@@ -90,12 +90,13 @@ func TestDeployManifestsDecode(t *testing.T) {
 	}
 	ds := loadManifests(t, "daemonset.yaml")[0].(*appsv1.DaemonSet)
 	c := ds.Spec.Template.Spec.Containers[0]
-	if c.Args[0] != "run" || len(c.VolumeMounts) != 3 {
+	if c.Args[0] != "run" || len(c.VolumeMounts) != 4 {
 		t.Errorf("DaemonSet container: args %v, %d mounts", c.Args, len(c.VolumeMounts))
 	}
 	for _, m := range c.VolumeMounts {
 		for _, v := range ds.Spec.Template.Spec.Volumes {
-			if v.Name == m.Name && v.HostPath.Path != m.MountPath {
+			// The host's /dev is only read, at --container-dev-root.
+			if v.Name == m.Name && v.Name != "dev" && v.HostPath.Path != m.MountPath {
 				t.Errorf("volume %s: host path %s mounted at %s; the kubelet needs the same path", v.Name, v.HostPath.Path, m.MountPath)
 			}
 		}
@@ -216,28 +217,35 @@ func TestDaemonSetLeastPrivilege(t *testing.T) {
 	}
 
 	// Every hostPath is one the plugin writes to by default, mounted
-	// read-write at the same path; nothing else of the host is mounted.
-	wantHostPaths := []string{
-		kubeletplugin.KubeletRegistryDir,
-		filepath.Join(kubeletplugin.KubeletPluginsDir, DefaultDriverName),
-		cdi.DefaultDir,
+	// read-write at the same path, except the host's /dev, which it only
+	// reads (read-only, at --container-dev-root); nothing else of the host
+	// is mounted.
+	registry, pluginData := kubeletplugin.KubeletRegistryDir, filepath.Join(kubeletplugin.KubeletPluginsDir, DefaultDriverName)
+	wantMounts := map[string]corev1.VolumeMount{
+		registry:       {MountPath: registry},
+		pluginData:     {MountPath: pluginData},
+		cdi.DefaultDir: {MountPath: cdi.DefaultDir},
+		"/dev":         {MountPath: "/host-dev-root/dev", ReadOnly: true, RecursiveReadOnly: ptr.To(corev1.RecursiveReadOnlyIfPossible)},
 	}
-	var hostPaths []string
+	gotMounts := map[string]corev1.VolumeMount{}
 	for _, v := range spec.Volumes {
 		if v.HostPath == nil {
 			continue
 		}
-		hostPaths = append(hostPaths, v.HostPath.Path)
 		for _, m := range c.VolumeMounts {
-			if m.Name == v.Name && (m.ReadOnly || m.MountPath != v.HostPath.Path) {
-				t.Errorf("volume %s: mounted at %s (read-only %v), want read-write at %s", v.Name, m.MountPath, m.ReadOnly, v.HostPath.Path)
+			if m.Name == v.Name {
+				m.Name = ""
+				gotMounts[v.HostPath.Path] = m
 			}
 		}
 	}
-	slices.Sort(hostPaths)
-	slices.Sort(wantHostPaths)
-	if diff := cmp.Diff(wantHostPaths, hostPaths); diff != "" {
-		t.Errorf("hostPath volumes (-plugin defaults +DaemonSet):\n%s", diff)
+	if diff := cmp.Diff(wantMounts, gotMounts); diff != "" {
+		t.Errorf("hostPath volumes by host path (-plugin defaults +DaemonSet):\n%s", diff)
+	}
+	for _, want := range []string{"--dev-root=/", "--container-dev-root=/host-dev-root"} {
+		if !slices.Contains(c.Args, want) {
+			t.Errorf("args %q lack %s", c.Args, want)
+		}
 	}
 	if probe := c.LivenessProbe; probe == nil || probe.HTTPGet == nil || probe.HTTPGet.Path != "/healthz" {
 		t.Errorf("liveness probe %+v, want GET /healthz", probe)
