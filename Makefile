@@ -123,7 +123,7 @@ commands: ## Build only the binaries under cmd/ into $(BIN_DIR).
 	done
 
 .PHONY: test
-test: ## Run all tests: unit, differential, integration, fault injection, race and upstream conformance.
+test: ## Run all tests: unit, differential, integration, fault injection, race, upstream conformance and the real node (needs root).
 	$(GO) test ./...
 	cd bench/cmd/report && $(GO) test ./...
 	$(MAKE) test-images
@@ -131,6 +131,7 @@ test: ## Run all tests: unit, differential, integration, fault injection, race a
 	$(MAKE) test-faults
 	$(MAKE) test-race
 	$(MAKE) conformance
+	$(MAKE) test-node
 
 .PHONY: test-images
 test-images: ## Test the image builder (hack/images) and that config/ deploys the images `make images` builds.
@@ -148,6 +149,14 @@ test-chart: ## Lint and render the Helm chart, and check that it renders what co
 	$(HELM_TOOL) template drasched $(CHART) --namespace drasched-system --kube-version $(CHART_KUBE_VERSION) \
 		--set namespace.create=true --set scheduler.featureGates.GenericWorkload=true --set gpuDriver.backend=sysfs >/dev/null
 	cd hack/helm && $(GO) test -count=1 ./...
+
+# The real node needs root: its kubelet, containerd and runc run on this
+# host (docs/real-node.md). hack/test-node.sh takes it down again and
+# checks that the host is as it was.
+.PHONY: test-node
+test-node: build-control-plane images ## Run GPU workloads as containers on a real node (kubelet, containerd, runc; the chart installs our images); needs root.
+	hack/build-node.sh
+	IMAGE_TARBALLS="$(foreach img,$(IMAGES),$(IMAGE_DIR)/$(img)-$(VERSION).tar)" hack/test-node.sh
 
 .PHONY: test-integration
 test-integration: ## Run the integration tests: in-process kube-apiserver, etcd, claim controller and scheduler.
