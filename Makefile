@@ -56,14 +56,18 @@ SOURCE_DATE := $(shell TZ=UTC0 git log -1 --date=format-local:%Y-%m-%dT%H:%M:%SZ
 
 # `make demo HELM=1`: the Helm chart's demo instead (hack/demo-helm.sh).
 HELM ?=
+# `make demo REAL_NODE=1` (root): a real node next to the kwok nodes, with a
+# GPU pod running as a container (hack/demo.sh, docs/real-node.md).
+REAL_NODE ?=
 DEMO_SCRIPT := $(if $(filter 1,$(HELM)),hack/demo-helm.sh,hack/demo.sh)
 DEMO_DIR := $(OUTPUT_DIR)/$(if $(filter 1,$(HELM)),demo-helm,demo)
 
 .PHONY: demo
-demo: build-control-plane ## Run the main job: local control plane, kwok GPU nodes, drasched scheduling GPU pods (KEEP=1 leaves it up; HELM=1: install the Helm chart and use it).
+demo: build-control-plane ## Run the main job: local control plane, kwok GPU nodes, drasched scheduling GPU pods (KEEP=1 leaves it up; HELM=1: install the Helm chart and use it; REAL_NODE=1: add a real node, as root).
 	@echo "==> drasched binaries in $(BIN_DIR) (a few minutes when the Go build cache is cold)"
 	@$(MAKE) --no-print-directory commands BUILD_DATE=$(or $(SOURCE_DATE),$(BUILD_DATE))
-	BIN_DIR=$(BIN_DIR) CLUSTER_BIN_DIR=$(CLUSTER_BIN_DIR) DEMO_DIR=$(DEMO_DIR) $(DEMO_SCRIPT)
+	$(if $(filter 1,$(REAL_NODE)),hack/build-node.sh)
+	BIN_DIR=$(BIN_DIR) CLUSTER_BIN_DIR=$(CLUSTER_BIN_DIR) DEMO_DIR=$(DEMO_DIR) REAL_NODE=$(REAL_NODE) $(DEMO_SCRIPT)
 
 # Images: static binaries (CGO_ENABLED=0) on an empty base, built by
 # hack/images (go-containerregistry, pinned in hack/images/go.mod) without a

@@ -28,6 +28,11 @@ NODE_HOSTNAME=${NODE_HOSTNAME:-drasched-node}
 NODE_LOG_DIR=${NODE_LOG_DIR:-${root}/_output/node/logs}
 NODE_BIN=${NODE_BIN_DIR:-${root}/_output/node/bin}
 NODE_CLUSTER_BIN=${CLUSTER_BIN_DIR:-${root}/_output/cluster/bin}
+# kube-proxy routes the kubernetes Service for pods (the chart's); 0 leaves
+# it out (the demo's pods do not talk to the API server).
+NODE_PROXY=${NODE_PROXY:-1}
+# Taints the kubelet registers the node with (--register-with-taints).
+NODE_TAINTS=${NODE_TAINTS:-}
 # Where node_snapshot writes what node_check_clean compares with.
 NODE_SNAPSHOT=${NODE_SNAPSHOT:-${root}/_output/node/host-before.txt}
 # Ports: away from the defaults, so that the node does not meet another
@@ -513,7 +518,7 @@ node_kubelet_start() {
     --kubeconfig "${NODE_ROOT}/kubelet.kubeconfig" --root-dir "${NODE_ROOT}/kubelet" \
     --cert-dir "${NODE_ROOT}/kubelet/pki" \
     --hostname-override "${NODE_HOSTNAME}" --node-ip "$(node_ip)" \
-    --node-labels nvidia.com/gpu.present=true --v=2
+    --node-labels nvidia.com/gpu.present=true ${NODE_TAINTS:+--register-with-taints "${NODE_TAINTS}"} --v=2
 }
 
 node_ready() {
@@ -561,13 +566,13 @@ node_up() {
     [[ -e "${i}cgroup.procs" && "${i}" != */unified/ ]] && mkdir -p "${i}${node_cgroup}"
   done
   node_kubelet_config
-  node_log "kubelet, kube-proxy $("${NODE_BIN}/kubelet" --version | awk '{print $2}') (node ${NODE_HOSTNAME}, $(node_ip))"
+  node_log "kubelet$([[ "${NODE_PROXY}" != 1 ]] || echo ", kube-proxy") $("${NODE_BIN}/kubelet" --version | awk '{print $2}') (node ${NODE_HOSTNAME}, $(node_ip))"
   node_kubelet_start
-  node_proxy_up
+  [[ "${NODE_PROXY}" != 1 ]] || node_proxy_up
   node_wait "node ${NODE_HOSTNAME} Ready" 120 node_ready || return
   # kube-proxy has written the rules of the kubernetes Service when its
   # ClusterIP answers.
-  node_wait "the kubernetes Service through kube-proxy" 60 \
+  [[ "${NODE_PROXY}" != 1 ]] || node_wait "the kubernetes Service through kube-proxy" 60 \
     curl -sk --max-time 2 "https://${node_service_ip}:443/readyz"
 }
 
@@ -576,7 +581,8 @@ node_up() {
 # and waits until no container runs.
 node_drain() {
   local i
-  [[ -n "$(node_pid kube-apiserver)" && -n "$(node_pid kubelet)" && -n "$(node_pid containerd)" ]] || return 0
+  [[ -n "$(node_pid kubelet)" && -n "$(node_pid containerd)" ]] || return 0
+  node_kubectl get --raw /readyz >/dev/null 2>&1 || return 0
   node_kubectl delete daemonsets,deployments,replicasets,statefulsets,jobs --all -A --wait=false >/dev/null 2>&1 || true
   node_kubectl delete pods --all -A --grace-period=1 --wait=false >/dev/null 2>&1 || true
   for ((i = 0; i < 120; i++)); do
