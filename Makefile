@@ -56,14 +56,18 @@ SOURCE_DATE := $(shell TZ=UTC0 git log -1 --date=format-local:%Y-%m-%dT%H:%M:%SZ
 
 # `make demo HELM=1`: the Helm chart's demo instead (hack/demo-helm.sh).
 HELM ?=
+# `make demo REAL_NODE=1` (root): a real node next to the kwok nodes, with a
+# GPU pod running as a container (hack/demo.sh, docs/real-node.md).
+REAL_NODE ?=
 DEMO_SCRIPT := $(if $(filter 1,$(HELM)),hack/demo-helm.sh,hack/demo.sh)
 DEMO_DIR := $(OUTPUT_DIR)/$(if $(filter 1,$(HELM)),demo-helm,demo)
 
 .PHONY: demo
-demo: build-control-plane ## Run the main job: local control plane, kwok GPU nodes, drasched scheduling GPU pods (KEEP=1 leaves it up; HELM=1: install the Helm chart and use it).
+demo: build-control-plane ## Run the main job: local control plane, kwok GPU nodes, drasched scheduling GPU pods (KEEP=1 leaves it up; HELM=1: install the Helm chart and use it; REAL_NODE=1: add a real node, as root).
 	@echo "==> drasched binaries in $(BIN_DIR) (a few minutes when the Go build cache is cold)"
 	@$(MAKE) --no-print-directory commands BUILD_DATE=$(or $(SOURCE_DATE),$(BUILD_DATE))
-	BIN_DIR=$(BIN_DIR) CLUSTER_BIN_DIR=$(CLUSTER_BIN_DIR) DEMO_DIR=$(DEMO_DIR) $(DEMO_SCRIPT)
+	$(if $(filter 1,$(REAL_NODE)),hack/build-node.sh)
+	BIN_DIR=$(BIN_DIR) CLUSTER_BIN_DIR=$(CLUSTER_BIN_DIR) DEMO_DIR=$(DEMO_DIR) REAL_NODE=$(REAL_NODE) $(DEMO_SCRIPT)
 
 # Images: static binaries (CGO_ENABLED=0) on an empty base, built by
 # hack/images (go-containerregistry, pinned in hack/images/go.mod) without a
@@ -123,7 +127,7 @@ commands: ## Build only the binaries under cmd/ into $(BIN_DIR).
 	done
 
 .PHONY: test
-test: ## Run all tests: unit, differential, integration, fault injection, race and upstream conformance.
+test: ## Run all tests: unit, differential, integration, fault injection, race, upstream conformance and the real node (needs root).
 	$(GO) test ./...
 	cd bench/cmd/report && $(GO) test ./...
 	$(MAKE) test-images
@@ -131,6 +135,7 @@ test: ## Run all tests: unit, differential, integration, fault injection, race a
 	$(MAKE) test-faults
 	$(MAKE) test-race
 	$(MAKE) conformance
+	$(MAKE) test-node
 
 .PHONY: test-images
 test-images: ## Test the image builder (hack/images) and that config/ deploys the images `make images` builds.
@@ -148,6 +153,14 @@ test-chart: ## Lint and render the Helm chart, and check that it renders what co
 	$(HELM_TOOL) template drasched $(CHART) --namespace drasched-system --kube-version $(CHART_KUBE_VERSION) \
 		--set namespace.create=true --set scheduler.featureGates.GenericWorkload=true --set gpuDriver.backend=sysfs >/dev/null
 	cd hack/helm && $(GO) test -count=1 ./...
+
+# The real node needs root: its kubelet, containerd and runc run on this
+# host (docs/real-node.md). hack/test-node.sh takes it down again and
+# checks that the host is as it was.
+.PHONY: test-node
+test-node: build-control-plane images ## Run GPU workloads as containers on a real node (kubelet, containerd, runc; the chart installs our images); needs root.
+	hack/build-node.sh
+	IMAGE_TARBALLS="$(foreach img,$(IMAGES),$(IMAGE_DIR)/$(img)-$(VERSION).tar)" hack/test-node.sh
 
 .PHONY: test-integration
 test-integration: ## Run the integration tests: in-process kube-apiserver, etcd, claim controller and scheduler.

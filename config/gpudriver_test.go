@@ -75,34 +75,40 @@ func TestGPUDriverLeastPrivilege(t *testing.T) {
 	}
 
 	// Every hostPath is one the plugin writes to by default, mounted
-	// read-write at the same path; nothing else of the host is mounted.
-	wantHostPaths := []string{
-		kubeletplugin.KubeletRegistryDir,
-		filepath.Join(kubeletplugin.KubeletPluginsDir, gpu.DefaultDriverName),
-		cdi.DefaultDir,
+	// read-write at the same path, except the host's /dev, which it only
+	// reads (read-only, at --container-dev-root); nothing else of the host
+	// is mounted.
+	registry, pluginData := kubeletplugin.KubeletRegistryDir, filepath.Join(kubeletplugin.KubeletPluginsDir, gpu.DefaultDriverName)
+	wantMounts := map[string]corev1.VolumeMount{
+		registry:       {MountPath: registry},
+		pluginData:     {MountPath: pluginData},
+		cdi.DefaultDir: {MountPath: cdi.DefaultDir},
+		"/dev":         {MountPath: "/host-dev-root/dev", ReadOnly: true, RecursiveReadOnly: ptr.To(corev1.RecursiveReadOnlyIfPossible)},
 	}
-	var hostPaths []string
+	gotMounts := map[string]corev1.VolumeMount{}
 	for _, v := range spec.Volumes {
 		if v.HostPath == nil {
 			continue
 		}
-		hostPaths = append(hostPaths, v.HostPath.Path)
 		mounted := false
 		for _, m := range c.VolumeMounts {
-			if m.Name != v.Name {
-				continue
-			}
-			mounted = true
-			if m.ReadOnly || m.MountPath != v.HostPath.Path {
-				t.Errorf("volume %s: mounted at %s (read-only %v), want read-write at %s", v.Name, m.MountPath, m.ReadOnly, v.HostPath.Path)
+			if m.Name == v.Name {
+				mounted = true
+				m.Name = ""
+				gotMounts[v.HostPath.Path] = m
 			}
 		}
 		if !mounted {
 			t.Errorf("volume %s is not mounted", v.Name)
 		}
 	}
-	if diff := cmp.Diff(wantHostPaths, hostPaths, sortStrings); diff != "" {
-		t.Errorf("hostPath volumes (-plugin defaults +DaemonSet):\n%s", diff)
+	if diff := cmp.Diff(wantMounts, gotMounts); diff != "" {
+		t.Errorf("hostPath volumes by host path (-plugin defaults +DaemonSet):\n%s", diff)
+	}
+	for _, want := range []string{"--dev-root=/", "--container-dev-root=/host-dev-root"} {
+		if !slices.Contains(c.Args, want) {
+			t.Errorf("args %q lack %s", c.Args, want)
+		}
 	}
 	if probe := c.LivenessProbe; probe == nil || probe.HTTPGet == nil || probe.HTTPGet.Path != "/healthz" {
 		t.Errorf("liveness probe %+v, want GET /healthz", probe)

@@ -44,7 +44,6 @@ if [[ ! "${kube_version}" =~ ^v1\.([0-9]+)\.[0-9]+$ ]]; then
   echo "unexpected k8s.io/kubernetes version in go.mod: ${kube_version}" >&2
   exit 1
 fi
-kube_minor=${BASH_REMATCH[1]}
 # The release's commit time, as the module proxy records it: a reproducible
 # build date.
 kube_build_date=$(go list -m -f '{{.Time.UTC.Format "2006-01-02T15:04:05Z"}}' k8s.io/kubernetes)
@@ -52,67 +51,10 @@ kube_build_date=$(go list -m -f '{{.Time.UTC.Format "2006-01-02T15:04:05Z"}}' k8
 mkdir -p "${bin_dir}"
 bin_dir=$(cd "${bin_dir}" && pwd)
 
-# step NAME COMMAND...: runs a long command and says every 30 seconds that it
-# is still running, so that a cold build (minutes) does not look hung. The
-# command runs where errexit does not apply: chain multi-command steps with &&.
-step() {
-  local name=$1
-  shift
-  local start=${SECONDS}
-  echo "    building ${name} ..."
-  (
-    while sleep 30; do
-      echo "    ... ${name}: $((SECONDS - start))s"
-    done
-  ) &
-  local ticker=$!
-  local rc=0
-  "$@" || rc=$?
-  kill "${ticker}" 2>/dev/null || true
-  wait "${ticker}" 2>/dev/null || true
-  if ((rc != 0)); then
-    echo "    ${name} failed (exit ${rc})" >&2
-    return "${rc}"
-  fi
-  echo "    ${name}: done in $((SECONDS - start))s"
-}
-
-# up_to_date GROUP KEY BINARIES...: true when the group's stamp holds KEY and
-# every binary exists.
-up_to_date() {
-  local group=$1 key=$2
-  shift 2
-  if ${force}; then
-    return 1
-  fi
-  [[ -f "${bin_dir}/.stamp-${group}" && "$(<"${bin_dir}/.stamp-${group}")" == "${key}" ]] || return 1
-  local b
-  for b in "$@"; do
-    [[ -x "${bin_dir}/${b}" ]] || return 1
-  done
-}
-
-stamp() {
-  printf '%s\n' "$2" >"${bin_dir}/.stamp-$1"
-}
-
-# quiet LOG COMMAND...: runs a chatty command (go get lists every module it
-# adds), showing its output only when it fails.
-quiet() {
-  local log=$1
-  shift
-  "$@" >"${log}" 2>&1 || {
-    cat "${log}" >&2
-    return 1
-  }
-}
-
-# throwaway_module DIR: an empty module to `go get -tool` a pinned command
-# into, so that it builds with its own release's dependencies (`go install
-# pkg@version` refuses modules with replace directives, such as etcd's).
-throwaway_module() {
-  rm -rf "$1" && mkdir -p "$1" && (cd "$1" && go mod init drasched.local/build >/dev/null 2>&1)
-}
+# step, up_to_date, stamp, quiet, throwaway_module, kube_ldflags; they use
+# bin_dir and force.
+# shellcheck source=hack/lib/build.sh
+source hack/lib/build.sh
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/drasched-build.XXXXXX")
 at_exit rm -rf "${work}"
@@ -139,18 +81,9 @@ key="k8s.io/kubernetes=${kube_version} ${go_version} ${platform} $(go list -m -f
 if up_to_date kube "${key}" "${kube_binaries[@]}"; then
   echo "    kubernetes ${kube_version}: up to date"
 else
-  kube_ldflags=(-s -w)
-  for pkg in k8s.io/client-go/pkg/version k8s.io/component-base/version; do
-    kube_ldflags+=(
-      -X "${pkg}.gitVersion=${kube_version}"
-      -X "${pkg}.gitMajor=1"
-      -X "${pkg}.gitMinor=${kube_minor}"
-      -X "${pkg}.gitTreeState=clean"
-      -X "${pkg}.buildDate=${kube_build_date}"
-    )
-  done
+  ldflags=$(kube_ldflags "${kube_version}")
   for b in "${kube_binaries[@]}"; do
-    step "${b} ${kube_version}" go build -ldflags "${kube_ldflags[*]}" -o "${bin_dir}/${b}" "k8s.io/kubernetes/cmd/${b}"
+    step "${b} ${kube_version}" go build -ldflags "${ldflags}" -o "${bin_dir}/${b}" "k8s.io/kubernetes/cmd/${b}"
   done
   stamp kube "${key}"
 fi

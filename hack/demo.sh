@@ -8,6 +8,10 @@
 #   up    (default) run the demo, then tear the cluster down; KEEP=1 leaves
 #         it up and prints how to use it
 #   down  tear down what KEEP=1 left
+#   REAL_NODE=1 (root) adds a real node next to the kwok nodes: containerd,
+#         kubelet and runc of hack/lib/node.sh (hack/build-node.sh builds
+#         them), its GPUs simulated as in make test-node, and shows a GPU
+#         pod's container printing the devices it sees (docs/real-node.md).
 #
 # Needs the binaries of `make build` (BIN_DIR, default _output/bin) and of
 # hack/build-control-plane.sh (CLUSTER_BIN_DIR, default _output/cluster/bin);
@@ -18,6 +22,7 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib/init.sh"
 
 KEEP=${KEEP:-0}
+REAL_NODE=${REAL_NODE:-0}
 cluster=${DEMO_CLUSTER:-drasched-demo}
 bin_dir=$(abs "${BIN_DIR:-_output/bin}")
 cluster_bin=$(abs "${CLUSTER_BIN_DIR:-_output/cluster/bin}")
@@ -77,9 +82,28 @@ source hack/lib/processes.sh
 # shellcheck source=hack/lib/kwok.sh
 source hack/lib/kwok.sh
 
+# The real node (REAL_NODE=1): hack/lib/node.sh with its state and logs
+# beside the demo's. Its pods are only those that tolerate its taint.
+NODE_LOG_DIR=${log_dir}/node
+NODE_SNAPSHOT=${demo_dir}/node-host-before.txt
+NODE_PROXY=0
+NODE_TAINTS=drasched.dev/real-node=true:NoSchedule
+# shellcheck source=hack/lib/node.sh
+source hack/lib/node.sh
+real_node_inventory=test/node/testdata/inventory.yaml
+if [[ "${REAL_NODE}" == 1 ]]; then
+  binaries[gpu-kubelet-plugin-real]=${bin_dir}/gpu-kubelet-plugin
+fi
+
 
 teardown() {
   local name
+  # The real node first: its pods are drained through the API server.
+  if [[ -d "${NODE_RUN}/pids" && -f "${NODE_SNAPSHOT}" ]]; then
+    node_down
+    node_check_clean
+    rm -f "${NODE_SNAPSHOT}"
+  fi
   for name in "${!binaries[@]}"; do
     stop_process "${name}" "${binaries[${name}]}"
   done
@@ -166,8 +190,27 @@ up() {
   go build -o "${demo}" ./hack/demo
 
   step "creating kwok cluster ${cluster} (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok from ${cluster_bin#"${root}"/})"
+  local real_node_args=()
+  if [[ "${REAL_NODE}" == 1 ]]; then
+    # kwok manages only its own nodes; the API server reaches the real
+    # kubelet (kubectl logs) by its address, with kwokctl's client
+    # certificate, which the kubelet trusts (the same CA).
+    # The first --extra-args of each component come first, in this order:
+    # kwokctl v0.8.0 files later ones under the position of the component's
+    # first flag among all --extra-args, not among the components, and
+    # panics (index out of range) otherwise.
+    local pki=${KWOK_WORKDIR}/clusters/${cluster}/pki
+    real_node_args=(
+      --extra-args "kwok-controller=manage-all-nodes=false"
+      --extra-args "kube-apiserver=kubelet-preferred-address-types=InternalIP,Hostname"
+      --extra-args "kwok-controller=manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake"
+      --extra-args "kube-apiserver=kubelet-client-certificate=${pki}/admin.crt"
+      --extra-args "kube-apiserver=kubelet-client-key=${pki}/admin.key"
+    )
+  fi
   kwokctl create cluster --name "${cluster}" --runtime binary --kubeconfig "" --wait 2m \
     --kube-feature-gates "${feature_gates}" --kube-runtime-config "${runtime_config}" \
+    "${real_node_args[@]}" \
     --etcd-binary "${cluster_bin}/etcd" \
     --kube-apiserver-binary "${cluster_bin}/kube-apiserver" \
     --kube-controller-manager-binary "${cluster_bin}/kube-controller-manager" \
@@ -200,6 +243,10 @@ up() {
     --plugin-data-dir "${plugin_dir}/plugin" --registrar-dir "${plugin_dir}/registry" \
     --cdi-dir "${plugin_dir}/cdi" --boot-id-file "${plugin_dir}/boot_id" \
     --metrics-bind-address "" -v=2
+
+  if [[ "${REAL_NODE}" == 1 ]]; then
+    real_node_up
+  fi
 
   step "waiting for the nodes: Ready, not-ready taints gone, ResourceSlices published"
   local names=("${plugin_node}")
@@ -248,7 +295,64 @@ up() {
   run_watching "${demo}" report --kubeconfig "${kubeconfig}" --selector gang \
     --expect-unschedulable-group "${gang_unschedulable}" --timeout 1m
   kubectl get podgroups
+  if [[ "${REAL_NODE}" == 1 ]]; then
+    real_node_workload
+  fi
   echo "Demo done in $((SECONDS - start))s."
+}
+
+# real_node_up adds the real node ${NODE_HOSTNAME} to the kwok cluster:
+# containerd, the kubelet (with kwokctl's CA and an admin kubeconfig) and
+# a gpu-kubelet-plugin process for it, its GPUs simulated by character
+# devices under the node's device root.
+real_node_up() {
+  step "adding a real node: containerd, kubelet and runc (hack/lib/node.sh), GPUs of ${real_node_inventory} as device nodes under ${NODE_ROOT}/devroot"
+  node_require
+  node_install_packages
+  node_check_ports
+  node_snapshot
+  mkdir -p "${NODE_ROOT}/pki" "${NODE_RUN}" "${NODE_ROOT}/inventory" "${NODE_ROOT}/devroot/dev"
+  cp "${KWOK_WORKDIR}/clusters/${cluster}/pki/ca.crt" "${NODE_ROOT}/pki/ca.crt"
+  cp "${kubeconfig}" "${NODE_ROOT}/admin.kubeconfig"
+  cp "${kubeconfig}" "${NODE_ROOT}/kubelet.kubeconfig"
+  cp "${real_node_inventory}" "${NODE_ROOT}/inventory/gpus.yaml"
+  local i gpus
+  gpus=$(grep -c '^- index:' "${real_node_inventory}")
+  for ((i = 0; i < gpus; i++)); do
+    mknod -m 666 "${NODE_ROOT}/devroot/dev/nvidia${i}" c 195 "${i}"
+  done
+  mknod -m 666 "${NODE_ROOT}/devroot/dev/nvidiactl" c 195 255
+  mknod -m 666 "${NODE_ROOT}/devroot/dev/nvidia-uvm" c 120 0
+  mknod -m 666 "${NODE_ROOT}/devroot/dev/nvidia-uvm-tools" c 120 1
+  # shellcheck disable=SC2119 # no images besides the node's own
+  node_up
+  start_process gpu-kubelet-plugin-real "${binaries[gpu-kubelet-plugin-real]}" run \
+    --kubeconfig "${kubeconfig}" --node-name "${NODE_HOSTNAME}" \
+    --backend inventory --inventory "${NODE_ROOT}/inventory/gpus.yaml" \
+    --registrar-dir "${NODE_ROOT}/kubelet/plugins_registry" \
+    --plugin-data-dir "${NODE_ROOT}/kubelet/plugins/gpu.drasched.dev" \
+    --cdi-dir "${NODE_ROOT}/cdi" --dev-root "${NODE_ROOT}/devroot" \
+    --metrics-bind-address "" -v=2
+  # Not wait-nodes: the node keeps its taint.
+  node_wait "the ResourceSlices of ${NODE_HOSTNAME}" 120 real_node_published
+  kubectl get nodes -o wide
+}
+
+real_node_published() {
+  [[ -n "$(kubectl get resourceslices --field-selector "spec.nodeName=${NODE_HOSTNAME}" -o name)" ]]
+}
+
+# real_node_workload runs hack/demo/real-node.yaml: drasched allocates a GPU
+# on the real node, the kubelet has the plugin prepare it, containerd
+# injects it (CDI), and the container prints what it sees.
+real_node_workload() {
+  step "real node: a GPU pod runs as a container on ${NODE_HOSTNAME} and prints its devices (hack/demo/real-node.yaml)"
+  kubectl apply -f hack/demo/real-node.yaml
+  kubectl wait --for=condition=Ready pod/real-gpu --timeout=2m
+  kubectl get resourceclaims -o custom-columns=CLAIM:.metadata.name,DEVICE:.status.allocation.devices.results[*].device,NODE:.status.allocation.nodeSelector.nodeSelectorTerms[0].matchFields[0].values[0] |
+    grep -E "^CLAIM|real-gpu"
+  echo "--- kubectl logs real-gpu (its NVIDIA devices and NVIDIA_VISIBLE_DEVICES):"
+  kubectl logs real-gpu | grep -E '^(dev /dev/nvidia|env NVIDIA_VISIBLE_DEVICES)'
 }
 
 case "${1:-up}" in

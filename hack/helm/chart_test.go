@@ -24,6 +24,7 @@ import (
 	"helm.sh/helm/v3/pkg/action"
 	"helm.sh/helm/v3/pkg/chart/loader"
 	"helm.sh/helm/v3/pkg/chartutil"
+	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/yaml"
 
@@ -318,6 +319,104 @@ dashboards:
 	objects(t, "chart", []byte(manifest), map[string]map[string]any{})
 }
 
+// TestChartNodeLayout checks the values for nodes laid out otherwise than
+// the defaults assume (make test-node's node is one): the kubelet's root
+// directory, the CDI directory and the device root reach both the
+// plugin's flags and its hostPath volumes, and an inventory file is passed
+// and mounted read-only.
+func TestChartNodeLayout(t *testing.T) {
+	values := map[string]any{}
+	if err := yaml.Unmarshal([]byte(`
+gpuDriver:
+  backend: inventory
+  inventoryFile: /srv/node/inventory/gpus.yaml
+  kubeletDir: /srv/node/kubelet/
+  cdiDir: /srv/node/cdi
+  devRoot: /srv/node/devroot
+  runtimeClassName: ""
+`), &values); err != nil {
+		t.Fatal(err)
+	}
+	manifest, err := render(t, values)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ds *appsv1.DaemonSet
+	for _, obj := range decodeAll(t, []byte(manifest)) {
+		if d, ok := obj.(*appsv1.DaemonSet); ok {
+			ds = d
+		}
+	}
+	if ds == nil {
+		t.Fatal("no DaemonSet rendered")
+	}
+	spec := ds.Spec.Template.Spec
+	if spec.RuntimeClassName != nil {
+		t.Errorf("runtimeClassName %q, want none", *spec.RuntimeClassName)
+	}
+	c := spec.Containers[0]
+	wantArgs := []string{
+		"run", "--backend=inventory", "--inventory=/srv/node/inventory/gpus.yaml", "--v=2",
+		"--registrar-dir=/srv/node/kubelet/plugins_registry",
+		"--plugin-data-dir=/srv/node/kubelet/plugins/gpu.drasched.dev",
+		"--cdi-dir=/srv/node/cdi",
+		"--dev-root=/srv/node/devroot",
+		"--container-dev-root=/host-dev-root",
+	}
+	if diff := cmp.Diff(wantArgs, c.Args); diff != "" {
+		t.Errorf("args (-want +got):\n%s", diff)
+	}
+	type mount struct {
+		HostPath, MountPath string
+		ReadOnly            bool
+	}
+	want := map[string]mount{
+		"plugins-registry": {"/srv/node/kubelet/plugins_registry", "/srv/node/kubelet/plugins_registry", false},
+		"plugin-data":      {"/srv/node/kubelet/plugins/gpu.drasched.dev", "/srv/node/kubelet/plugins/gpu.drasched.dev", false},
+		"cdi":              {"/srv/node/cdi", "/srv/node/cdi", false},
+		"dev":              {"/srv/node/devroot/dev", "/host-dev-root/dev", true},
+		"inventory":        {"/srv/node/inventory", "/srv/node/inventory", true},
+	}
+	got := map[string]mount{}
+	for _, v := range spec.Volumes {
+		for _, m := range c.VolumeMounts {
+			if m.Name == v.Name && v.HostPath != nil {
+				got[v.Name] = mount{v.HostPath.Path, m.MountPath, m.ReadOnly}
+			}
+		}
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("hostPath volumes (-want +got):\n%s", diff)
+	}
+}
+
+// decodeAll decodes the objects of a multi-document YAML stream.
+func decodeAll(t *testing.T, data []byte) []runtime.Object {
+	t.Helper()
+	var objs []runtime.Object
+	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
+	for {
+		doc, err := r.Read()
+		if errors.Is(err, io.EOF) {
+			return objs
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(bytes.TrimSpace(doc)) == 0 {
+			continue
+		}
+		obj, _, err := strict.Decode(doc, nil, nil)
+		if err != nil {
+			if runtime.IsMissingKind(err) {
+				continue // a document with comments only
+			}
+			t.Fatalf("%v\n%s", err, doc)
+		}
+		objs = append(objs, obj)
+	}
+}
+
 // TestChartRefuses checks the values the chart refuses to render: by its
 // templates (fail) or by values.schema.json.
 func TestChartRefuses(t *testing.T) {
@@ -341,6 +440,22 @@ func TestChartRefuses(t *testing.T) {
 		"replicas not a number": {
 			values: map[string]any{"scheduler": map[string]any{"replicas": "two"}},
 			want:   "/scheduler/replicas",
+		},
+		"inventory backend without a file": {
+			values: map[string]any{"gpuDriver": map[string]any{"backend": "inventory"}},
+			want:   "gpuDriver.backend=inventory needs gpuDriver.inventoryFile",
+		},
+		"inventory file with another backend": {
+			values: map[string]any{"gpuDriver": map[string]any{"inventoryFile": "/etc/gpus.yaml"}},
+			want:   "gpuDriver.inventoryFile is only used with gpuDriver.backend=inventory",
+		},
+		"relative kubelet directory": {
+			values: map[string]any{"gpuDriver": map[string]any{"kubeletDir": "var/lib/kubelet"}},
+			want:   "/gpuDriver/kubeletDir",
+		},
+		"relative device root": {
+			values: map[string]any{"gpuDriver": map[string]any{"devRoot": "run/nvidia/driver"}},
+			want:   "/gpuDriver/devRoot",
 		},
 		"unknown backend": {
 			values: map[string]any{"gpuDriver": map[string]any{"backend": "nvml"}},

@@ -64,6 +64,10 @@ type Config struct {
 	StateDir string
 	// CDIDir receives the claims' CDI specs; default /var/run/cdi.
 	CDIDir string
+	// DevRoot is the host directory whose dev/ holds the GPUs' device
+	// nodes, and ContainerDevRoot where this process sees it; see
+	// cdi.Options. Default "/" for both.
+	DevRoot, ContainerDevRoot string
 	// BootIDPath is read to notice reboots; default
 	// /proc/sys/kernel/random/boot_id.
 	BootIDPath string
@@ -206,7 +210,7 @@ func New(ctx context.Context, cfg Config) (*Driver, error) {
 	if err != nil {
 		return nil, err
 	}
-	writer, err := cdi.NewWriter(cfg.CDIDir, cfg.DriverName)
+	writer, err := cdi.NewWriter(cfg.CDIDir, cfg.DriverName, cdi.Options{DevRoot: cfg.DevRoot, ContainerDevRoot: cfg.ContainerDevRoot})
 	if err != nil {
 		return nil, err
 	}

@@ -89,6 +89,15 @@ func setupDirs(t *testing.T, inventory string) (string, Config) {
 		t.Fatal(err)
 	}
 	writeFile(t, invPath, data)
+	// The device nodes the CDI specs name must exist; plain files under a
+	// directory that stands for the host's / do.
+	nodes := []string{"nvidiactl", "nvidia-uvm", "nvidia-uvm-tools"}
+	for minor := range 16 {
+		nodes = append(nodes, fmt.Sprintf("nvidia%d", minor))
+	}
+	for _, n := range nodes {
+		writeFile(t, filepath.Join(dir, "host", "dev", n), nil)
+	}
 	return dir, Config{
 		DriverName:         DefaultDriverName,
 		NodeName:           testNode,
@@ -97,6 +106,8 @@ func setupDirs(t *testing.T, inventory string) (string, Config) {
 		RegistrarDir:       filepath.Join(dir, "reg"),
 		StateDir:           filepath.Join(dir, "state"),
 		CDIDir:             filepath.Join(dir, "cdi"),
+		DevRoot:            "/",
+		ContainerDevRoot:   filepath.Join(dir, "host"),
 		BootIDPath:         bootID,
 		RescanInterval:     time.Hour, // changes must arrive through fsnotify
 		HealthCheckTimeout: 3 * time.Second,
@@ -106,6 +117,9 @@ func setupDirs(t *testing.T, inventory string) (string, Config) {
 // writeFile replaces a file atomically, as editors and kubectl do.
 func writeFile(t *testing.T, path string, data []byte) {
 	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	tmp := path + ".tmp"
 	if err := os.WriteFile(tmp, data, 0o644); err != nil {
 		t.Fatal(err)

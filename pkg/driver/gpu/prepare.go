@@ -129,7 +129,7 @@ func (d *Driver) prepareClaim(ctx context.Context, cp *checkpoint.Checkpoint, in
 		delete(cp.Claims, uid)
 		return nil, err
 	}
-	cdiID, err := d.cdi.Write(edits)
+	cdiID, err := d.cdi.Write(ctx, edits)
 	if err == nil {
 		for i := range entry.Devices {
 			entry.Devices[i].CDIDeviceIDs = []string{cdiID}

@@ -336,6 +336,7 @@ func TestCommandErrors(t *testing.T) {
 		"run without node name":        {args: []string{"run", "--node-name="}, wantErr: "--node-name (or $NODE_NAME) is required"},
 		"run with a tiny rescan":       {args: []string{"run", "--node-name=n", "--rescan-interval=10ms"}, wantErr: "--rescan-interval must be at least 1s"},
 		"run without grace period":     {args: []string{"run", "--node-name=n", "--discovery-grace-period=0s"}, wantErr: "--discovery-grace-period must be positive"},
+		"run with a relative dev root": {args: []string{"run", "--node-name=n", "--dev-root=run/nvidia/driver"}, wantErr: `--dev-root="run/nvidia/driver": want an absolute path`},
 		"bad logging flag":             {args: []string{"discover", "--node-name=n", "--logging-format=xml"}, wantErr: "format"},
 	}
 	for name, tc := range tests {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -115,6 +116,8 @@ type pluginOptions struct {
 	registrarDir       string
 	stateDir           string
 	cdiDir             string
+	devRoot            string
+	containerDevRoot   string
 	bootIDFile         string
 	rescanInterval     time.Duration
 	healthCheckTimeout time.Duration
@@ -129,6 +132,7 @@ func newPluginOptions() *pluginOptions {
 		kubeAPIBurst:       10,
 		registrarDir:       kubeletplugin.KubeletRegistryDir,
 		cdiDir:             cdi.DefaultDir,
+		devRoot:            "/",
 		bootIDFile:         checkpoint.DefaultBootIDPath,
 		rescanInterval:     gpu.DefaultRescanInterval,
 		healthCheckTimeout: gpu.DefaultHealthCheckTimeout,
@@ -146,6 +150,8 @@ func (o *pluginOptions) addFlags(plugin, kube, metrics *pflag.FlagSet) {
 	plugin.StringVar(&o.registrarDir, "registrar-dir", o.registrarDir, "The kubelet's plugin registration directory.")
 	plugin.StringVar(&o.stateDir, "state-dir", o.stateDir, "Directory of the checkpoint and lock file; default the plugin data directory. Must survive pod restarts.")
 	plugin.StringVar(&o.cdiDir, "cdi-dir", o.cdiDir, "Directory for the claims' CDI specs, read by the container runtime.")
+	plugin.StringVar(&o.devRoot, "dev-root", o.devRoot, "Host directory whose dev/ holds the GPUs' device nodes: / with the NVIDIA driver on the host, the driver container's root with NVIDIA's GPU operator (/run/nvidia/driver). CDI specs give containers <dev-root>/dev/nvidia0 as /dev/nvidia0.")
+	plugin.StringVar(&o.containerDevRoot, "container-dev-root", o.containerDevRoot, "Where this process sees --dev-root, to check that the device nodes a CDI spec names exist; default --dev-root. The DaemonSet mounts the host's <dev-root>/dev read-only at /host-dev-root/dev.")
 	plugin.StringVar(&o.bootIDFile, "boot-id-file", o.bootIDFile, "File with the ID of the current boot; prepared claims do not survive a reboot.")
 	plugin.DurationVar(&o.rescanInterval, "rescan-interval", o.rescanInterval, "How often devices are discovered again (file changes trigger a rescan at once).")
 	plugin.DurationVar(&o.healthCheckTimeout, "health-check-timeout", o.healthCheckTimeout, "How long the kubelet trusts a device health report; reports are resent three times per timeout.")
@@ -161,6 +167,12 @@ func (o *pluginOptions) validate() error {
 	}
 	if o.healthCheckTimeout < 3*time.Second {
 		errs = append(errs, errors.New("--health-check-timeout must be at least 3s"))
+	}
+	if !filepath.IsAbs(o.devRoot) {
+		errs = append(errs, fmt.Errorf("--dev-root=%q: want an absolute path", o.devRoot))
+	}
+	if o.containerDevRoot != "" && !filepath.IsAbs(o.containerDevRoot) {
+		errs = append(errs, fmt.Errorf("--container-dev-root=%q: want an absolute path", o.containerDevRoot))
 	}
 	if o.gracePeriod <= 0 {
 		errs = append(errs, errors.New("--discovery-grace-period must be positive"))

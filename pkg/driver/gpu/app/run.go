@@ -97,6 +97,8 @@ func run(ctx context.Context, disc *discoveryOptions, opts *pluginOptions) error
 		RegistrarDir:         opts.registrarDir,
 		StateDir:             opts.stateDir,
 		CDIDir:               opts.cdiDir,
+		DevRoot:              opts.devRoot,
+		ContainerDevRoot:     opts.containerDevRoot,
 		BootIDPath:           opts.bootIDFile,
 		RescanInterval:       opts.rescanInterval,
 		HealthCheckTimeout:   opts.healthCheckTimeout,
