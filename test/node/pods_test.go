@@ -80,7 +80,7 @@ func (c *cluster) dumpNamespace(t *testing.T, ctx context.Context, ns string) {
 // gpuPod is a pod of drasched that runs gpu-check from the imported image.
 func gpuPod(ns, name string) *builder.PodWrapper {
 	p := builder.MakePod(name).SchedulerName(schedulerName)
-	p.Namespace = ns
+	p.ObjectMeta.Namespace = ns
 	p.Spec.Containers[0].Name = "gpu-check"
 	p.Spec.Containers[0].Image = gpuCheckImage
 	p.Spec.Containers[0].ImagePullPolicy = corev1.PullNever
@@ -92,7 +92,7 @@ func gpuPod(ns, name string) *builder.PodWrapper {
 // for tests without an API server).
 func claim(ns, name string) *builder.ClaimWrapper {
 	w := builder.MakeClaim(name)
-	w.Namespace, w.UID = ns, ""
+	w.ObjectMeta.Namespace, w.ObjectMeta.UID = ns, ""
 	return w
 }
 
