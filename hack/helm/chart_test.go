@@ -337,12 +337,16 @@ gpuDriver:
 `), &values); err != nil {
 		t.Fatal(err)
 	}
-	manifest, err := render(t, values)
+	rendered, err := render(t, values)
+	if err != nil {
+		t.Fatal(err)
+	}
+	decoded, err := manifest.Decode([]byte(rendered))
 	if err != nil {
 		t.Fatal(err)
 	}
 	var ds *appsv1.DaemonSet
-	for _, obj := range decodeAll(t, []byte(manifest)) {
+	for _, obj := range decoded {
 		if d, ok := obj.(*appsv1.DaemonSet); ok {
 			ds = d
 		}
@@ -387,33 +391,6 @@ gpuDriver:
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("hostPath volumes (-want +got):\n%s", diff)
-	}
-}
-
-// decodeAll decodes the objects of a multi-document YAML stream.
-func decodeAll(t *testing.T, data []byte) []runtime.Object {
-	t.Helper()
-	var objs []runtime.Object
-	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
-	for {
-		doc, err := r.Read()
-		if errors.Is(err, io.EOF) {
-			return objs
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(bytes.TrimSpace(doc)) == 0 {
-			continue
-		}
-		obj, _, err := strict.Decode(doc, nil, nil)
-		if err != nil {
-			if runtime.IsMissingKind(err) {
-				continue // a document with comments only
-			}
-			t.Fatalf("%v\n%s", err, doc)
-		}
-		objs = append(objs, obj)
 	}
 }
 
