@@ -4,12 +4,9 @@ import (
 	"context"
 	"testing"
 
-	admissionv1 "k8s.io/api/admissionregistration/v1"
 	v1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
 	"github.com/drasched/drasched/internal/builder"
@@ -145,43 +142,6 @@ func applyRouting(t *testing.T, env *framework.Env) {
 		applyFile(t, env.Ctx, env.Client, file)
 	}
 	waitForRouting(env, makePod("probe").ClaimFromTemplate("gpu", "one-gpu"), framework.SchedulerName)
-}
-
-// applyFile creates the admission policies and bindings of a manifest and
-// deletes them when the test ends; objects of other kinds are an error, so
-// that a manifest that grows something else is not half applied.
-func applyFile(t *testing.T, ctx context.Context, client kubernetes.Interface, path string) {
-	t.Helper()
-	objects, err := manifest.DecodeFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	admission := client.AdmissionregistrationV1()
-	for _, obj := range objects {
-		var del func(context.Context) error
-		switch obj := obj.(type) {
-		case *admissionv1.MutatingAdmissionPolicy:
-			_, err = admission.MutatingAdmissionPolicies().Create(ctx, obj, metav1.CreateOptions{})
-			del = func(ctx context.Context) error {
-				return admission.MutatingAdmissionPolicies().Delete(ctx, obj.Name, metav1.DeleteOptions{})
-			}
-		case *admissionv1.MutatingAdmissionPolicyBinding:
-			_, err = admission.MutatingAdmissionPolicyBindings().Create(ctx, obj, metav1.CreateOptions{})
-			del = func(ctx context.Context) error {
-				return admission.MutatingAdmissionPolicyBindings().Delete(ctx, obj.Name, metav1.DeleteOptions{})
-			}
-		default:
-			t.Fatalf("%s: unexpected %T", path, obj)
-		}
-		if err != nil {
-			t.Fatalf("apply %s: %v", path, err)
-		}
-		t.Cleanup(func() {
-			if err := del(context.WithoutCancel(ctx)); err != nil && !apierrors.IsNotFound(err) {
-				t.Errorf("delete an object of %s: %v", path, err)
-			}
-		})
-	}
 }
 
 // waitForRouting creates the pod with a dry run until the API server
