@@ -45,6 +45,7 @@ func TestManifests(t *testing.T) {
 		"examples/prioritized-list.yaml":        {"ResourceClaimTemplate best-available-gpu", "Pod best-available-gpu"},
 		"examples/shared-claim.yaml":            {"ResourceClaim shared-gpu", "Pod shared-gpu-a", "Pod shared-gpu-b"},
 		"admission/routing.yaml":                {"MutatingAdmissionPolicy drasched-routing", "MutatingAdmissionPolicyBinding drasched-routing"},
+		"admission/scheduler-required.yaml":     {"ValidatingAdmissionPolicy drasched-scheduler-required", "ValidatingAdmissionPolicyBinding drasched-scheduler-required"},
 	}
 	checkObjectsPerFile(t, want, manifestDirs...)
 }
