@@ -177,7 +177,7 @@ func TestSchedulerRequiredWithoutRouting(t *testing.T) {
 	// No scheduler runs and every pod is created with a dry run: this
 	// test is about admission only.
 	tests := map[string]admissionCase{
-		"claim template":                          {pod: makePod("template").ClaimFromTemplate("gpu", "one-gpu")},
+		"claim template": {pod: makePod("template").ClaimFromTemplate("gpu", "one-gpu")},
 		"claim template, default-scheduler named": {pod: makePod("named-default").SchedulerName(v1.DefaultSchedulerName).ClaimFromTemplate("gpu", "one-gpu")},
 		"extended resource":                       {pod: makePod("extended").Containers(builder.Container("app", classResource))},
 		"claim template, drasched named": {
