@@ -30,6 +30,7 @@ func TestManifests(t *testing.T) {
 		"gpu-driver/rbac.yaml": {
 			"ClusterRole gpu-kubelet-plugin",
 			"ClusterRoleBinding gpu-kubelet-plugin",
+			"ClusterRoleBinding gpu-kubelet-plugin:auth-delegator",
 			"ValidatingAdmissionPolicy gpu-kubelet-plugin-own-node-slices",
 			"ValidatingAdmissionPolicyBinding gpu-kubelet-plugin-own-node-slices",
 		},

@@ -199,7 +199,7 @@ up() {
     --backend inventory --inventory "${root}/${plugin_inventory}" \
     --plugin-data-dir "${plugin_dir}/plugin" --registrar-dir "${plugin_dir}/registry" \
     --cdi-dir "${plugin_dir}/cdi" --boot-id-file "${plugin_dir}/boot_id" \
-    --metrics-bind-address "" -v=2
+    --metrics-bind-address "" --health-probe-bind-address "" -v=2
 
   step "waiting for the nodes: Ready, not-ready taints gone, ResourceSlices published"
   local names=("${plugin_node}")
