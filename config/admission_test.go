@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	admissionv1 "k8s.io/api/admissionregistration/v1"
+	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/events"
@@ -18,6 +19,8 @@ import (
 	schedvalidation "k8s.io/kubernetes/pkg/scheduler/apis/config/validation"
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/names"
 	"k8s.io/kubernetes/pkg/scheduler/profile"
+
+	"github.com/drasched/drasched/internal/manifest"
 )
 
 // exemptNamespaces is the namespace selector of config/admission's
@@ -55,6 +58,20 @@ func TestAdmissionPolicies(t *testing.T) {
 	}
 	if got := variables(required.Spec.Variables)["schedulerName"]; got != `"`+schedulerName+`"` {
 		t.Errorf("variable schedulerName is %s, want the profile's %q", got, schedulerName)
+	}
+
+	// Pods that request the extended resource of a shipped DeviceClass
+	// are routed and guarded: the classes' names are in the list.
+	var listed []string
+	if err := json.Unmarshal([]byte(variables(required.Spec.Variables)["extendedResourceNames"]), &listed); err != nil {
+		t.Fatalf("variable extendedResourceNames: %v", err)
+	}
+	for _, file := range []string{filepath.Join("gpu-driver", "deviceclasses.yaml"), filepath.Join("examples", "deviceclasses.yaml")} {
+		for _, class := range manifest.OfType[*resourceapi.DeviceClass](decodeFile(t, file)) {
+			if name := class.Spec.ExtendedResourceName; name != nil && !slices.Contains(listed, *name) {
+				t.Errorf("%s: DeviceClass %s maps extended resource %s, which the admission policies' extendedResourceNames %v lack", file, class.Name, *name, listed)
+			}
+		}
 	}
 
 	if p := required.Spec.FailurePolicy; p == nil || *p != admissionv1.Fail {

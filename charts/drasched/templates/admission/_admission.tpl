@@ -5,9 +5,15 @@ devices and which scheduler must take it, and the namespaces a cluster admin
 exempts.
 */}}
 
-{{/* The extended resource names of DeviceClasses, as a JSON list. */}}
+{{/*
+The extended resource names of DeviceClasses, as a JSON list: those of the
+classes the chart installs (gpuDriver.deviceClasses.extendedResourceNames,
+the values that set the classes' spec.extendedResourceName) and
+admission.extendedResourceNames, for classes installed otherwise.
+*/}}
 {{- define "drasched.admission.extendedResourceNames" -}}
-{{- toJson .Values.admission.extendedResourceNames }}
+{{- $names := include "drasched.deviceClasses.extendedResourceNames" . | fromJsonArray }}
+{{- toJson (concat $names .Values.admission.extendedResourceNames | uniq) }}
 {{- end }}
 
 {{- define "drasched.admission.variables" -}}
