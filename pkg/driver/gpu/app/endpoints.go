@@ -213,6 +213,12 @@ func startEndpoints(ctx context.Context, cfg endpointConfig) (_ *endpoints, err 
 	if cfg.healthLimits == (serverLimits{}) {
 		cfg.healthLimits = healthLimits
 	}
+	if cfg.healthAddress != "" && cfg.checks == nil {
+		return nil, errors.New("health endpoint without checks")
+	}
+	if cfg.metricsAddress != "" && (cfg.auth.authn == nil || cfg.auth.authz == nil) {
+		return nil, errors.New("metrics endpoint without authentication and authorization")
+	}
 	e := &endpoints{}
 	defer func() {
 		if err != nil {
