@@ -1,8 +1,10 @@
 package config_test
 
 import (
+	"fmt"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -110,8 +112,25 @@ func TestGPUDriverLeastPrivilege(t *testing.T) {
 			t.Errorf("args %q lack %s", c.Args, want)
 		}
 	}
-	if probe := c.LivenessProbe; probe == nil || probe.HTTPGet == nil || probe.HTTPGet.Path != "/healthz" {
-		t.Errorf("liveness probe %+v, want GET /healthz", probe)
+
+	// The liveness probe asks /healthz from inside the container: the
+	// health endpoint listens on loopback, where no other pod can fill it
+	// and have the kubelet restart the plugin. Only the metrics endpoint,
+	// HTTPS with delegated authentication, is a port of the pod.
+	if probe := c.LivenessProbe; probe == nil || probe.Exec == nil || !slices.Equal(probe.Exec.Command, []string{"gpu-kubelet-plugin", "healthcheck"}) {
+		t.Errorf("liveness probe %+v, want exec gpu-kubelet-plugin healthcheck", probe)
+	}
+	for _, arg := range c.Args {
+		if strings.HasPrefix(arg, "--health-probe-bind-address") || strings.HasPrefix(arg, "--metrics-bind-address") {
+			t.Errorf("argument %s: the probe and the port follow the plugin's defaults", arg)
+		}
+	}
+	var ports []string
+	for _, p := range c.Ports {
+		ports = append(ports, fmt.Sprintf("%s:%d", p.Name, p.ContainerPort))
+	}
+	if !slices.Equal(ports, []string{"metrics:8443"}) {
+		t.Errorf("container ports %v, want the metrics endpoint's, metrics:8443", ports)
 	}
 }
 

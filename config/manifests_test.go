@@ -30,6 +30,7 @@ func TestManifests(t *testing.T) {
 		"gpu-driver/rbac.yaml": {
 			"ClusterRole gpu-kubelet-plugin",
 			"ClusterRoleBinding gpu-kubelet-plugin",
+			"ClusterRoleBinding gpu-kubelet-plugin:auth-delegator",
 			"ValidatingAdmissionPolicy gpu-kubelet-plugin-own-node-slices",
 			"ValidatingAdmissionPolicyBinding gpu-kubelet-plugin-own-node-slices",
 		},
@@ -45,6 +46,7 @@ func TestManifests(t *testing.T) {
 		"examples/prioritized-list.yaml":        {"ResourceClaimTemplate best-available-gpu", "Pod best-available-gpu"},
 		"examples/shared-claim.yaml":            {"ResourceClaim shared-gpu", "Pod shared-gpu-a", "Pod shared-gpu-b"},
 		"admission/routing.yaml":                {"MutatingAdmissionPolicy drasched-routing", "MutatingAdmissionPolicyBinding drasched-routing"},
+		"admission/scheduler-required.yaml":     {"ValidatingAdmissionPolicy drasched-scheduler-required", "ValidatingAdmissionPolicyBinding drasched-scheduler-required"},
 	}
 	checkObjectsPerFile(t, want, manifestDirs...)
 }

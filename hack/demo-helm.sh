@@ -245,7 +245,7 @@ EOF
     --backend inventory --inventory "${root}/config/inventory/l40s-4.yaml" \
     --plugin-data-dir "${plugin_dir}/plugin" --registrar-dir "${plugin_dir}/registry" \
     --cdi-dir "${plugin_dir}/cdi" --boot-id-file "${plugin_dir}/boot_id" \
-    --metrics-bind-address "" -v=2
+    --metrics-bind-address "" --health-probe-bind-address "" -v=2
   run_watching wait_for "the ResourceSlices of ${gpu_node}" 60 \
     bash -c "[[ -n \"\$(\"${cluster_bin}/kubectl\" --kubeconfig \"${kubeconfig}\" get resourceslices --field-selector spec.nodeName=${gpu_node} -o name)\" ]]"
   kubectl get resourceslices

@@ -242,7 +242,7 @@ up() {
     --backend inventory --inventory "${root}/${plugin_inventory}" \
     --plugin-data-dir "${plugin_dir}/plugin" --registrar-dir "${plugin_dir}/registry" \
     --cdi-dir "${plugin_dir}/cdi" --boot-id-file "${plugin_dir}/boot_id" \
-    --metrics-bind-address "" -v=2
+    --metrics-bind-address "" --health-probe-bind-address "" -v=2
 
   if [[ "${REAL_NODE}" == 1 ]]; then
     real_node_up

@@ -24,8 +24,12 @@ import (
 	"helm.sh/helm/v3/pkg/action"
 	"helm.sh/helm/v3/pkg/chart/loader"
 	"helm.sh/helm/v3/pkg/chartutil"
+	"helm.sh/helm/v3/pkg/release"
+	admissionv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
+	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
 	"github.com/drasched/drasched/internal/manifest"
@@ -63,6 +67,18 @@ var (
 // --kube-version v1.37.2` with values.
 func render(t *testing.T, values map[string]any) (string, error) {
 	t.Helper()
+	rel, err := renderRelease(t, values)
+	if err != nil {
+		return "", err
+	}
+	return rel.Manifest, nil
+}
+
+// renderRelease is render's release: its manifest and its notes
+// (templates/NOTES.txt), which `helm install` prints. options change the
+// install action.
+func renderRelease(t *testing.T, values map[string]any, options ...func(*action.Install)) (*release.Release, error) {
+	t.Helper()
 	chrt, err := loader.Load(chartDir)
 	if err != nil {
 		t.Fatal(err)
@@ -78,11 +94,10 @@ func render(t *testing.T, values map[string]any) (string, error) {
 	install.ReleaseName = "drasched"
 	install.Namespace = namespace
 	install.KubeVersion = kv
-	rel, err := install.Run(chrt, values)
-	if err != nil {
-		return "", err
+	for _, o := range options {
+		o(install)
 	}
-	return rel.Manifest, nil
+	return install.Run(chrt, values)
 }
 
 // objects decodes a multi-document YAML stream strictly (internal/manifest,
@@ -310,7 +325,7 @@ dashboards:
 			t.Errorf("rendered chart lacks %q", want)
 		}
 	}
-	for _, absent := range []string{"kind: PodDisruptionBudget", "kind: DeviceClass", "kind: ValidatingAdmissionPolicy", "runtimeClassName:"} {
+	for _, absent := range []string{"kind: PodDisruptionBudget", "kind: DeviceClass", "name: gpu-kubelet-plugin-own-node-slices", "runtimeClassName:"} {
 		if strings.Contains(manifest, absent) {
 			t.Errorf("rendered chart has %q", absent)
 		}
@@ -403,7 +418,35 @@ func TestChartRefuses(t *testing.T) {
 	}{
 		"default-scheduler": {
 			values: map[string]any{"scheduler": map[string]any{"schedulerName": "default-scheduler"}},
-			want:   "must not be default-scheduler",
+			want:   "/scheduler/schedulerName': value must be 'any name but default-scheduler",
+		},
+		"scheduler name not a DNS subdomain": {
+			// The API server would refuse every pod the routing policy
+			// gave it, and the policy refuses pods that lack it.
+			values: map[string]any{"scheduler": map[string]any{"schedulerName": "GPU_Scheduler"}},
+			want:   "/scheduler/schedulerName': 'GPU_Scheduler' does not match pattern",
+		},
+		"scheduler name too long": {
+			values: map[string]any{"scheduler": map[string]any{"schedulerName": strings.Repeat("a", 254)}},
+			want:   "/scheduler/schedulerName",
+		},
+		"extended resource name of a class the chart does not install": {
+			values: map[string]any{"gpuDriver": map[string]any{"deviceClasses": map[string]any{"extendedResourceNames": map[string]any{"gpu.example.com": "example.com/gpu"}}}},
+			want:   "additional properties 'gpu.example.com' not allowed",
+		},
+		"malformed extended resource name of a class": {
+			values: map[string]any{"gpuDriver": map[string]any{"deviceClasses": map[string]any{"extendedResourceNames": map[string]any{"gpu.drasched.dev": "gpu"}}}},
+			want:   "/gpuDriver/deviceClasses/extendedResourceNames/gpu.drasched.dev': 'gpu' does not match pattern",
+		},
+		"one extended resource name for two classes": {
+			values: map[string]any{"gpuDriver": map[string]any{"deviceClasses": map[string]any{"extendedResourceNames": map[string]any{
+				"gpu.drasched.dev": "nvidia.com/gpu", "mig.gpu.drasched.dev": "nvidia.com/gpu",
+			}}}},
+			want: "nvidia.com/gpu is given to more than one DeviceClass",
+		},
+		"malformed admission.extendedResourceNames": {
+			values: map[string]any{"admission": map[string]any{"extendedResourceNames": []any{"fpga"}}},
+			want:   "/admission/extendedResourceNames/0",
 		},
 		"replicas without leader election": {
 			values: map[string]any{"scheduler": map[string]any{"leaderElection": map[string]any{"enabled": false}}},
@@ -455,6 +498,169 @@ func TestChartRefuses(t *testing.T) {
 			_, err := render(t, tc.values)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("error %v, want one with %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// TestChartRefusesWithoutSchema: with the schema skipped (`helm template
+// --skip-schema-validation`), the templates still refuse the scheduler
+// name default-scheduler.
+func TestChartRefusesWithoutSchema(t *testing.T) {
+	_, err := renderRelease(t, map[string]any{"scheduler": map[string]any{"schedulerName": "default-scheduler"}}, func(install *action.Install) {
+		install.SkipSchemaValidation = true
+	})
+	if want := "must not be default-scheduler"; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("error %v, want one with %q", err, want)
+	}
+}
+
+// TestChartExtendedResourceNames: the extended resource names that the
+// admission policies route and guard are derived from the DeviceClasses
+// the chart installs (gpuDriver.deviceClasses.extendedResourceNames, which
+// set the classes' spec.extendedResourceName), plus
+// admission.extendedResourceNames for classes installed otherwise: no list
+// to keep in step by hand.
+func TestChartExtendedResourceNames(t *testing.T) {
+	classNames := func(names map[string]any) map[string]any {
+		return map[string]any{"deviceClasses": map[string]any{"extendedResourceNames": names}}
+	}
+	tests := map[string]struct {
+		values map[string]any
+		// wantClasses are the DeviceClasses and their extendedResourceName.
+		wantClasses map[string]string
+		// wantPolicy is the policies' variable extendedResourceNames.
+		wantPolicy string
+	}{
+		"defaults": {
+			wantClasses: map[string]string{"gpu.drasched.dev": "", "mig.gpu.drasched.dev": ""},
+			wantPolicy:  `[]`,
+		},
+		"a class's name": {
+			values:      map[string]any{"gpuDriver": classNames(map[string]any{"gpu.drasched.dev": "nvidia.com/gpu"})},
+			wantClasses: map[string]string{"gpu.drasched.dev": "nvidia.com/gpu", "mig.gpu.drasched.dev": ""},
+			wantPolicy:  `["nvidia.com/gpu"]`,
+		},
+		"both classes' names and another class's": {
+			values: map[string]any{
+				"gpuDriver": classNames(map[string]any{"gpu.drasched.dev": "nvidia.com/gpu", "mig.gpu.drasched.dev": "nvidia.com/mig"}),
+				"admission": map[string]any{"extendedResourceNames": []any{"example.com/fpga", "nvidia.com/gpu"}},
+			},
+			wantClasses: map[string]string{"gpu.drasched.dev": "nvidia.com/gpu", "mig.gpu.drasched.dev": "nvidia.com/mig"},
+			wantPolicy:  `["nvidia.com/gpu","nvidia.com/mig","example.com/fpga"]`,
+		},
+		"classes not installed": {
+			values: map[string]any{
+				"gpuDriver": map[string]any{"deviceClasses": map[string]any{"enabled": false, "extendedResourceNames": map[string]any{"gpu.drasched.dev": "nvidia.com/gpu"}}},
+				"admission": map[string]any{"extendedResourceNames": []any{"example.com/fpga"}},
+			},
+			wantClasses: map[string]string{},
+			wantPolicy:  `["example.com/fpga"]`,
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			rendered, err := render(t, tc.values)
+			if err != nil {
+				t.Fatal(err)
+			}
+			decoded, err := manifest.Decode([]byte(rendered))
+			if err != nil {
+				t.Fatal(err)
+			}
+			classes := map[string]string{}
+			for _, class := range manifest.OfType[*resourceapi.DeviceClass](decoded) {
+				classes[class.Name] = ptr.Deref(class.Spec.ExtendedResourceName, "")
+			}
+			if diff := cmp.Diff(tc.wantClasses, classes); diff != "" {
+				t.Errorf("DeviceClasses and their extendedResourceName (-want +got):\n%s", diff)
+			}
+			policies := map[string][]admissionv1.Variable{}
+			for _, p := range manifest.OfType[*admissionv1.MutatingAdmissionPolicy](decoded) {
+				policies[p.Name] = p.Spec.Variables
+			}
+			for _, p := range manifest.OfType[*admissionv1.ValidatingAdmissionPolicy](decoded) {
+				if p.Name == "drasched-scheduler-required" {
+					policies[p.Name] = p.Spec.Variables
+				}
+			}
+			if len(policies) != 2 {
+				t.Fatalf("admission policies %v, want drasched-routing and drasched-scheduler-required", slices.Sorted(maps.Keys(policies)))
+			}
+			for policy, variables := range policies {
+				i := slices.IndexFunc(variables, func(v admissionv1.Variable) bool { return v.Name == "extendedResourceNames" })
+				if i < 0 {
+					t.Errorf("%s has no variable extendedResourceNames", policy)
+					continue
+				}
+				if got := variables[i].Expression; got != tc.wantPolicy {
+					t.Errorf("%s: extendedResourceNames %s, want %s", policy, got, tc.wantPolicy)
+				}
+			}
+		})
+	}
+}
+
+// TestChartNotes: `helm install` prints a warning for every value that
+// weakens one of the controls of docs/security.md, saying what it opens;
+// with the default values it prints none.
+func TestChartNotes(t *testing.T) {
+	tests := map[string]struct {
+		values map[string]any
+		want   []string // the warnings' beginnings
+	}{
+		"defaults": {},
+		"admission off": {
+			values: map[string]any{"admission": map[string]any{"enabled": false}},
+			want:   []string{"WARNING: admission.enabled=false: nothing keeps pods with resource claims away from other schedulers"},
+		},
+		"own-node slice policy off": {
+			values: map[string]any{"gpuDriver": map[string]any{"ownNodeSlicesPolicy": map[string]any{"enabled": false}}},
+			want:   []string{"WARNING: gpuDriver.ownNodeSlicesPolicy.enabled=false: the GPU plugin's ServiceAccount may create, change and delete the ResourceSlices of every node"},
+		},
+		"own-node slice policy off without the driver": {
+			values: map[string]any{"gpuDriver": map[string]any{"enabled": false, "ownNodeSlicesPolicy": map[string]any{"enabled": false}}},
+		},
+		"MIG monitor": {
+			values: map[string]any{"gpuDriver": map[string]any{"migMonitor": true}},
+			want:   []string{"WARNING: gpuDriver.migMonitor=true: the GPU plugin runs privileged"},
+		},
+		"health endpoint off loopback": {
+			values: map[string]any{"gpuDriver": map[string]any{"extraArgs": []any{"--health-probe-bind-address=0.0.0.0:8081"}}},
+			want:   []string{"WARNING: gpuDriver.extraArgs --health-probe-bind-address=0.0.0.0:8081: the health endpoint listens where other pods reach it"},
+		},
+		"health endpoint on another loopback port": {
+			values: map[string]any{"gpuDriver": map[string]any{"extraArgs": []any{"--health-probe-bind-address=127.0.0.1:9081"}}},
+		},
+		"all of them": {
+			values: map[string]any{
+				"admission": map[string]any{"enabled": false},
+				"gpuDriver": map[string]any{"migMonitor": true, "ownNodeSlicesPolicy": map[string]any{"enabled": false}},
+			},
+			want: []string{
+				"WARNING: admission.enabled=false",
+				"WARNING: gpuDriver.ownNodeSlicesPolicy.enabled=false",
+				"WARNING: gpuDriver.migMonitor=true",
+			},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			rel, err := renderRelease(t, tc.values)
+			if err != nil {
+				t.Fatal(err)
+			}
+			notes := rel.Info.Notes
+			if got := strings.Count(notes, "WARNING: "); got != len(tc.want) {
+				t.Errorf("%d warnings, want %d:\n%s", got, len(tc.want), notes)
+			}
+			for _, want := range tc.want {
+				if !strings.Contains(notes, want) {
+					t.Errorf("notes lack %q:\n%s", want, notes)
+				}
+			}
+			if len(tc.want) > 0 && !strings.Contains(notes, "docs/security.md") {
+				t.Errorf("notes with warnings do not point to docs/security.md:\n%s", notes)
 			}
 		})
 	}

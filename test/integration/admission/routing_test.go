@@ -2,14 +2,13 @@ package admission
 
 import (
 	"context"
+	"strings"
 	"testing"
 
-	admissionv1 "k8s.io/api/admissionregistration/v1"
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
 	"github.com/drasched/drasched/internal/builder"
@@ -17,35 +16,50 @@ import (
 	"github.com/drasched/drasched/test/integration/framework"
 )
 
-// optOutLabel is the label by which a namespace or a pod opts out of the
-// routing (config/admission/routing.yaml).
-const optOutLabel = "drasched.dev/routing"
+const (
+	// exemptLabel is the namespace label by which a cluster admin exempts
+	// a namespace from the routing and from the scheduler requirement
+	// (config/admission).
+	exemptLabel = "drasched.dev/routing"
+	// deniedMessage is in the message of config/admission's
+	// ValidatingAdmissionPolicy.
+	deniedMessage = "pods that use DRA devices (resourceClaims, or extended resources backed by a DeviceClass) must be scheduled by drasched"
+)
 
-// TestRouting applies config/admission as shipped and checks what the
-// policy does to the pods created after it is in force: pods with claims or
-// with extended resources backed by a DeviceClass that the default
-// scheduler would schedule go to drasched, which binds them; other pods,
-// pods for another scheduler, bound pods and pods that opt out are left as
-// they are.
+// admissionCase is a pod to create and what admission makes of it: the
+// scheduler name it gets, or an error.
+type admissionCase struct {
+	pod *builder.PodWrapper
+	// dryRun creates the pod only with a dry run, for a pod that would
+	// break the invariants checked at the end.
+	dryRun bool
+	// wantScheduler is the scheduler name after admission; empty: the pod
+	// is refused by the ValidatingAdmissionPolicy.
+	wantScheduler string
+}
+
+// TestRouting applies config/admission as shipped (`kubectl apply -k
+// config/admission`) and checks what it does to the pods created after it
+// is in force. Pods with claims or with extended resources backed by a
+// DeviceClass that the default scheduler would schedule go to drasched,
+// which binds them; such pods that name another scheduler, try to opt out
+// with a label on the pod, or come bound are refused; pods without claims
+// are left as they are. In a namespace a cluster admin exempted, both
+// policies leave pods alone.
 func TestRouting(t *testing.T) {
 	env := framework.Setup(t)
-	applyRouting(t, env)
+	applyAdmission(t, env, "routing.yaml", "scheduler-required.yaml")
 
 	nodes := env.CreateNodes(1)
-	env.PublishSlices(env.NodeSlice(nodes[0], builder.Devices("gpu", 4, nil)...).Obj())
+	env.PublishSlices(env.NodeSlice(nodes[0], builder.Devices("gpu", 8, nil)...).Obj())
 	class := env.CreateClass("gpu")
 	env.CreateTemplate(builder.MakeTemplate("one-gpu", builder.MakeClaim("").Request("gpu", class, 1)))
 	env.StartScheduler(framework.SchedulerOptions{})
+	classResource := map[v1.ResourceName]string{v1.ResourceName("deviceclass.resource.kubernetes.io/" + class): "1"}
 
-	// No default scheduler runs: a pod the policy leaves alone stays
+	// No default scheduler runs: a pod the policies leave alone stays
 	// pending, a routed one is bound by drasched.
-	tests := map[string]struct {
-		pod *builder.PodWrapper
-		// dryRun creates the pod only with a dry run, for a pod that would
-		// break the invariants checked at the end.
-		dryRun        bool
-		wantScheduler string
-	}{
+	tests := map[string]admissionCase{
 		"claim template": {
 			pod:           makePod("template").ClaimFromTemplate("gpu", "one-gpu"),
 			wantScheduler: framework.SchedulerName,
@@ -54,30 +68,57 @@ func TestRouting(t *testing.T) {
 			pod:           makePod("named-default").SchedulerName(v1.DefaultSchedulerName).ClaimFromTemplate("gpu", "one-gpu"),
 			wantScheduler: framework.SchedulerName,
 		},
+		"claim template, drasched named": {
+			pod:           makePod("named-drasched").SchedulerName(framework.SchedulerName).ClaimFromTemplate("gpu", "one-gpu"),
+			wantScheduler: framework.SchedulerName,
+		},
 		"extended resource backed by a DeviceClass": {
-			pod: makePod("extended").Containers(builder.Container("app",
-				map[v1.ResourceName]string{v1.ResourceName("deviceclass.resource.kubernetes.io/" + class): "1"})),
+			pod:           makePod("extended").Containers(builder.Container("app", classResource)),
+			wantScheduler: framework.SchedulerName,
+		},
+		"opt-out label on the pod": {
+			// Anyone who may create a pod may label it: the label
+			// does nothing on a pod.
+			pod:           makePod("pod-label").Label(exemptLabel, "disabled").ClaimFromTemplate("gpu", "one-gpu"),
 			wantScheduler: framework.SchedulerName,
 		},
 		"no claims": {
 			pod:           makePod("no-claims"),
 			wantScheduler: v1.DefaultSchedulerName,
 		},
-		"another scheduler": {
-			pod:           makePod("other").SchedulerName("other-scheduler").ClaimFromTemplate("gpu", "one-gpu"),
+		"no claims, another scheduler": {
+			pod:           makePod("no-claims-other").SchedulerName("other-scheduler"),
 			wantScheduler: "other-scheduler",
 		},
-		"pod opts out": {
-			pod:           makePod("opt-out").Label(optOutLabel, "disabled").ClaimFromTemplate("gpu", "one-gpu"),
-			wantScheduler: v1.DefaultSchedulerName,
+		// The routes around drasched.
+		"claim template, another scheduler": {
+			pod: makePod("other").SchedulerName("other-scheduler").ClaimFromTemplate("gpu", "one-gpu"),
 		},
-		"already bound": {
+		"claim template, another scheduler, opt-out label on the pod": {
+			pod: makePod("other-pod-label").SchedulerName("other-scheduler").Label(exemptLabel, "disabled").ClaimFromTemplate("gpu", "one-gpu"),
+		},
+		"extended resource, another scheduler": {
+			pod: makePod("extended-other").SchedulerName("other-scheduler").Containers(builder.Container("app", classResource)),
+		},
+		"extended resource in an init container, another scheduler": {
+			pod: makePod("init-other").SchedulerName("other-scheduler").InitContainers(builder.Container("init", classResource)),
+		},
+		"claim template, bound at creation": {
+			// The routing leaves bound pods alone; bound, the pod is
+			// the default scheduler's.
 			pod: func() *builder.PodWrapper {
 				pod := makePod("bound").ClaimFromTemplate("gpu", "one-gpu")
 				pod.Spec.NodeName = nodes[0].Name
 				return pod
 			}(),
-			// Bound, with a claim that nothing allocates.
+			dryRun: true,
+		},
+		"no claims, bound at creation": {
+			pod: func() *builder.PodWrapper {
+				pod := makePod("bound-no-claims")
+				pod.Spec.NodeName = nodes[0].Name
+				return pod
+			}(),
 			dryRun:        true,
 			wantScheduler: v1.DefaultSchedulerName,
 		},
@@ -85,16 +126,8 @@ func TestRouting(t *testing.T) {
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			env := env.Sub(t)
-			var pod *v1.Pod
-			if tc.dryRun {
-				pod = dryRunCreate(t, env, tc.pod)
-			} else {
-				pod = env.CreatePod(tc.pod)
-			}
-			if pod.Spec.SchedulerName != tc.wantScheduler {
-				t.Fatalf("schedulerName %q after create, want %q", pod.Spec.SchedulerName, tc.wantScheduler)
-			}
-			if tc.wantScheduler != framework.SchedulerName {
+			pod := checkAdmission(t, env, tc)
+			if pod == nil || tc.wantScheduler != framework.SchedulerName {
 				return
 			}
 			bound := env.WaitForPodScheduled(pod.Name)
@@ -106,18 +139,99 @@ func TestRouting(t *testing.T) {
 	}
 	env.WaitForConsistentAllocations()
 
-	t.Run("namespace opts out", func(t *testing.T) {
-		env := env.Sub(t)
-		env.LabelNamespace(optOutLabel, "disabled")
-		// The policy reads namespace labels from an informer: wait until
-		// it sees the label.
-		probe := makePod("probe").ClaimFromTemplate("gpu", "one-gpu")
-		waitForRouting(env, probe, v1.DefaultSchedulerName)
-		pod := env.CreatePod(makePod("namespace-opt-out").ClaimFromTemplate("gpu", "one-gpu"))
-		if pod.Spec.SchedulerName != v1.DefaultSchedulerName {
-			t.Errorf("schedulerName %q after create, want %q", pod.Spec.SchedulerName, v1.DefaultSchedulerName)
+	t.Run("exempt namespace", func(t *testing.T) {
+		env := framework.Setup(t)
+		env.CreateTemplate(builder.MakeTemplate("one-gpu", builder.MakeClaim("").Request("gpu", class, 1)))
+		exemptNamespace(env)
+		for name, tc := range map[string]admissionCase{
+			"claim template": {
+				pod:           makePod("template").ClaimFromTemplate("gpu", "one-gpu"),
+				wantScheduler: v1.DefaultSchedulerName,
+			},
+			"claim template, another scheduler": {
+				pod:           makePod("other").SchedulerName("other-scheduler").ClaimFromTemplate("gpu", "one-gpu"),
+				wantScheduler: "other-scheduler",
+			},
+			"extended resource, another scheduler": {
+				pod:           makePod("extended-other").SchedulerName("other-scheduler").Containers(builder.Container("app", classResource)),
+				wantScheduler: "other-scheduler",
+			},
+		} {
+			t.Run(name, func(t *testing.T) { checkAdmission(t, env.Sub(t), tc) })
 		}
 	})
+}
+
+// TestSchedulerRequiredWithoutRouting applies only the
+// ValidatingAdmissionPolicy of config/admission, as a cluster has it where
+// the routing policy is not in force (deleted, or not yet loaded): a pod
+// with claims that names no scheduler, which the default scheduler would
+// take, is refused instead of admitted.
+func TestSchedulerRequiredWithoutRouting(t *testing.T) {
+	env := framework.Setup(t)
+	applyAdmission(t, env, "scheduler-required.yaml")
+	class := env.CreateClass("gpu")
+	env.CreateTemplate(builder.MakeTemplate("one-gpu", builder.MakeClaim("").Request("gpu", class, 1)))
+	classResource := map[v1.ResourceName]string{v1.ResourceName("deviceclass.resource.kubernetes.io/" + class): "1"}
+
+	// No scheduler runs and every pod is created with a dry run: this
+	// test is about admission only.
+	tests := map[string]admissionCase{
+		"claim template": {pod: makePod("template").ClaimFromTemplate("gpu", "one-gpu")},
+		"claim template, default-scheduler named": {pod: makePod("named-default").SchedulerName(v1.DefaultSchedulerName).ClaimFromTemplate("gpu", "one-gpu")},
+		"extended resource":                       {pod: makePod("extended").Containers(builder.Container("app", classResource))},
+		"claim template, drasched named": {
+			pod:           makePod("named-drasched").SchedulerName(framework.SchedulerName).ClaimFromTemplate("gpu", "one-gpu"),
+			wantScheduler: framework.SchedulerName,
+		},
+		"no claims": {pod: makePod("no-claims"), wantScheduler: v1.DefaultSchedulerName},
+	}
+	for name, tc := range tests {
+		tc.dryRun = true
+		t.Run(name, func(t *testing.T) { checkAdmission(t, env.Sub(t), tc) })
+	}
+
+	t.Run("exempt namespace", func(t *testing.T) {
+		env := framework.Setup(t)
+		env.CreateTemplate(builder.MakeTemplate("one-gpu", builder.MakeClaim("").Request("gpu", class, 1)))
+		exemptNamespace(env)
+		checkAdmission(t, env, admissionCase{
+			pod:           makePod("template").ClaimFromTemplate("gpu", "one-gpu"),
+			dryRun:        true,
+			wantScheduler: v1.DefaultSchedulerName,
+		})
+	})
+}
+
+// checkAdmission creates the pod in the test's namespace and checks that
+// admission gives it the scheduler name tc wants, or refuses it with the
+// ValidatingAdmissionPolicy's message. It returns the created pod, nil if
+// refused.
+func checkAdmission(t *testing.T, env *framework.Env, tc admissionCase) *v1.Pod {
+	t.Helper()
+	obj := tc.pod.Obj().DeepCopy()
+	obj.Namespace = env.Namespace
+	opts := metav1.CreateOptions{}
+	if tc.dryRun {
+		opts = dryRun
+	}
+	pod, err := env.Client.CoreV1().Pods(env.Namespace).Create(env.Ctx, obj, opts)
+	if tc.wantScheduler == "" {
+		if err == nil {
+			t.Fatalf("pod admitted with schedulerName %q, want it refused", pod.Spec.SchedulerName)
+		}
+		if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), deniedMessage) {
+			t.Fatalf("error %v, want Forbidden with %q", err, deniedMessage)
+		}
+		return nil
+	}
+	if err != nil {
+		t.Fatalf("create pod %s: %v", obj.Name, err)
+	}
+	if pod.Spec.SchedulerName != tc.wantScheduler {
+		t.Fatalf("schedulerName %q after create, want %q", pod.Spec.SchedulerName, tc.wantScheduler)
+	}
+	return pod
 }
 
 // makePod starts a pod without a scheduler name, as users write them.
@@ -127,91 +241,73 @@ func makePod(name string) *builder.PodWrapper {
 	return pod
 }
 
-// applyRouting creates the objects of config/admission, as `kubectl apply
-// -k config/admission` would, removes them when the test ends, and waits
-// until the policy is in force: the API server compiles policies and
-// bindings asynchronously, a moment after they are created.
-func applyRouting(t *testing.T, env *framework.Env) {
+// applyAdmission creates the objects of the named files of config/admission,
+// as `kubectl apply -f` would, removes them when the test ends, and waits
+// until they are in force: the API server compiles policies and bindings
+// asynchronously, a moment after they are created, and a policy of an
+// earlier test may still be in force a moment after it was deleted. Only
+// files that config/admission/kustomization.yaml lists may be named.
+func applyAdmission(t *testing.T, env *framework.Env, files ...string) {
 	t.Helper()
 	dir := framework.RepoFile("config", "admission")
-	files, err := manifest.KustomizationResources(dir)
+	listed, err := manifest.KustomizationResources(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(files) == 0 {
-		t.Fatalf("%s/kustomization.yaml lists no resources", dir)
-	}
+	want := map[string]bool{}
 	for _, file := range files {
-		applyFile(t, env.Ctx, env.Client, file)
+		want[file] = true
 	}
-	waitForRouting(env, makePod("probe").ClaimFromTemplate("gpu", "one-gpu"), framework.SchedulerName)
-}
-
-// applyFile creates the admission policies and bindings of a manifest and
-// deletes them when the test ends; objects of other kinds are an error, so
-// that a manifest that grows something else is not half applied.
-func applyFile(t *testing.T, ctx context.Context, client kubernetes.Interface, path string) {
-	t.Helper()
-	objects, err := manifest.DecodeFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	admission := client.AdmissionregistrationV1()
-	for _, obj := range objects {
-		var del func(context.Context) error
-		switch obj := obj.(type) {
-		case *admissionv1.MutatingAdmissionPolicy:
-			_, err = admission.MutatingAdmissionPolicies().Create(ctx, obj, metav1.CreateOptions{})
-			del = func(ctx context.Context) error {
-				return admission.MutatingAdmissionPolicies().Delete(ctx, obj.Name, metav1.DeleteOptions{})
-			}
-		case *admissionv1.MutatingAdmissionPolicyBinding:
-			_, err = admission.MutatingAdmissionPolicyBindings().Create(ctx, obj, metav1.CreateOptions{})
-			del = func(ctx context.Context) error {
-				return admission.MutatingAdmissionPolicyBindings().Delete(ctx, obj.Name, metav1.DeleteOptions{})
-			}
-		default:
-			t.Fatalf("%s: unexpected %T", path, obj)
+	for _, path := range listed {
+		name := path[strings.LastIndex(path, "/")+1:]
+		if want[name] {
+			applyFile(t, env.Ctx, env.Client, path)
+			delete(want, name)
 		}
-		if err != nil {
-			t.Fatalf("apply %s: %v", path, err)
-		}
-		t.Cleanup(func() {
-			if err := del(context.WithoutCancel(ctx)); err != nil && !apierrors.IsNotFound(err) {
-				t.Errorf("delete an object of %s: %v", path, err)
-			}
-		})
 	}
-}
+	if len(want) > 0 {
+		t.Fatalf("%s/kustomization.yaml does not list %v", dir, want)
+	}
 
-// waitForRouting creates the pod with a dry run until the API server
-// admits it with the scheduler name want.
-func waitForRouting(env *framework.Env, pod *builder.PodWrapper, want string) {
-	probe := pod.Obj().DeepCopy()
+	// The probe is a pod with claims that names no scheduler: routed to
+	// drasched when the routing policy is in force; refused when only the
+	// ValidatingAdmissionPolicy is.
+	routing := strings.Contains(strings.Join(files, " "), "routing.yaml")
+	probe := makePod("probe").ClaimFromTemplate("gpu", "one-gpu").Obj().DeepCopy()
 	probe.Namespace = env.Namespace
-	env.WaitFor(framework.Timeout, "the routing policy to give a pod with claims schedulerName "+want, func(ctx context.Context) (bool, string, error) {
+	env.WaitFor(framework.Timeout, "the admission policies of "+strings.Join(files, ", ")+" in force", func(ctx context.Context) (bool, string, error) {
 		created, err := env.Client.CoreV1().Pods(env.Namespace).Create(ctx, probe, dryRun)
+		if !routing {
+			return err != nil && strings.Contains(err.Error(), deniedMessage), "pod with claims: " + errString(err), nil
+		}
 		if err != nil {
 			return false, "", err
 		}
-		return created.Spec.SchedulerName == want, "schedulerName " + created.Spec.SchedulerName, nil
+		// The ValidatingAdmissionPolicy must be in force too: another
+		// scheduler is refused.
+		other := probe.DeepCopy()
+		other.Spec.SchedulerName = "other-scheduler"
+		_, otherErr := env.Client.CoreV1().Pods(env.Namespace).Create(ctx, other, dryRun)
+		return created.Spec.SchedulerName == framework.SchedulerName && otherErr != nil,
+			"schedulerName " + created.Spec.SchedulerName + "; another scheduler: " + errString(otherErr), nil
+	})
+}
+
+// exemptNamespace labels the test's namespace as a cluster admin does to
+// exempt it from config/admission, and waits until the API server's
+// admission sees the label: the policies read namespace labels from an
+// informer.
+func exemptNamespace(env *framework.Env) {
+	env.LabelNamespace(exemptLabel, "disabled")
+	probe := makePod("probe").SchedulerName("other-scheduler").ClaimFromTemplate("gpu", "one-gpu").Obj().DeepCopy()
+	probe.Namespace = env.Namespace
+	env.WaitFor(framework.Timeout, "admission to see the namespace exempt", func(ctx context.Context) (bool, string, error) {
+		_, err := env.Client.CoreV1().Pods(env.Namespace).Create(ctx, probe, dryRun)
+		return err == nil, "a pod with claims for another scheduler: " + errString(err), nil
 	})
 }
 
 var dryRun = metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}
-
-// dryRunCreate creates the pod in the test's namespace with a dry run and
-// returns what the API server would have stored.
-func dryRunCreate(t *testing.T, env *framework.Env, pod *builder.PodWrapper) *v1.Pod {
-	t.Helper()
-	obj := pod.Obj().DeepCopy()
-	obj.Namespace = env.Namespace
-	created, err := env.Client.CoreV1().Pods(env.Namespace).Create(env.Ctx, obj, dryRun)
-	if err != nil {
-		t.Fatalf("create pod %s with a dry run: %v", obj.Name, err)
-	}
-	return created
-}
 
 // waitScheduledBy waits for the pod's Scheduled event and checks that the
 // scheduler profile named want reported it: no other scheduler runs here,

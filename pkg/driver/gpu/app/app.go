@@ -1,5 +1,6 @@
 // Package app builds the gpu-kubelet-plugin command: `run` (the kubelet
-// plugin) and `discover` (print what would be published, and exit).
+// plugin), `discover` (print what would be published, and exit) and
+// `healthcheck` (the liveness probe).
 package app
 
 import (
@@ -40,7 +41,7 @@ as ResourceSlices and prepares them for pods through the kubelet's DRA API.`,
 	}
 	cmd.SetVersionTemplate("{{.Version}}\n")
 	cmd.PersistentFlags().AddFlagSet(loggingFlags)
-	cmd.AddCommand(newRunCommand(loggingFlags), newDiscoverCommand(loggingFlags))
+	cmd.AddCommand(newRunCommand(loggingFlags), newDiscoverCommand(loggingFlags), newHealthcheckCommand(loggingFlags))
 	return cmd
 }
 

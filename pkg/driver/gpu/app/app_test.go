@@ -2,10 +2,6 @@ package app
 
 import (
 	"bytes"
-	"errors"
-	"io"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -337,6 +333,8 @@ func TestCommandErrors(t *testing.T) {
 		"run with a tiny rescan":       {args: []string{"run", "--node-name=n", "--rescan-interval=10ms"}, wantErr: "--rescan-interval must be at least 1s"},
 		"run without grace period":     {args: []string{"run", "--node-name=n", "--discovery-grace-period=0s"}, wantErr: "--discovery-grace-period must be positive"},
 		"run with a relative dev root": {args: []string{"run", "--node-name=n", "--dev-root=run/nvidia/driver"}, wantErr: `--dev-root="run/nvidia/driver": want an absolute path`},
+		"run with a certificate only":  {args: []string{"run", "--node-name=n", "--tls-cert-file=tls.crt"}, wantErr: "--tls-cert-file and --tls-private-key-file go together"},
+		"healthcheck of no plugin":     {args: []string{"healthcheck", "--health-probe-bind-address=127.0.0.1:1", "--timeout=1s"}, wantErr: "ask the plugin's health"},
 		"bad logging flag":             {args: []string{"discover", "--node-name=n", "--logging-format=xml"}, wantErr: "format"},
 	}
 	for name, tc := range tests {
@@ -347,78 +345,6 @@ func TestCommandErrors(t *testing.T) {
 			}
 			if out != "" {
 				t.Errorf("printed %q on stdout despite the error", out)
-			}
-		})
-	}
-}
-
-// fakePlugin answers /healthz's questions.
-type fakePlugin struct{ registration, publishing error }
-
-func (f *fakePlugin) CheckRegistration() error { return f.registration }
-func (f *fakePlugin) CheckPublishing() error   { return f.publishing }
-
-// TestHealthz: /healthz fails, naming the broken check, when the kubelet
-// does not use the plugin or publishing fails, and /healthz/<check> says
-// why; while the plugin starts it passes.
-func TestHealthz(t *testing.T) {
-	tests := map[string]struct {
-		plugin     *fakePlugin // nil: still starting
-		wantStatus int
-		wantBody   []string
-		check      string // also GET /healthz/<check>, expecting its reason
-		wantReason string
-	}{
-		"starting":    {wantStatus: http.StatusOK, wantBody: []string{"ok"}},
-		"all is well": {plugin: &fakePlugin{}, wantStatus: http.StatusOK, wantBody: []string{"ok"}},
-		"registration": {
-			plugin:     &fakePlugin{registration: errors.New("the kubelet refused the registration: no supported version")},
-			wantStatus: http.StatusInternalServerError,
-			wantBody:   []string{"[-]kubelet-registration failed", "[+]resourceslice-publishing ok"},
-			check:      "kubelet-registration", wantReason: "no supported version",
-		},
-		"publishing": {
-			plugin:     &fakePlugin{publishing: errors.New(`resourceslices.resource.k8s.io is forbidden`)},
-			wantStatus: http.StatusInternalServerError,
-			wantBody:   []string{"[+]kubelet-registration ok", "[-]resourceslice-publishing failed"},
-			check:      "resourceslice-publishing", wantReason: "forbidden",
-		},
-	}
-	for name, tc := range tests {
-		t.Run(name, func(t *testing.T) {
-			server := httptest.NewServer(newMux(healthChecks(func() pluginHealth {
-				if tc.plugin == nil {
-					return nil
-				}
-				return tc.plugin
-			})))
-			defer server.Close()
-			get := func(path string) (int, string) {
-				resp, err := http.Get(server.URL + path)
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer func() { _ = resp.Body.Close() }()
-				body, err := io.ReadAll(resp.Body)
-				if err != nil {
-					t.Fatal(err)
-				}
-				return resp.StatusCode, string(body)
-			}
-			status, body := get("/healthz?verbose")
-			if status != tc.wantStatus {
-				t.Errorf("/healthz: status %d, want %d; body:\n%s", status, tc.wantStatus, body)
-			}
-			for _, want := range tc.wantBody {
-				if !strings.Contains(body, want) {
-					t.Errorf("/healthz body does not contain %q:\n%s", want, body)
-				}
-			}
-			if tc.check != "" {
-				status, body := get("/healthz/" + tc.check)
-				if status != http.StatusInternalServerError || !strings.Contains(body, tc.wantReason) {
-					t.Errorf("/healthz/%s: status %d, body %q; want 500 with %q", tc.check, status, body, tc.wantReason)
-				}
 			}
 		})
 	}

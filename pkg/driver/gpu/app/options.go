@@ -123,26 +123,31 @@ type pluginOptions struct {
 	healthCheckTimeout time.Duration
 	gracePeriod        time.Duration
 	podUID             string
-	metricsBindAddress string
+
+	metricsBindAddress     string
+	tlsCertFile            string
+	tlsKeyFile             string
+	healthProbeBindAddress string
 }
 
 func newPluginOptions() *pluginOptions {
 	return &pluginOptions{
-		kubeAPIQPS:         5,
-		kubeAPIBurst:       10,
-		registrarDir:       kubeletplugin.KubeletRegistryDir,
-		cdiDir:             cdi.DefaultDir,
-		devRoot:            "/",
-		bootIDFile:         checkpoint.DefaultBootIDPath,
-		rescanInterval:     gpu.DefaultRescanInterval,
-		healthCheckTimeout: gpu.DefaultHealthCheckTimeout,
-		gracePeriod:        gpu.DefaultDiscoveryGracePeriod,
-		podUID:             os.Getenv("POD_UID"),
-		metricsBindAddress: ":8080",
+		kubeAPIQPS:             5,
+		kubeAPIBurst:           10,
+		registrarDir:           kubeletplugin.KubeletRegistryDir,
+		cdiDir:                 cdi.DefaultDir,
+		devRoot:                "/",
+		bootIDFile:             checkpoint.DefaultBootIDPath,
+		rescanInterval:         gpu.DefaultRescanInterval,
+		healthCheckTimeout:     gpu.DefaultHealthCheckTimeout,
+		gracePeriod:            gpu.DefaultDiscoveryGracePeriod,
+		podUID:                 os.Getenv("POD_UID"),
+		metricsBindAddress:     ":8443",
+		healthProbeBindAddress: defaultHealthAddress,
 	}
 }
 
-func (o *pluginOptions) addFlags(plugin, kube, metrics *pflag.FlagSet) {
+func (o *pluginOptions) addFlags(plugin, kube, endpoints *pflag.FlagSet) {
 	kube.StringVar(&o.kubeconfig, "kubeconfig", o.kubeconfig, "Kubeconfig file; empty uses the in-cluster configuration.")
 	kube.Float32Var(&o.kubeAPIQPS, "kube-api-qps", o.kubeAPIQPS, "QPS towards the apiserver.")
 	kube.IntVar(&o.kubeAPIBurst, "kube-api-burst", o.kubeAPIBurst, "Burst towards the apiserver.")
@@ -157,7 +162,10 @@ func (o *pluginOptions) addFlags(plugin, kube, metrics *pflag.FlagSet) {
 	plugin.DurationVar(&o.healthCheckTimeout, "health-check-timeout", o.healthCheckTimeout, "How long the kubelet trusts a device health report; reports are resent three times per timeout.")
 	plugin.DurationVar(&o.gracePeriod, "discovery-grace-period", o.gracePeriod, "How long devices stay published as they were while discovery fails or no longer lists them (nvidia-smi errors or hangs, a GPU fell off the bus); after that they are tainted <driver>/unhealthy until discovery sees them again.")
 	plugin.StringVar(&o.podUID, "pod-uid", o.podUID, "UID of the plugin's pod (defaults to $POD_UID); enables seamless rolling updates, which need kubelet 1.33 or newer.")
-	metrics.StringVar(&o.metricsBindAddress, "metrics-bind-address", o.metricsBindAddress, "Address of the /metrics and /healthz endpoint; empty disables it.")
+	endpoints.StringVar(&o.metricsBindAddress, "metrics-bind-address", o.metricsBindAddress, "Address of /metrics, served over HTTPS to callers that authenticate with a bearer token and may get the non-resource URL /metrics (TokenReview, SubjectAccessReview); empty disables it.")
+	endpoints.StringVar(&o.tlsCertFile, "tls-cert-file", o.tlsCertFile, "Certificate of the metrics endpoint (PEM); empty: a self-signed one, made at the start.")
+	endpoints.StringVar(&o.tlsKeyFile, "tls-private-key-file", o.tlsKeyFile, "Private key of --tls-cert-file (PEM).")
+	endpoints.StringVar(&o.healthProbeBindAddress, "health-probe-bind-address", o.healthProbeBindAddress, "Address of /healthz, plain HTTP, for the liveness probe (`gpu-kubelet-plugin healthcheck`); loopback keeps other pods away from it. Empty disables it.")
 }
 
 func (o *pluginOptions) validate() error {
@@ -176,6 +184,9 @@ func (o *pluginOptions) validate() error {
 	}
 	if o.gracePeriod <= 0 {
 		errs = append(errs, errors.New("--discovery-grace-period must be positive"))
+	}
+	if (o.tlsCertFile == "") != (o.tlsKeyFile == "") {
+		errs = append(errs, errors.New("--tls-cert-file and --tls-private-key-file go together"))
 	}
 	return errors.Join(errs...)
 }

@@ -4,21 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
-	"net/http"
 	"os/signal"
 	"sync/atomic"
 	"syscall"
-	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apiserver/pkg/server/healthz"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	cliflag "k8s.io/component-base/cli/flag"
-	"k8s.io/component-base/metrics/legacyregistry"
 	"k8s.io/klog/v2"
 
 	"github.com/drasched/drasched/pkg/driver/gpu"
@@ -43,7 +39,7 @@ ResourceSlices, keeps them up to date, and prepares and unprepares claims.`,
 	}
 	fss := &cliflag.NamedFlagSets{}
 	disc.addFlags(fss.FlagSet("discovery"))
-	plugin.addFlags(fss.FlagSet("kubelet plugin"), fss.FlagSet("kubernetes api"), fss.FlagSet("metrics"))
+	plugin.addFlags(fss.FlagSet("kubelet plugin"), fss.FlagSet("kubernetes api"), fss.FlagSet("metrics and health"))
 	setHelp(cmd, fss, logging)
 	return cmd
 }
@@ -71,22 +67,41 @@ func run(ctx context.Context, disc *discoveryOptions, opts *pluginOptions) error
 	}
 
 	gpu.RegisterMetrics()
-	// The endpoint serves from the start, while New discovers the devices
+	// The endpoints serve from the start, while New discovers the devices
 	// and recovers the checkpoint, so that the liveness probe does not
 	// kill a slow start; the checks begin once the driver exists.
 	var running atomic.Pointer[gpu.Driver]
-	if opts.metricsBindAddress != "" {
-		stopMetrics, err := serveMetrics(ctx, opts.metricsBindAddress, healthChecks(func() pluginHealth {
+	endpointCfg := endpointConfig{
+		metricsAddress: opts.metricsBindAddress,
+		healthAddress:  opts.healthProbeBindAddress,
+		tlsCertFile:    opts.tlsCertFile,
+		tlsKeyFile:     opts.tlsKeyFile,
+		checks: newHealthChecks(func() pluginHealth {
 			if d := running.Load(); d != nil {
 				return d
 			}
 			return nil
-		}))
+		}),
+	}
+	if opts.metricsBindAddress != "" {
+		// A client of its own, with its own rate limiter: reviews of
+		// made-up tokens must not take the budget of the slice
+		// publishing.
+		reviewConfig := rest.CopyConfig(restConfig)
+		reviewConfig.QPS, reviewConfig.Burst = reviewQPS, reviewBurst
+		reviews, err := kubernetes.NewForConfig(reviewConfig)
 		if err != nil {
+			return fmt.Errorf("kubernetes client for metrics authentication: %w", err)
+		}
+		if endpointCfg.auth, err = newMetricsAuth(reviews); err != nil {
 			return err
 		}
-		defer stopMetrics()
 	}
+	served, err := startEndpoints(ctx, endpointCfg)
+	if err != nil {
+		return err
+	}
+	defer served.stop(ctx)
 
 	driver, err := gpu.New(ctx, gpu.Config{
 		DriverName:           disc.driverName,
@@ -114,59 +129,4 @@ func run(ctx context.Context, disc *discoveryOptions, opts *pluginOptions) error
 	}
 	logger.Info("Stopped")
 	return nil
-}
-
-// pluginHealth is what /healthz asks the running plugin.
-type pluginHealth interface {
-	CheckRegistration() error
-	CheckPublishing() error
-}
-
-// healthChecks are the checks of /healthz: it fails, naming the check,
-// when one returns an error, and /healthz/<check> shows the error.
-// plugin returns nil while the plugin starts.
-func healthChecks(plugin func() pluginHealth) []healthz.HealthChecker {
-	check := func(f func(pluginHealth) error) func(*http.Request) error {
-		return func(*http.Request) error {
-			if p := plugin(); p != nil {
-				return f(p)
-			}
-			return nil
-		}
-	}
-	return []healthz.HealthChecker{
-		healthz.NamedCheck("kubelet-registration", check(pluginHealth.CheckRegistration)),
-		healthz.NamedCheck("resourceslice-publishing", check(pluginHealth.CheckPublishing)),
-	}
-}
-
-// newMux serves /metrics and /healthz.
-func newMux(checks []healthz.HealthChecker) *http.ServeMux {
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", legacyregistry.Handler())
-	healthz.InstallHandler(mux, checks...)
-	return mux
-}
-
-// serveMetrics serves /metrics and /healthz until ctx is done or the
-// returned function is called.
-func serveMetrics(ctx context.Context, addr string, checks []healthz.HealthChecker) (func(), error) {
-	logger := klog.FromContext(ctx)
-	mux := newMux(checks)
-	listener, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, fmt.Errorf("listen for metrics on %s: %w", addr, err)
-	}
-	server := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	go func() {
-		if err := server.Serve(listener); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			logger.Error(err, "Metrics server failed")
-		}
-	}()
-	logger.Info("Serving metrics", "address", listener.Addr().String())
-	return func() {
-		shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		_ = server.Shutdown(shutdownCtx)
-	}, nil
 }
