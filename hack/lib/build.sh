@@ -1,4 +1,4 @@
-# shellcheck shell=bash
+# shellcheck shell=bash disable=SC2154 # the sourcing script's bin_dir and force
 # Helpers of the scripts that build pinned binaries from Go modules
 # (hack/build-control-plane.sh, hack/build-node.sh). Source it; the
 # functions use the sourcing script's bin_dir (output folder) and force

@@ -64,6 +64,7 @@ declare -A node_packages=(
   [openssl]=openssl
 )
 # The daemons, in start order.
+# shellcheck disable=SC2034 # used by hack/node.sh, which sources this file
 node_daemons=(etcd kube-apiserver kube-controller-manager kube-scheduler containerd kubelet kube-proxy)
 # The sysctls that the kubelet (unless protectKernelDefaults), kube-proxy
 # and the bridge CNI plugin may change.
