@@ -407,7 +407,9 @@ func mergePartitions(to, from []Partition) []Partition {
 		to[i].Total += p.Total
 		to[i].Free += p.Free
 	}
-	slices.SortFunc(to, func(a, b Partition) int { return cmp.Or(cmp.Compare(a.Attribute, b.Attribute), cmp.Compare(a.Type, b.Type)) })
+	slices.SortFunc(to, func(a, b Partition) int {
+		return cmp.Or(cmp.Compare(a.Attribute, b.Attribute), cmp.Compare(a.Type, b.Type))
+	})
 	return to
 }
 

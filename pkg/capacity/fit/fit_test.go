@@ -51,7 +51,9 @@ func snapshot(nodes ...func() (*v1.Node, *resourceapi.ResourceSlice, []*resource
 }
 
 func node(name string, used int, labels ...string) func() (*v1.Node, *resourceapi.ResourceSlice, []*resourceapi.ResourceClaim) {
-	return func() (*v1.Node, *resourceapi.ResourceSlice, []*resourceapi.ResourceClaim) { return gpuNode(name, used, labels...) }
+	return func() (*v1.Node, *resourceapi.ResourceSlice, []*resourceapi.ResourceClaim) {
+		return gpuNode(name, used, labels...)
+	}
 }
 
 const oneGPUPod = `
@@ -280,7 +282,7 @@ func TestLoad(t *testing.T) {
 		pods     int
 		err      string
 	}{
-		"deployment": {manifest: `{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"d"},"spec":{"replicas":3,"selector":{},"template":{"spec":{"resourceClaims":[{"name":"g","resourceClaimTemplateName":"t"}],"containers":[{"name":"c","image":"x"}]}}}}`, replicas: 3, pods: 1},
+		"deployment":     {manifest: `{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"d"},"spec":{"replicas":3,"selector":{},"template":{"spec":{"resourceClaims":[{"name":"g","resourceClaimTemplateName":"t"}],"containers":[{"name":"c","image":"x"}]}}}}`, replicas: 3, pods: 1},
 		"template alone": {manifest: `{"apiVersion":"resource.k8s.io/v1","kind":"ResourceClaimTemplate","metadata":{"name":"t"},"spec":{"spec":{}}}`, pods: 1},
 		"no claims":      {manifest: `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p"},"spec":{"containers":[{"name":"c","image":"x"}]}}`, err: "has no resourceClaims"},
 		"malformed":      {manifest: "kind: Pod\n  bad: [", err: "document 1"},
