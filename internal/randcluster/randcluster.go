@@ -43,6 +43,10 @@ type Options struct {
 	AdminNamespace string
 	// Claims is the number of claims; 0 means four per node.
 	Claims int
+	// Prefix starts the names of cluster-scoped objects (nodes and their
+	// pools, slices, classes, taint rules), so that clusters can share an
+	// API server.
+	Prefix string
 	// DeclarePartitionType lets some pools declare their
 	// partitionTypeAttribute in the slices (the alpha feature
 	// DRAPartitionableDevicesType).
@@ -98,7 +102,7 @@ func New(opts Options) (*Cluster, error) {
 	g.classes()
 	for i := range opts.Nodes {
 		shape := shapes[g.r.IntN(len(shapes))]
-		if err := g.node(fmt.Sprintf("node-%d", i), shape); err != nil {
+		if err := g.node(fmt.Sprintf("%snode-%d", opts.Prefix, i), shape); err != nil {
 			return nil, err
 		}
 	}
@@ -120,7 +124,7 @@ func (g *gen) attr(name string) string { return g.opts.Driver + "/" + name }
 func (g *gen) classes() {
 	class := func(name, expr string) {
 		g.c.Classes = append(g.c.Classes, &resourceapi.DeviceClass{
-			ObjectMeta: metav1.ObjectMeta{Name: name},
+			ObjectMeta: metav1.ObjectMeta{Name: g.opts.Prefix + name},
 			Spec: resourceapi.DeviceClassSpec{Selectors: []resourceapi.DeviceSelector{{CEL: &resourceapi.CELDeviceSelector{
 				Expression: fmt.Sprintf("device.driver == %q && %s", g.opts.Driver, expr),
 			}}}},
@@ -213,6 +217,11 @@ func (g *gen) node(name, shape string) error {
 		slices, err := gpu.BuildResourceSlices(gpu.SliceOptions{DriverName: g.opts.Driver, NodeName: name}, g.migGPUs())
 		if err != nil {
 			return fmt.Errorf("node %s: %w", name, err)
+		}
+		for _, s := range slices {
+			// As the kubelet plugin's slice controller publishes them: it
+			// starts at generation 1.
+			s.Spec.Pool.Generation = gen
 		}
 		g.c.Slices = append(g.c.Slices, slices...)
 	case shapePartitioned:
@@ -322,7 +331,7 @@ func (g *gen) partitioned(name string, generation int64) {
 
 // fabric is a pool that every node can use: GPUs behind a network fabric.
 func (g *gen) fabric() {
-	s := g.slice("fabric", "fabric", "", 1, 1)
+	s := g.slice(g.opts.Prefix+"fabric", g.opts.Prefix+"fabric", "", 1, 1)
 	for i := range 4 {
 		s.Spec.Devices = append(s.Spec.Devices, g.gpuDevice(fmt.Sprintf("fabric-gpu-%d", i), i))
 	}
@@ -369,18 +378,18 @@ func (g *gen) claim(i int) *resourceapi.ResourceClaim {
 	request := resourceapi.DeviceRequest{Name: "req", Exactly: &resourceapi.ExactDeviceRequest{AllocationMode: resourceapi.DeviceAllocationModeExactCount, Count: 1}}
 	switch k := g.r.IntN(10); {
 	case k < 4:
-		request.Exactly.DeviceClassName = "gpu"
+		request.Exactly.DeviceClassName = g.opts.Prefix + "gpu"
 		request.Exactly.Count = int64(1 + g.r.IntN(2))
 	case k < 6:
-		request.Exactly.DeviceClassName = "mig"
+		request.Exactly.DeviceClassName = g.opts.Prefix + "mig"
 	case k < 8:
-		request.Exactly.DeviceClassName = "partition"
+		request.Exactly.DeviceClassName = g.opts.Prefix + "partition"
 		partition := []string{"full", "half", "quarter", "quarter"}[g.r.IntN(4)]
 		request.Exactly.Selectors = []resourceapi.DeviceSelector{{CEL: &resourceapi.CELDeviceSelector{
 			Expression: fmt.Sprintf("device.attributes[%q].partition == %q", g.opts.Driver, partition),
 		}}}
 	default:
-		request.Exactly.DeviceClassName = "shared"
+		request.Exactly.DeviceClassName = g.opts.Prefix + "shared"
 		request.Exactly.Capacity = &resourceapi.CapacityRequirements{Requests: map[resourceapi.QualifiedName]resource.Quantity{
 			"memory": resource.MustParse(fmt.Sprintf("%dGi", 10*(1+g.r.IntN(4)))),
 		}}
@@ -388,7 +397,7 @@ func (g *gen) claim(i int) *resourceapi.ResourceClaim {
 	if g.opts.AdminNamespace != "" && g.chance(0.05) {
 		claim.Namespace = g.opts.AdminNamespace
 		request.Exactly = &resourceapi.ExactDeviceRequest{
-			DeviceClassName: "gpu", AllocationMode: resourceapi.DeviceAllocationModeExactCount, Count: 1, AdminAccess: ptr.To(true),
+			DeviceClassName: g.opts.Prefix + "gpu", AllocationMode: resourceapi.DeviceAllocationModeExactCount, Count: 1, AdminAccess: ptr.To(true),
 		}
 	}
 	claim.Spec.Devices.Requests = []resourceapi.DeviceRequest{request}
@@ -430,7 +439,7 @@ func (g *gen) taintRules() {
 			selector.Device = ptr.To(s.Spec.Devices[g.r.IntN(len(s.Spec.Devices))].Name)
 		}
 		g.c.TaintRules = append(g.c.TaintRules, &resourceapi.DeviceTaintRule{
-			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("rule-%d", i)},
+			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%srule-%d", g.opts.Prefix, i)},
 			Spec: resourceapi.DeviceTaintRuleSpec{
 				DeviceSelector: selector,
 				Taint:          resourceapi.DeviceTaint{Key: g.attr("maintenance"), Effect: effects[g.r.IntN(len(effects))]},

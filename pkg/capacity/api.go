@@ -97,7 +97,7 @@ func ask(ctx context.Context, client kubernetes.Interface, request *resourcev1al
 		return status != nil, nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("no answer to ResourcePoolStatusRequest %s within %s (kube-controller-manager runs the resourcepoolstatusrequest-controller with DRAResourcePoolStatus on; it does not answer while a pool is incomplete): %w", created.Name, timeout, err)
+		return nil, fmt.Errorf("no answer to ResourcePoolStatusRequest %s within %s (kube-controller-manager runs the resourcepoolstatusrequest-controller with DRAResourcePoolStatus on; it does not answer while a pool is incomplete, nor, in Kubernetes 1.37, for a driver with a pool at generation 0, whose status the API server refuses): %w", created.Name, timeout, err)
 	}
 	for _, c := range status.Conditions {
 		if c.Type == resourcev1alpha3.ResourcePoolStatusRequestConditionFailed && c.Status == metav1.ConditionTrue {
