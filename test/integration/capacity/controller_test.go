@@ -164,7 +164,9 @@ func publish(t *testing.T, env *framework.Env, c *randcluster.Cluster) {
 		if _, err := env.Client.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{}); err != nil {
 			t.Fatalf("create node %s: %v", n.Name, err)
 		}
-		cleanup(func(ctx context.Context) error { return env.Client.CoreV1().Nodes().Delete(ctx, n.Name, metav1.DeleteOptions{}) })
+		cleanup(func(ctx context.Context) error {
+			return env.Client.CoreV1().Nodes().Delete(ctx, n.Name, metav1.DeleteOptions{})
+		})
 	}
 	for _, o := range c.Classes {
 		if _, err := env.Client.ResourceV1().DeviceClasses().Create(ctx, o, metav1.CreateOptions{}); err != nil {
