@@ -19,6 +19,7 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
@@ -62,6 +63,8 @@ type Cluster struct {
 	// Claims are in creation order; those with Status.Allocation set are
 	// allocated.
 	Claims []*resourceapi.ResourceClaim
+	// Pods are bound pods (Uniform only).
+	Pods []*v1.Pod
 	// PartitionAttribute is the partition type attribute of the
 	// partitionable pools that do not declare it.
 	PartitionAttribute string
@@ -446,4 +449,91 @@ func (g *gen) taintRules() {
 			},
 		})
 	}
+}
+
+// UniformOptions shape a cluster of identical GPU nodes.
+type UniformOptions struct {
+	Nodes, GPUsPerNode int
+	// Used is how many GPUs of each node a pod (bound to the node, with
+	// a claim of one GPU each) holds.
+	Used int
+	// Driver names the driver; "" means gpu.example.com.
+	Driver string
+}
+
+// Uniform builds a cluster of identical nodes for benchmarks: each with
+// GPUsPerNode GPUs (two per PCIe root, four per NUMA node) in one slice,
+// the first Used of them allocated to claims of bound pods, and the
+// classes of New.
+func Uniform(opts UniformOptions) *Cluster {
+	if opts.Driver == "" {
+		opts.Driver = "gpu.example.com"
+	}
+	g := &gen{opts: Options{Driver: opts.Driver}, r: rand.New(rand.NewPCG(0, 0)), c: &Cluster{PartitionAttribute: opts.Driver + "/partition"}}
+	g.classes()
+	resources := v1.ResourceList{v1.ResourceCPU: resource.MustParse("64"), v1.ResourceMemory: resource.MustParse("512Gi"), v1.ResourcePods: resource.MustParse("110")}
+	for n := range opts.Nodes {
+		name := fmt.Sprintf("node-%d", n)
+		g.c.Nodes = append(g.c.Nodes, &v1.Node{
+			ObjectMeta: metav1.ObjectMeta{Name: name, UID: types.UID("uid-" + name), Labels: map[string]string{"kubernetes.io/hostname": name}},
+			Status:     v1.NodeStatus{Capacity: resources, Allocatable: resources},
+		})
+		s := g.slice(name, name, name, 1, 1)
+		for i := range opts.GPUsPerNode {
+			d := resourceapi.Device{Name: fmt.Sprintf("gpu-%d", i), Attributes: map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{
+				"type":                            {StringValue: ptr.To("gpu")},
+				"resource.kubernetes.io/pcieRoot": {StringValue: ptr.To(fmt.Sprintf("pci0000:%02x", i/2))},
+				"resource.kubernetes.io/numaNode": {IntValue: ptr.To(int64(i / 4))},
+			}}
+			s.Spec.Devices = append(s.Spec.Devices, d)
+		}
+		g.c.Slices = append(g.c.Slices, s)
+		for i := range opts.Used {
+			pod := &v1.Pod{
+				ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-pod-%d", name, i), Namespace: "default", UID: types.UID(fmt.Sprintf("uid-%s-pod-%d", name, i))},
+				Spec: v1.PodSpec{NodeName: name, Containers: []v1.Container{{Name: "c", Resources: v1.ResourceRequirements{
+					Requests: v1.ResourceList{v1.ResourceCPU: resource.MustParse("1")},
+				}}}},
+			}
+			claim := &resourceapi.ResourceClaim{
+				ObjectMeta: metav1.ObjectMeta{Name: pod.Name + "-gpu", Namespace: "default", UID: types.UID("uid-" + pod.Name + "-gpu")},
+				Spec: resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{Requests: []resourceapi.DeviceRequest{{
+					Name: "gpu", Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: "gpu", AllocationMode: resourceapi.DeviceAllocationModeExactCount, Count: 1},
+				}}}},
+				Status: resourceapi.ResourceClaimStatus{
+					Allocation: &resourceapi.AllocationResult{Devices: resourceapi.DeviceAllocationResult{Results: []resourceapi.DeviceRequestAllocationResult{{
+						Request: "gpu", Driver: opts.Driver, Pool: name, Device: fmt.Sprintf("gpu-%d", i),
+					}}}},
+					ReservedFor: []resourceapi.ResourceClaimConsumerReference{{Resource: "pods", Name: pod.Name, UID: pod.UID}},
+				},
+			}
+			g.c.Pods = append(g.c.Pods, pod)
+			g.c.Claims = append(g.c.Claims, claim)
+		}
+	}
+	return g.c
+}
+
+// Objects are all of the cluster's objects, for a fake clientset.
+func (c *Cluster) Objects() []runtime.Object {
+	var objects []runtime.Object
+	for _, o := range c.Nodes {
+		objects = append(objects, o)
+	}
+	for _, o := range c.Classes {
+		objects = append(objects, o)
+	}
+	for _, o := range c.Slices {
+		objects = append(objects, o)
+	}
+	for _, o := range c.TaintRules {
+		objects = append(objects, o)
+	}
+	for _, o := range c.Claims {
+		objects = append(objects, o)
+	}
+	for _, o := range c.Pods {
+		objects = append(objects, o)
+	}
+	return objects
 }

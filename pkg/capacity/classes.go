@@ -2,6 +2,7 @@ package capacity
 
 import (
 	"cmp"
+	"context"
 	"slices"
 
 	resourceapi "k8s.io/api/resource/v1"
@@ -30,7 +31,7 @@ type ClassCount struct {
 // matches it), with the rules of Top and one more state: in flight, the
 // devices of inFlight allocations that no claim has allocated yet. The
 // cache evaluates the selectors, as the allocator does.
-func CountByClass(resourceSlices []*resourceapi.ResourceSlice, claims []*resourceapi.ResourceClaim, classes []*resourceapi.DeviceClass,
+func CountByClass(ctx context.Context, resourceSlices []*resourceapi.ResourceSlice, claims []*resourceapi.ResourceClaim, classes []*resourceapi.DeviceClass,
 	inFlight []*resourceapi.AllocationResult, cache *allocator.Cache, features structured.Features) []ClassCount {
 	pending := sets.New[structured.DeviceID]()
 	for _, a := range inFlight {
@@ -48,8 +49,9 @@ func CountByClass(resourceSlices []*resourceapi.ResourceSlice, claims []*resourc
 	out := make([]ClassCount, 0, len(classes))
 	for _, class := range classes {
 		var flight int32
+		match := m.matches(ctx, class, all)
 		c := tally(all, func(d *device) bool {
-			if !m.match(class, d) {
+			if !match(d) {
 				return false
 			}
 			if !d.inUse && pending.Has(d.id()) {

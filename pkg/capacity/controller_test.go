@@ -11,7 +11,6 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 	resourcev1alpha3 "k8s.io/api/resource/v1alpha3"
 	"k8s.io/apimachinery/pkg/api/resource"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
@@ -86,23 +85,7 @@ func TestPoolStatusAsController(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var objects []runtime.Object
-			for _, o := range c.Nodes {
-				objects = append(objects, o)
-			}
-			for _, o := range c.Slices {
-				objects = append(objects, o)
-			}
-			for _, o := range c.Claims {
-				objects = append(objects, o)
-			}
-			for _, o := range c.Classes {
-				objects = append(objects, o)
-			}
-			for _, o := range c.TaintRules {
-				objects = append(objects, o)
-			}
-			client := fake.NewClientset(objects...)
+			client := fake.NewClientset(c.Objects()...)
 			startController(ctx, t, client)
 
 			snap, err := capacity.Read(ctx, client, capacity.ReadOptions{})

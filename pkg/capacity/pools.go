@@ -61,6 +61,9 @@ func (p *pool) complete() bool { return int64(len(p.slices)) >= p.expected }
 type device struct {
 	slice *resourceapi.ResourceSlice
 	index int
+	// pool and seq are the device's pool's index in the list of pools
+	// and its own in the pool's devices.
+	pool, seq int
 	// node is the node the device is attached to: its slice's, or its own
 	// under perDeviceNodeSelection; "" for devices of several nodes.
 	node string
@@ -148,7 +151,7 @@ func pools(resourceSlices []*resourceapi.ResourceSlice, claims []*resourceapi.Re
 		}
 	}
 
-	for _, p := range list {
+	for pi, p := range list {
 		for _, s := range p.slices {
 			p.counters = append(p.counters, s.Spec.SharedCounters...)
 			// A slice's own attribute wins; the default applies only to
@@ -162,6 +165,8 @@ func pools(resourceSlices []*resourceapi.ResourceSlice, claims []*resourceapi.Re
 				d := device{
 					slice:         s,
 					index:         i,
+					pool:          pi,
+					seq:           len(p.devices),
 					node:          ptr.Deref(s.Spec.NodeName, ""),
 					partitionAttr: attr,
 					inUse:         p.inUse.Has(spec.Name),

@@ -85,23 +85,18 @@ func Read(ctx context.Context, client kubernetes.Interface, opts ReadOptions) (*
 }
 
 // readSlices lists the ResourceSlices, with DeviceTaintRules applied where
-// they can be read.
+// they can be read and there are any.
 func readSlices(ctx context.Context, client kubernetes.Interface, opts ReadOptions, notes *[]string) ([]*resourceapi.ResourceSlice, error) {
 	// The tracker's informer would retry a refused list forever: ask once.
-	_, err := client.ResourceV1().DeviceTaintRules().List(ctx, metav1.ListOptions{Limit: 1})
+	rules, err := client.ResourceV1().DeviceTaintRules().List(ctx, metav1.ListOptions{Limit: 1})
 	switch {
+	case err == nil && len(rules.Items) == 0:
+		// Nothing to apply: one list is enough.
+		return listSlices(ctx, client)
 	case err == nil:
 	case apierrors.IsForbidden(err) || apierrors.IsNotFound(err):
 		*notes = append(*notes, fmt.Sprintf("DeviceTaintRules not applied (%v): devices tainted only by a rule count as available", err))
-		list, err := client.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return nil, readError("resourceslices", "resource.k8s.io", err)
-		}
-		slices := make([]*resourceapi.ResourceSlice, len(list.Items))
-		for i := range list.Items {
-			slices[i] = &list.Items[i]
-		}
-		return slices, nil
+		return listSlices(ctx, client)
 	default:
 		return nil, readError("devicetaintrules", "resource.k8s.io", err)
 	}
@@ -136,6 +131,18 @@ func readSlices(ctx context.Context, client kubernetes.Interface, opts ReadOptio
 	slices, err := t.ListPatchedResourceSlices()
 	if err != nil {
 		return nil, fmt.Errorf("apply DeviceTaintRules: %w", err)
+	}
+	return slices, nil
+}
+
+func listSlices(ctx context.Context, client kubernetes.Interface) ([]*resourceapi.ResourceSlice, error) {
+	list, err := client.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, readError("resourceslices", "resource.k8s.io", err)
+	}
+	slices := make([]*resourceapi.ResourceSlice, len(list.Items))
+	for i := range list.Items {
+		slices[i] = &list.Items[i]
 	}
 	return slices, nil
 }

@@ -5,8 +5,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"slices"
 	"sort"
+	"sync"
 
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
@@ -14,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/client-go/util/workqueue"
 	"k8s.io/dynamic-resource-allocation/cel"
 	"k8s.io/dynamic-resource-allocation/structured"
 	"k8s.io/utils/ptr"
@@ -198,12 +201,11 @@ func Top(ctx context.Context, snap *Snapshot, opts Options) (*Report, error) {
 	}
 	// keep: the device is on a selected node and of the class.
 	nodeFilter := opts.Selector != nil && !opts.Selector.Empty() || opts.Node != ""
-	keep := func(d *device) bool {
-		if nodeFilter && !nodes.Has(d.node) {
-			return false
-		}
-		return class == nil || m.match(class, d)
+	inClass := func(*device) bool { return true }
+	if class != nil {
+		inClass = m.matches(ctx, class, all)
 	}
+	keep := func(d *device) bool { return (!nodeFilter || nodes.Has(d.node)) && inClass(d) }
 
 	switch opts.View {
 	case ViewPools:
@@ -238,8 +240,8 @@ func Top(ctx context.Context, snap *Snapshot, opts Options) (*Report, error) {
 				continue
 			}
 			row := Class{Name: c.Name}
-			m.errs = nil
-			k := func(d *device) bool { return (!nodeFilter || nodes.Has(d.node)) && m.match(c, d) }
+			match := m.matches(ctx, c, all)
+			k := func(d *device) bool { return (!nodeFilter || nodes.Has(d.node)) && match(d) }
 			row.Counts = tally(all, k)
 			for _, p := range all {
 				if p.complete() {
@@ -248,7 +250,7 @@ func Top(ctx context.Context, snap *Snapshot, opts Options) (*Report, error) {
 					row.SharedDevices = append(row.SharedDevices, p.sharedDevices(k)...)
 				}
 			}
-			row.Errors = m.errs
+			row.Errors = m.takeErrors()
 			report.Classes = append(report.Classes, row)
 		}
 		slices.SortFunc(report.Classes, func(a, b Class) int { return cmp.Compare(a.Name, b.Name) })
@@ -508,11 +510,13 @@ func topology(ctx context.Context, snap *Snapshot, rows map[string]*Node, featur
 }
 
 // matcher tells whether a class matches a device, with the allocator's
-// cached CEL evaluation.
+// cached CEL evaluation. Its methods are safe for concurrent use.
 type matcher struct {
 	cache    *allocator.Cache
 	features cel.Features
-	errs     []string
+	// mutex guards errs, the first selector errors.
+	mutex sync.Mutex
+	errs  []string
 }
 
 func (m *matcher) match(class *resourceapi.DeviceClass, d *device) bool {
@@ -522,9 +526,11 @@ func (m *matcher) match(class *resourceapi.DeviceClass, d *device) bool {
 		}
 		ok, err := m.cache.Matches(m.features, d.slice, d.index, sel.CEL.Expression)
 		if err != nil {
+			m.mutex.Lock()
 			if len(m.errs) < 5 {
 				m.errs = append(m.errs, fmt.Sprintf("device %s: %v", d.id(), err))
 			}
+			m.mutex.Unlock()
 			return false
 		}
 		if !ok {
@@ -532,4 +538,29 @@ func (m *matcher) match(class *resourceapi.DeviceClass, d *device) bool {
 		}
 	}
 	return true
+}
+
+// matches evaluates the class on every device of the pools, pool by pool
+// on all CPUs (CEL is most of what the classes view costs), and returns
+// the answer for a device of them.
+func (m *matcher) matches(ctx context.Context, class *resourceapi.DeviceClass, all []*pool) func(*device) bool {
+	results := make([][]bool, len(all))
+	workqueue.ParallelizeUntil(ctx, runtime.GOMAXPROCS(0), len(all), func(i int) {
+		p := all[i]
+		r := make([]bool, len(p.devices))
+		for j := range p.devices {
+			r[j] = m.match(class, &p.devices[j])
+		}
+		results[i] = r
+	})
+	return func(d *device) bool { return results[d.pool][d.seq] }
+}
+
+// takeErrors returns the selector errors so far and forgets them.
+func (m *matcher) takeErrors() []string {
+	m.mutex.Lock()
+	defer m.mutex.Unlock()
+	errs := m.errs
+	m.errs = nil
+	return errs
 }

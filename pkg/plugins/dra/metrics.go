@@ -1,6 +1,7 @@
 package dra
 
 import (
+	"context"
 	"errors"
 	"sync"
 	"time"
@@ -258,7 +259,7 @@ func (c *deviceCollector) CollectWithStability(ch chan<- metrics.Metric) {
 	for _, uid := range t.InFlight() {
 		inFlight = append(inFlight, t.PendingAllocation(uid))
 	}
-	for _, cc := range capacity.CountByClass(resourceSlices, claims, classes, inFlight, c.cache, c.features) {
+	for _, cc := range capacity.CountByClass(context.Background(), resourceSlices, claims, classes, inFlight, c.cache, c.features) {
 		for state, n := range map[string]int32{
 			deviceAllocated: cc.Allocated, deviceInFlight: cc.InFlight, deviceAvailable: cc.Available, deviceUnavailable: cc.Unavailable,
 		} {
