@@ -143,7 +143,7 @@ func printFit(out io.Writer, r *fit.Result, wide bool) error {
 		return err
 	}
 	w := printers.GetNewTabWriter(out)
-	if wide {
+	if wide && len(r.Placements) > 0 {
 		_, _ = fmt.Fprintln(w, "POD\tNODE\tDEVICES")
 		for _, p := range r.Placements {
 			var devices []string
