@@ -522,7 +522,7 @@ func isShared(in *instance, c *resourceapi.ResourceClaim) bool {
 
 // evaluate says whether the pod fits the node now.
 func (p *placer) evaluate(ctx context.Context, node *v1.Node, in *instance) (*answer, error) {
-	if reason := p.nodeReason(node, in.pod); reason != "" {
+	if reason := p.nodeReason(klog.FromContext(ctx), node, in.pod); reason != "" {
 		return &answer{reason: reason}, nil
 	}
 	for _, c := range in.claims {
@@ -570,12 +570,12 @@ func allocatedElsewhere(node *v1.Node, c *resourceapi.ResourceClaim) string {
 
 // nodeReason is why the node does not take the pod regardless of its
 // claims, in kube-scheduler's words; "" if it does.
-func (p *placer) nodeReason(node *v1.Node, pod *v1.Pod) string {
+func (p *placer) nodeReason(logger klog.Logger, node *v1.Node, pod *v1.Pod) string {
 	unschedulable := v1.Taint{Key: v1.TaintNodeUnschedulable, Effect: v1.TaintEffectNoSchedule}
-	if node.Spec.Unschedulable && !corev1helpers.TolerationsTolerateTaint(klog.Background(), pod.Spec.Tolerations, &unschedulable, false) {
+	if node.Spec.Unschedulable && !corev1helpers.TolerationsTolerateTaint(logger, pod.Spec.Tolerations, &unschedulable, false) {
 		return "node(s) were unschedulable"
 	}
-	taint, untolerated := corev1helpers.FindMatchingUntoleratedTaint(klog.Background(), node.Spec.Taints, pod.Spec.Tolerations, func(t *v1.Taint) bool {
+	taint, untolerated := corev1helpers.FindMatchingUntoleratedTaint(logger, node.Spec.Taints, pod.Spec.Tolerations, func(t *v1.Taint) bool {
 		return t.Effect == v1.TaintEffectNoSchedule || t.Effect == v1.TaintEffectNoExecute
 	}, false)
 	if untolerated {
