@@ -65,7 +65,7 @@ func TestScenarioCapacity(t *testing.T) {
 		t.Fatal(err)
 	}
 	for file, want := range map[string]int{
-		filepath.Join(repoRoot, m[1]): 2,
+		filepath.Join(repoRoot, m[1]):                                           2,
 		filepath.Join(repoRoot, "hack", "demo", s.unschedulablePods[0]+".yaml"): 0,
 	} {
 		w, err := fit.Load(readFile(t, file), "default")

@@ -33,7 +33,7 @@ func TestFitPredictsScheduler(t *testing.T) {
 		gpus, count int
 		want        int
 	}{
-		"one GPU, fewer than fit": {gpus: 1, count: 10, want: 10},
+		"one GPU, fewer than fit":             {gpus: 1, count: 10, want: 10},
 		"two GPUs on one root, more than fit": {gpus: 2, count: 30, want: 8},
 	} {
 		t.Run(name, func(t *testing.T) {
