@@ -122,7 +122,37 @@ func TestPoolStatusAsController(t *testing.T) {
 				if diff := cmp.Diff(want, got, PoolStatusOptions); diff != "" {
 					t.Errorf("partition attribute %q: pool statuses (-controller +top):\n%s", attr, diff)
 				}
+				// top --source=api shows the same counts, per pool and per
+				// node.
+				for _, view := range []capacity.View{capacity.ViewPools, capacity.ViewNodes} {
+					fromAPI, err := capacity.TopFromAPI(ctx, client, capacity.Options{View: view, PartitionAttribute: attr},
+						capacity.APIOptions{PartitionAttribute: attr, Poll: 10 * time.Millisecond})
+					if err != nil {
+						t.Fatal(err)
+					}
+					local, err := capacity.Top(ctx, snap, capacity.Options{View: view, PartitionAttribute: attr})
+					if err != nil {
+						t.Fatal(err)
+					}
+					if diff := cmp.Diff(countsOf(local), countsOf(fromAPI)); diff != "" {
+						t.Errorf("top %s --source=api (-top +api):\n%s", view, diff)
+					}
+				}
 			}
 		})
 	}
+}
+
+// countsOf maps the rows of a report to their counts.
+func countsOf(r *capacity.Report) map[string]capacity.Counts {
+	m := map[string]capacity.Counts{}
+	for _, p := range r.Pools {
+		if p.Counts != nil {
+			m[p.Name] = *p.Counts
+		}
+	}
+	for _, n := range r.Nodes {
+		m[n.Name] = n.Counts
+	}
+	return m
 }

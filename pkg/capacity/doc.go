@@ -20,7 +20,7 @@
 //   - allocated: the distinct devices of the pool that allocated claims
 //     name, admin access left out, a shared device once however many
 //     claims share it (and a device that a claim still holds after it left
-//     the pool's slices);
+//     the pool's slices, also in the node view);
 //   - unavailable: the devices with a NoSchedule or NoExecute taint, the
 //     driver's own or a DeviceTaintRule's (allocator.Unavailable, the
 //     allocator's rule), allocated or not;

@@ -57,6 +57,16 @@ type pool struct {
 
 func (p *pool) complete() bool { return int64(len(p.slices)) >= p.expected }
 
+// departed counts the devices that claims hold in the pool but its slices
+// no longer have: it was republished without them.
+func (p *pool) departed() int32 {
+	names := sets.New[string]()
+	for i := range p.devices {
+		names.Insert(p.devices[i].spec().Name)
+	}
+	return int32(p.inUse.Difference(names).Len())
+}
+
 // device is one device of a pool.
 type device struct {
 	slice *resourceapi.ResourceSlice

@@ -255,7 +255,7 @@ func Top(ctx context.Context, snap *Snapshot, opts Options) (*Report, error) {
 		}
 		slices.SortFunc(report.Classes, func(a, b Class) int { return cmp.Compare(a.Name, b.Name) })
 	default:
-		report.Nodes, err = nodeRows(ctx, snap, all, nodes, keep, features, opts)
+		report.Nodes, err = nodeRows(ctx, snap, all, nodes, keep, class, features, opts)
 		if err != nil {
 			return nil, err
 		}
@@ -416,7 +416,8 @@ func mergePartitions(to, from []Partition) []Partition {
 }
 
 // nodeRows counts per node.
-func nodeRows(ctx context.Context, snap *Snapshot, all []*pool, names sets.Set[string], keep func(*device) bool, features structured.Features, opts Options) ([]Node, error) {
+func nodeRows(ctx context.Context, snap *Snapshot, all []*pool, names sets.Set[string], keep func(*device) bool, class *resourceapi.DeviceClass,
+	features structured.Features, opts Options) ([]Node, error) {
 	byName := map[string]*Node{}
 	row := func(name string) *Node {
 		n := byName[name]
@@ -441,7 +442,13 @@ func nodeRows(ctx context.Context, snap *Snapshot, all []*pool, names sets.Set[s
 				continue
 			}
 			onNode := func(d *device) bool { return d.node == name && keep(d) }
-			n.Counts.add(tally([]*pool{p}, onNode))
+			c := tally([]*pool{p}, onNode)
+			if p.nodeName == name && class == nil {
+				// As in the pool's status: the node's allocated devices
+				// include those claims hold that left the slices.
+				c = counts(c.Total, c.Allocated+p.departed(), c.Unavailable)
+			}
+			n.Counts.add(c)
 			parts, _ := p.partitions(onNode, false)
 			n.Partitions = mergePartitions(n.Partitions, parts)
 			if p.nodeName == name {
