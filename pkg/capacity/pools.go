@@ -188,7 +188,9 @@ func pools(resourceSlices []*resourceapi.ResourceSlice, claims []*resourceapi.Re
 				if attr != "" {
 					d.partitionType, d.hasType = partitionType(s.Spec.Driver, spec, attr)
 				}
-				d.consumed = perDevice[d.id()]
+				if len(perDevice) > 0 {
+					d.consumed = perDevice[d.id()]
+				}
 				p.devices = append(p.devices, d)
 			}
 		}
