@@ -18,6 +18,7 @@ var allocatorMetrics = []struct {
 	{"sec/op", "seconds_per_op"},
 	{"B/op", "bytes_per_op"},
 	{"allocs/op", "allocs_per_op"},
+	{"cpu-s/op", "cpu_seconds_per_op"},
 }
 
 // capacityTargets are the time targets (seconds per op) of pkg/capacity's

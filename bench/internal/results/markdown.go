@@ -25,6 +25,7 @@ var MetricTitles = map[string]string{
 	"seconds_per_op":      "time/op",
 	"bytes_per_op":        "B/op",
 	"allocs_per_op":       "allocs/op",
+	"cpu_seconds_per_op":  "CPU/op",
 	"p50_seconds":         "p50 latency",
 	"p90_seconds":         "p90 latency",
 	"p99_seconds":         "p99 latency",
