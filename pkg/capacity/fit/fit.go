@@ -171,6 +171,7 @@ func Fit(ctx context.Context, snap *capacity.Snapshot, w *Workload, opts Options
 	if args.Allocator == config.AllocatorUpstream {
 		res.Approximations = append(res.Approximations, "the profile runs upstream's allocator; fit allocates with drasched's, whose default policy gives the same devices")
 	}
+	res.Approximations = append(res.Approximations, extendedResources(w, snap.Classes)...)
 	for _, pod := range w.Pods {
 		if pod.Spec.SchedulerName != "" && pod.Spec.SchedulerName != DefaultProfile {
 			res.Approximations = append(res.Approximations, fmt.Sprintf("pod %s names scheduler %s; this is where drasched would place it", pod.Name, pod.Spec.SchedulerName))
@@ -199,6 +200,26 @@ func Fit(ctx context.Context, snap *capacity.Snapshot, w *Workload, opts Options
 	}
 	slices.SortFunc(res.Nodes, func(a, b NodeCount) int { return cmp.Or(cmp.Compare(b.Pods, a.Pods), cmp.Compare(a.Node, b.Node)) })
 	return res, nil
+}
+
+// extendedResources says which extended resources the pods request that a
+// DeviceClass backs with DRA devices: fit counts those against the nodes'
+// allocatable resources, not as claims for the class's devices.
+func extendedResources(w *Workload, classes []*resourceapi.DeviceClass) []string {
+	var notes []string
+	for _, class := range classes {
+		name := ptr.Deref(class.Spec.ExtendedResourceName, "")
+		if name == "" {
+			continue
+		}
+		for _, pod := range w.Pods {
+			if _, ok := resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{})[v1.ResourceName(name)]; ok {
+				notes = append(notes, fmt.Sprintf("extended resource %s is backed by DeviceClass %s: fit counts it against the nodes' allocatable resources, not as a claim for the class's devices", name, class.Name))
+				break
+			}
+		}
+	}
+	return notes
 }
 
 // nodeUse is what pods take of a node's allocatable resources.
