@@ -205,7 +205,7 @@ bench-kwok: ## Run the kwok end-to-end benchmark: upstream, drasched (each also 
 	QUICK=$(QUICK) hack/bench-kwok.sh
 
 .PHONY: bench-allocator
-bench-allocator: ## Benchmark pkg/allocator against upstream's allocator on the same inputs.
+bench-allocator: ## Benchmark pkg/allocator against upstream's allocator on the same inputs, and kubectl drasched top and fit (pkg/capacity) against their time targets.
 	hack/bench-allocator.sh -benchtime=$(BENCHTIME) -count=$(COUNT)
 
 .PHONY: etcd

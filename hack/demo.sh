@@ -45,8 +45,12 @@ demo_nodes=(
 # The node served by a real gpu-kubelet-plugin process.
 plugin_node=gpu-l40s-0
 plugin_inventory=config/inventory/l40s-4.yaml
-# The pod that must not fit (hack/demo/workloads.yaml).
+# The pod that must not fit (hack/demo/<name>.yaml).
 unschedulable_pod=four-large-gpus-one-pcie-root
+# kubectl drasched fit: before the workloads, a pod that fits twice on the
+# idle nodes (four GPUs behind one PCIe switch: gpu-l40s-switch-0 has two
+# such switches); after them, the pod that must not fit.
+fits_twice=config/examples/four-gpus-one-pcie-root.yaml
 # Gang scheduling (config/examples/gang): the control plane serves PodGroups
 # and runs with the workload gates, and so does drasched.
 feature_gates=GenericWorkload=true,DRAWorkloadResourceClaims=true
@@ -66,6 +70,16 @@ step() {
 kubectl() {
   "${cluster_bin}/kubectl" --kubeconfig "${kubeconfig}" "$@"
 }
+
+# kubectl_drasched runs the kubectl plugin as users do: kubectl finds
+# kubectl-drasched on PATH.
+kubectl_drasched() {
+  KUBECONFIG="${kubeconfig}" PATH="${bin_dir}:${PATH}" "${cluster_bin}/kubectl" drasched "$@"
+}
+
+# top_flags: the profile's topology attributes (--scheduler-config) and the
+# MIG profile as the partition type.
+top_flags=(--scheduler-config config/scheduler-config.yaml --partition-attribute gpu.drasched.dev/profile)
 
 
 # The processes the demo runs besides the cluster, by name.
@@ -262,20 +276,36 @@ up() {
   start_process drasched "${binaries[drasched]}" --config "${demo_dir}/scheduler-config.yaml" \
     --feature-gates="${feature_gates}" --leader-elect=false --secure-port=0 -v=2
 
-  step "applying DeviceClasses and workloads (config/gpu-driver/deviceclasses.yaml, config/examples, hack/demo/workloads.yaml)"
+  step "applying DeviceClasses (config/gpu-driver/deviceclasses.yaml, config/examples/deviceclasses.yaml)"
+  kubectl apply -f config/gpu-driver/deviceclasses.yaml
+  kubectl apply -f config/examples/deviceclasses.yaml
+
+  step "what is free before the workloads: kubectl drasched top (devices per node; GPUs wholly free, partly used, full; MIG partitions free per profile; whole PCIe roots, NVLink domains, NUMA nodes)"
+  kubectl_drasched top -o wide "${top_flags[@]}"
+
+  step "would it fit? kubectl drasched fit: ${fits_twice} (four GPUs on one PCIe root) fits twice, where and with which GPUs"
+  kubectl_drasched fit -f "${fits_twice}" --scheduler-config config/scheduler-config.yaml -o wide
+
+  step "applying workloads (config/examples, hack/demo/workloads.yaml, hack/demo/${unschedulable_pod}.yaml)"
   # The ServiceAccount admission plugin refuses pods until the controller
   # manager has created the namespace's default ServiceAccount.
   kubectl wait --for=create serviceaccount/default --timeout=60s >/dev/null
-  kubectl apply -f config/gpu-driver/deviceclasses.yaml
   kubectl apply -k config/examples
   kubectl apply -f hack/demo/workloads.yaml
+  kubectl apply -f "hack/demo/${unschedulable_pod}.yaml"
 
   step "waiting for drasched to schedule the pods"
   run_watching "${demo}" report --kubeconfig "${kubeconfig}" --expect-unschedulable "${unschedulable_pod}" --timeout 2m
 
   step "why ${unschedulable_pod} is pending: kubectl drasched explain (the kubectl plugin ${bin_dir#"${root}"/}/kubectl-drasched, read-only)"
-  # kubectl finds the plugin on PATH as kubectl-drasched.
-  KUBECONFIG="${kubeconfig}" PATH="${bin_dir}:${PATH}" "${cluster_bin}/kubectl" drasched explain "${unschedulable_pod}"
+  kubectl_drasched explain "${unschedulable_pod}"
+
+  step "what is free now: kubectl drasched top, per node and per DeviceClass"
+  kubectl_drasched top -o wide "${top_flags[@]}"
+  kubectl_drasched top classes -o wide "${top_flags[@]}"
+
+  step "would one more fit? kubectl drasched fit: ${unschedulable_pod} fits nowhere, and why, node by node"
+  kubectl_drasched fit -f "hack/demo/${unschedulable_pod}.yaml" --scheduler-config config/scheduler-config.yaml
 
   step "preemption: training pods fill gpu-h100-0, an inference pod of higher priority evicts as many as it needs GPUs (config/examples/preemption)"
   kubectl apply -f config/examples/preemption/training.yaml

@@ -1,12 +1,23 @@
 // Command kubectl-drasched is a kubectl plugin (kubectl drasched ...) for
-// drasched's operators. Read-only: it reads the cluster and never writes.
+// drasched's operators. Read-only: it reads the cluster and never writes
+// (except top --source=api, which asks the API with a
+// ResourcePoolStatusRequest and deletes it).
 //
 //	kubectl drasched explain POD [-n NAMESPACE] [--node NODE] [-o text|json]
+//	kubectl drasched top [nodes|pools|classes] [-l SELECTOR] [--class CLASS] [--node NODE] [-o wide|json]
+//	kubectl drasched fit -f FILE [--count N] [-o wide|json]
 //
-// explains why a pending pod's ResourceClaims do not fit on each node (the
-// reasons of drasched's allocator, what holds the devices, the smallest
-// change found that would make them fit), or where a bound pod's devices
-// are. See pkg/explain.
+// explain says why a pending pod's ResourceClaims do not fit on each node
+// (the reasons of drasched's allocator, what holds the devices, the
+// smallest change found that would make them fit), or where a bound pod's
+// devices are (pkg/explain). top counts the devices per node, pool and
+// DeviceClass: total, allocated, available, unavailable (pkg/capacity).
+// fit says how many more pods like these fit now, and where
+// (pkg/capacity/fit).
+//
+// Errors exit with status 1, as kubectl's do: an unknown node or
+// DeviceClass, a manifest that does not decode or has no claims, a refused
+// read (the message names the permission).
 package main
 
 import (
@@ -40,7 +51,7 @@ func newCommand(out io.Writer) *cobra.Command {
 	flags := genericclioptions.NewConfigFlags(true)
 	root := &cobra.Command{
 		Use:           "kubectl-drasched",
-		Short:         "drasched's kubectl plugin: why a GPU pod is pending, where its devices are",
+		Short:         "drasched's kubectl plugin: why a GPU pod is pending, what is free where, whether more pods fit",
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
@@ -80,7 +91,7 @@ func newCommand(out io.Writer) *cobra.Command {
 	}
 	explainCmd.Flags().StringVar(&node, "node", "", "explain this node only")
 	explainCmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text or json")
-	root.AddCommand(explainCmd)
+	root.AddCommand(explainCmd, newTopCommand(flags, out), newFitCommand(flags, out))
 	return root
 }
 

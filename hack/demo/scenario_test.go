@@ -120,7 +120,7 @@ func demoWorkloads(t *testing.T, gangFiles ...string) ([]*resourceapi.DeviceClas
 		t.Fatal(err)
 	}
 	files = append(files, examples...)
-	files = append(files, "workloads.yaml")
+	files = append(files, "workloads.yaml", "four-large-gpus-one-pcie-root.yaml")
 	var objects, preemption, all []runtime.Object
 	for _, f := range files {
 		objects = append(objects, decodeFile(t, f)...)

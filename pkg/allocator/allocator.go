@@ -30,8 +30,9 @@ type Options struct {
 	Policy Policy
 
 	// TopologyAttributes group devices for PolicyBestFit, most important
-	// first (for example resource.kubernetes.io/pcieRoot). Ignored by
-	// PolicyFirstFit.
+	// first (for example resource.kubernetes.io/pcieRoot). They change no
+	// choice of PolicyFirstFit; WholeFree and TopologyGroups count the
+	// groups with either policy.
 	TopologyAttributes []resourceapi.FullyQualifiedName
 }
 
@@ -109,10 +110,8 @@ func New(ctx context.Context, features structured.Features, state structured.All
 		cache:   cache,
 		bestFit: bestFit,
 	}
-	if bestFit {
-		a.topoAttrs = append([]resourceapi.FullyQualifiedName(nil), opts.TopologyAttributes...)
-		a.topoKey = topologyKey(a.topoAttrs)
-	}
+	a.topoAttrs = append([]resourceapi.FullyQualifiedName(nil), opts.TopologyAttributes...)
+	a.topoKey = topologyKey(a.topoAttrs)
 	klog.FromContext(ctx).V(5).Info("Created allocator", "tier", t.name, "numSlices", len(slices), "numAllocatedDevices", len(state.AllocatedDevices))
 	return a, nil
 }

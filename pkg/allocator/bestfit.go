@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
@@ -75,6 +76,9 @@ type topology struct {
 	// result; totalGroups the sum of groups.
 	offset      []int
 	totalGroups int
+	// value[level][g] is group g's attribute value as people read it, ""
+	// for a unit without the attribute.
+	value [][]string
 }
 
 // topologyKey identifies a list of attributes.
@@ -121,6 +125,7 @@ func (a *Allocator) topology(v *nodeView) *topology {
 	t.units = len(first)
 	t.group = make([]int32, len(a.topoAttrs)*t.units)
 	t.groups = make([]int, len(a.topoAttrs))
+	t.value = make([][]string, len(a.topoAttrs))
 	for level, name := range a.topoAttrs {
 		ids := map[string]int32{}
 		for u, ci := range first {
@@ -133,6 +138,7 @@ func (a *Allocator) topology(v *nodeView) *topology {
 					id = int32(t.groups[level])
 					ids[key] = id
 					t.groups[level]++
+					t.value[level] = append(t.value[level], attrString(attr))
 				}
 				g = id
 			}
@@ -140,6 +146,7 @@ func (a *Allocator) topology(v *nodeView) *topology {
 				// A group of its own.
 				g = int32(t.groups[level])
 				t.groups[level]++
+				t.value[level] = append(t.value[level], "")
 			}
 			t.group[level*t.units+u] = g
 		}
@@ -396,4 +403,65 @@ func (a *Allocator) WholeFree(node *v1.Node, results []resourceapi.AllocationRes
 		}
 	}
 	return whole, free, nil
+}
+
+// TopologyGroup is one group of a topology level on a node: the units of
+// capacity whose devices share a value of the level's attribute. A unit is
+// what BestFit keeps whole: a counter set (a GPU and its partitions) for
+// devices that consume counters, the device itself otherwise.
+type TopologyGroup struct {
+	// Attribute is the level's attribute (Options.TopologyAttributes).
+	Attribute resourceapi.FullyQualifiedName `json:"attribute"`
+	// Value is the attribute's value; empty for a unit without the
+	// attribute, which is a group of its own.
+	Value string `json:"value,omitempty"`
+	// Units counts the group's units, Free those of them of which no
+	// device is allocated, in whole or as a share. The group is whole
+	// when Free equals Units.
+	Units int `json:"units"`
+	Free  int `json:"free"`
+}
+
+// TopologyGroups lists the groups of the node's devices at each level of
+// Options.TopologyAttributes, in the order of the levels and, within a
+// level, of the devices: the groups that BestFit and WholeFree count, with
+// the units free before this cycle. It returns nothing without topology
+// attributes.
+func (a *Allocator) TopologyGroups(node *v1.Node) ([]TopologyGroup, error) {
+	if len(a.topoAttrs) == 0 {
+		return nil, nil
+	}
+	v := a.view(node)
+	if v.err != nil {
+		return nil, fmt.Errorf("gather pool information: %w", v.err)
+	}
+	t := a.topology(v)
+	busy := a.busyUnits(v, t, nil)
+	free := t.freeCounts(busy, nil)
+	var groups []TopologyGroup
+	for level, n := range t.groups {
+		start := len(groups)
+		for g := range n {
+			groups = append(groups, TopologyGroup{Attribute: a.topoAttrs[level], Value: t.value[level][g], Free: free[t.offset[level]+g]})
+		}
+		for u := range t.units {
+			groups[start+int(t.group[level*t.units+u])].Units++
+		}
+	}
+	return groups, nil
+}
+
+// attrString shows an attribute's value as people read it.
+func attrString(attr *resourceapi.DeviceAttribute) string {
+	switch {
+	case attr.StringValue != nil:
+		return *attr.StringValue
+	case attr.IntValue != nil:
+		return strconv.FormatInt(*attr.IntValue, 10)
+	case attr.BoolValue != nil:
+		return strconv.FormatBool(*attr.BoolValue)
+	case attr.VersionValue != nil:
+		return *attr.VersionValue
+	}
+	return attrFingerprint(attr)
 }

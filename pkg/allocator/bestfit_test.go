@@ -270,6 +270,79 @@ func TestWholeFree(t *testing.T) {
 	}
 }
 
+// TestTopologyGroups: the groups of each level with their units and free
+// units, with either policy; a MIG GPU is one unit however many of its
+// partitions are allocated.
+func TestTopologyGroups(t *testing.T) {
+	for name, tc := range map[string]struct {
+		slices []*resourceapi.ResourceSlice
+		state  structured.AllocatedState
+		attrs  []resourceapi.FullyQualifiedName
+		want   []allocator.TopologyGroup
+	}{
+		"HGX, one GPU of root 0 and one of root 3 in use": {
+			slices: []*resourceapi.ResourceSlice{hgx()},
+			state:  allocatedOn("node-0", "gpu-0", "gpu-7"),
+			attrs:  topologyAttributes,
+			want: []allocator.TopologyGroup{
+				{Attribute: pcieRoot, Value: "pci0", Units: 2, Free: 1},
+				{Attribute: pcieRoot, Value: "pci1", Units: 2, Free: 2},
+				{Attribute: pcieRoot, Value: "pci2", Units: 2, Free: 2},
+				{Attribute: pcieRoot, Value: "pci3", Units: 2, Free: 1},
+				{Attribute: "gpu.example.com/nvlinkDomain", Value: "nvl-0", Units: 8, Free: 6},
+				{Attribute: numaNode, Value: "0", Units: 4, Free: 3},
+				{Attribute: numaNode, Value: "1", Units: 4, Free: 3},
+			},
+		},
+		"MIG: a half of GPU 1 in use": {
+			slices: migNode(),
+			state:  allocatedOn("node-0", "gpu-1-half-0"),
+			attrs:  []resourceapi.FullyQualifiedName{pcieRoot, "gpu.example.com/missing"},
+			want: []allocator.TopologyGroup{
+				{Attribute: pcieRoot, Value: "pci0", Units: 2, Free: 1},
+				{Attribute: "gpu.example.com/missing", Units: 1, Free: 1},
+				{Attribute: "gpu.example.com/missing", Units: 1},
+			},
+		},
+		"no attributes": {slices: []*resourceapi.ResourceSlice{hgx()}, state: allocatedOn("node-0")},
+	} {
+		t.Run(name, func(t *testing.T) {
+			for _, policy := range []allocator.Policy{allocator.PolicyFirstFit, allocator.PolicyBestFit} {
+				a, err := allocator.New(context.Background(), structured.Features{PartitionableDevices: true}, tc.state, allocator.ClassList{gpuClass}, tc.slices,
+					allocator.Options{Policy: policy, TopologyAttributes: tc.attrs})
+				if err != nil {
+					t.Fatal(err)
+				}
+				got, err := a.TopologyGroups(builder.MakeNode("node-0"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if diff := cmp.Diff(tc.want, got); diff != "" {
+					t.Errorf("%s: groups (-want +got):\n%s", policy, diff)
+				}
+			}
+		})
+	}
+}
+
+// TestUnavailable: the taints that keep a device from requests without
+// tolerations.
+func TestUnavailable(t *testing.T) {
+	for effect, want := range map[resourceapi.DeviceTaintEffect]bool{
+		resourceapi.DeviceTaintEffectNoSchedule: true,
+		resourceapi.DeviceTaintEffectNoExecute:  true,
+		resourceapi.DeviceTaintEffectNone:       false,
+	} {
+		d := builder.MakeDevice("gpu-0").Taint("example.com/unhealthy", effect)
+		if got := allocator.Unavailable(&d.Device); got != want {
+			t.Errorf("taint effect %s: got %t, want %t", effect, got, want)
+		}
+	}
+	if allocator.Unavailable(&builder.MakeDevice("gpu-0").Device) {
+		t.Error("a device without taints is unavailable")
+	}
+}
+
 // TestBestFitWithEdits: an allocator with edits (preemption's dry run, the
 // devices held for nominated pods) chooses as its base's policy does.
 func TestBestFitWithEdits(t *testing.T) {

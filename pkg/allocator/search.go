@@ -890,6 +890,15 @@ func (s *search) compatFor(p *pool) *compatUsage {
 	return u
 }
 
+// Unavailable reports whether a device's taints keep it from every request
+// that tolerates none of them: a NoSchedule or NoExecute taint, the effects
+// the search honours (taintPrevents, with DeviceTaints on, as in every
+// tier). This is also what KEP-5677's ResourcePoolStatusRequest counts as
+// unavailable; pkg/capacity and the scheduler's device metrics count with it.
+func Unavailable(device *resourceapi.Device) bool {
+	return taintPrevents(device, nil)
+}
+
 func taintPrevents(device *resourceapi.Device, tolerations []resourceapi.DeviceToleration) bool {
 	for i := range device.Taints {
 		taint := &device.Taints[i]

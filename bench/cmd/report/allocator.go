@@ -18,9 +18,21 @@ var allocatorMetrics = []struct {
 	{"sec/op", "seconds_per_op"},
 	{"B/op", "bytes_per_op"},
 	{"allocs/op", "allocs_per_op"},
+	{"cpu-s/op", "cpu_seconds_per_op"},
 }
 
-// allocatorSuite converts benchmark output into the allocator suite file.
+// capacityTargets are the time targets (seconds per op) of pkg/capacity's
+// benchmarks, by case: they run only drasched's code (upstream has no top
+// or fit), so they are measured against these instead of a ratio.
+var capacityTargets = map[string]float64{
+	"top_nodes_5000nodes_8gpus":     2,
+	"top_pools_5000nodes_8gpus":     2,
+	"top_classes_5000nodes_8gpus":   2,
+	"fit_5000nodes_8gpus_count1000": 5,
+}
+
+// allocatorSuite converts benchmark output into the allocator suite file,
+// with pkg/capacity's cases in the capacity suite.
 func allocatorSuite(raw, out, command string, seconds float64) error {
 	in, err := os.Open(raw)
 	if err != nil {
@@ -88,11 +100,21 @@ func readGoBench(in *os.File, name string) ([]results.Case, error) {
 	for _, n := range names {
 		for _, m := range allocatorMetrics {
 			up, ours := values[key{n, "upstream", m.unit}], values[key{n, "drasched", m.unit}]
-			if len(up) == 0 || len(ours) == 0 {
-				continue
+			target, isCapacity := capacityTargets[n]
+			switch {
+			case isCapacity && len(ours) > 0:
+				c := results.NewCase(results.SuiteCapacity, n, m.metric, results.Lower, nil, ours)
+				if m.metric == "seconds_per_op" {
+					c.Target = fmt.Sprintf("time/op ≤ %g s", target)
+					c.TargetMet = ptrTo(c.Drasched <= target)
+				}
+				cases = append(cases, c)
+			case len(up) > 0 && len(ours) > 0:
+				cases = append(cases, results.NewCase(results.SuiteAllocator, n, m.metric, results.Lower, up, ours))
 			}
-			cases = append(cases, results.NewCase(results.SuiteAllocator, n, m.metric, results.Lower, up, ours))
 		}
 	}
 	return cases, nil
 }
+
+func ptrTo[T any](v T) *T { return &v }

@@ -19,6 +19,9 @@ BenchmarkAllocate/case=empty_500nodes/impl=upstream-2         	     100	   40000
 BenchmarkAllocate/case=empty_500nodes/impl=drasched-2         	    1000	    500000 ns/op	   10000 B/op	     100 allocs/op	         0.990 cel-hit-ratio
 BenchmarkAllocate/case=lonely/impl=upstream-2                 	     100	   2000000 ns/op
 PASS
+pkg: github.com/drasched/drasched/pkg/capacity
+BenchmarkTop/case=top_nodes_5000nodes_8gpus/impl=drasched-2   	       3	 576079332 ns/op	187989160 B/op	  853278 allocs/op
+PASS
 `
 
 func TestAllocatorSuite(t *testing.T) {
@@ -35,8 +38,13 @@ func TestAllocatorSuite(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(f.Cases) != 3 {
-		t.Fatalf("%d cases, want 3 (one per metric of empty_500nodes; lonely has no drasched run): %+v", len(f.Cases), f.Cases)
+	if len(f.Cases) != 6 {
+		t.Fatalf("%d cases, want 6 (one per metric of empty_500nodes and of top_nodes; lonely has no drasched run): %+v", len(f.Cases), f.Cases)
+	}
+	top := f.Cases[3]
+	if top.Suite != results.SuiteCapacity || top.Metric != "seconds_per_op" || top.Drasched != 0.576079332 || top.Ratio != 0 ||
+		top.Target != "time/op ≤ 2 s" || top.TargetMet == nil || !*top.TargetMet {
+		t.Errorf("capacity case: %+v", top)
 	}
 	c := f.Cases[0]
 	if c.Suite != results.SuiteAllocator || c.Metric != "seconds_per_op" || c.Upstream != 0.003 || c.Drasched != 0.0005 || c.Ratio != 6 || c.Better != results.Lower {

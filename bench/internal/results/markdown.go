@@ -12,6 +12,7 @@ var SuiteTitles = map[string]string{
 	SuiteSchedulerPerf: "scheduler_perf (upstream's DRA workloads, k8s.io/kubernetes v1.37.2)",
 	SuiteKwok:          "kwok end to end",
 	SuiteAllocator:     "allocator (pkg/allocator against structured.NewAllocator)",
+	SuiteCapacity:      "capacity (kubectl drasched top and fit from a fake clientset: read and count; no upstream counterpart)",
 }
 
 // MetricTitles are column headings of metrics in Markdown; unknown metrics
@@ -24,6 +25,7 @@ var MetricTitles = map[string]string{
 	"seconds_per_op":      "time/op",
 	"bytes_per_op":        "B/op",
 	"allocs_per_op":       "allocs/op",
+	"cpu_seconds_per_op":  "CPU/op",
 	"p50_seconds":         "p50 latency",
 	"p90_seconds":         "p90 latency",
 	"p99_seconds":         "p99 latency",

@@ -35,6 +35,9 @@ const (
 	SuiteSchedulerPerf = "scheduler_perf"
 	SuiteKwok          = "kwok"
 	SuiteAllocator     = "allocator"
+	// SuiteCapacity is kubectl drasched top and fit (pkg/capacity) on
+	// objects in memory; they have no upstream counterpart, only targets.
+	SuiteCapacity = "capacity"
 )
 
 // Better says which direction of a metric is an improvement.

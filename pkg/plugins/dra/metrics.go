@@ -1,6 +1,7 @@
 package dra
 
 import (
+	"context"
 	"errors"
 	"sync"
 	"time"
@@ -8,9 +9,13 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/component-base/metrics"
 	"k8s.io/component-base/metrics/legacyregistry"
+	"k8s.io/dynamic-resource-allocation/structured"
 	schedmetrics "k8s.io/kubernetes/pkg/scheduler/metrics"
 
 	"github.com/drasched/drasched/pkg/allocator"
+	"github.com/drasched/drasched/pkg/capacity"
+	"github.com/drasched/drasched/pkg/explain"
+	"github.com/drasched/drasched/pkg/tracker"
 )
 
 const (
@@ -100,6 +105,7 @@ func registerMetrics() {
 		legacyregistry.MustRegister(filterDuration, allocationFailures, claimWrites, nominations)
 		legacyregistry.RawMustRegister(claimsInFlight)
 		legacyregistry.CustomMustRegister(newCacheCollector(sharedCache))
+		legacyregistry.CustomMustRegister(newDeviceCollector(anyTracker, sharedCache))
 	})
 }
 
@@ -191,4 +197,73 @@ func (c *cacheCollector) CollectWithStability(ch chan<- metrics.Metric) {
 		ch <- metrics.NewLazyConstMetric(celCacheHitsDesc, metrics.CounterValue, float64(s.hits), s.cache)
 	}
 	ch <- metrics.NewLazyConstMetric(slicesPreparedDesc, metrics.CounterValue, float64(stats.SlicesPrepared))
+}
+
+// deviceCollector counts the devices of each DeviceClass by state at each
+// scrape, from the tracker's view (slices with DeviceTaintRules applied,
+// the claim cache, the allocations in flight), with pkg/capacity's rules
+// (those of kubectl drasched top and KEP-5677's ResourcePoolStatusRequest)
+// and the allocator cache's selector results. The labels are classes and
+// states only: the cardinality is bounded by the DeviceClasses.
+type deviceCollector struct {
+	metrics.BaseStableCollector
+	tracker  func() tracker.Interface
+	cache    *allocator.Cache
+	features structured.Features
+}
+
+// Device states of devicesDesc.
+const (
+	deviceAllocated   = "allocated"
+	deviceInFlight    = "in_flight"
+	deviceAvailable   = "available"
+	deviceUnavailable = "unavailable"
+)
+
+// devicesHelp is devicesDesc's help text.
+const devicesHelp = "DRA devices that a DeviceClass matches, by state: allocated (to claims), in_flight (put in flight for a pod, " +
+	"not written yet), unavailable (a NoSchedule or NoExecute taint: failing or drained; allocated or not), available (the rest of " +
+	"those neither allocated, in flight nor unavailable). Devices of pools being republished are left out; a device counts for " +
+	"every class that matches it."
+
+var devicesDesc = metrics.NewDesc(metrics.BuildFQName(metricsNamespace, metricsSubsystem, "devices"), devicesHelp,
+	[]string{"device_class", "state"}, nil, metrics.ALPHA, "")
+
+func newDeviceCollector(t func() tracker.Interface, cache *allocator.Cache) *deviceCollector {
+	return &deviceCollector{tracker: t, cache: cache, features: explain.DefaultFeatures()}
+}
+
+// DescribeWithStability implements metrics.StableCollector.
+func (c *deviceCollector) DescribeWithStability(ch chan<- *metrics.Desc) { ch <- devicesDesc }
+
+// CollectWithStability implements metrics.StableCollector. Without a
+// scheduler (none started yet, or a read that failed) it reports nothing.
+func (c *deviceCollector) CollectWithStability(ch chan<- metrics.Metric) {
+	t := c.tracker()
+	if t == nil {
+		return
+	}
+	resourceSlices, err := t.Slices()
+	if err != nil {
+		return
+	}
+	claims, err := t.Claims()
+	if err != nil {
+		return
+	}
+	classes, err := t.DeviceClasses().List()
+	if err != nil {
+		return
+	}
+	var inFlight []*resourceapi.AllocationResult
+	for _, uid := range t.InFlight() {
+		inFlight = append(inFlight, t.PendingAllocation(uid))
+	}
+	for _, cc := range capacity.CountByClass(context.Background(), resourceSlices, claims, classes, inFlight, c.cache, c.features) {
+		for state, n := range map[string]int32{
+			deviceAllocated: cc.Allocated, deviceInFlight: cc.InFlight, deviceAvailable: cc.Available, deviceUnavailable: cc.Unavailable,
+		} {
+			ch <- metrics.NewLazyConstMetric(devicesDesc, metrics.GaugeValue, float64(n), cc.Class, state)
+		}
+	}
 }

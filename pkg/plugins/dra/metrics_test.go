@@ -19,6 +19,8 @@ import (
 
 	"github.com/drasched/drasched/internal/builder"
 	"github.com/drasched/drasched/pkg/allocator"
+	"github.com/drasched/drasched/pkg/tracker"
+	"github.com/drasched/drasched/pkg/tracker/trackertest"
 )
 
 // failureCount is the value of allocationFailures for a class and reason.
@@ -200,5 +202,42 @@ func TestBindingConditionsMetrics(t *testing.T) {
 			testutil.AssertHistogramTotalCount(t, "scheduler_dra_bindingconditions_wait_duration_seconds",
 				map[string]string{"profile": "drasched", "driver": "gpu.example.com", "status": tc.status}, 2)
 		})
+	}
+}
+
+// TestDevicesMetric: the devices of each class by state, from the
+// tracker: 8 GPUs on node-a, two allocated, one in flight, two tainted
+// (one of them allocated, which counts in both, as in a
+// ResourcePoolStatusRequest), and a class that matches nothing.
+func TestDevicesMetric(t *testing.T) {
+	slice := builder.MakeSlice("node-a").Node("node-a").Devices(builder.Devices("gpu", 8, func(i int, d *builder.DeviceWrapper) {
+		if i == 1 || i == 7 {
+			d.Taint("gpu.example.com/unhealthy", resourceapi.DeviceTaintEffectNoSchedule)
+		}
+	})...).Obj()
+	fake := trackertest.NewFake(slice, builder.MakeClass(gpuClass), builder.MakeClass("none", `device.driver == "other"`),
+		allocated(gpuClaim("a"), "gpu-0"), allocated(gpuClaim("b"), "gpu-1"))
+	if err := fake.Reserve(allocated(gpuClaim("c"), "gpu-2")); err != nil {
+		t.Fatal(err)
+	}
+	collector := newDeviceCollector(func() tracker.Interface { return fake }, allocator.NewCache(0))
+	want := `# HELP drasched_plugin_devices [ALPHA] ` + devicesHelp + `
+# TYPE drasched_plugin_devices gauge
+drasched_plugin_devices{device_class="gpu.example.com",state="allocated"} 2
+drasched_plugin_devices{device_class="gpu.example.com",state="available"} 3
+drasched_plugin_devices{device_class="gpu.example.com",state="in_flight"} 1
+drasched_plugin_devices{device_class="gpu.example.com",state="unavailable"} 2
+drasched_plugin_devices{device_class="none",state="allocated"} 0
+drasched_plugin_devices{device_class="none",state="available"} 0
+drasched_plugin_devices{device_class="none",state="in_flight"} 0
+drasched_plugin_devices{device_class="none",state="unavailable"} 0
+`
+	if err := testutil.CustomCollectAndCompare(collector, strings.NewReader(want), "drasched_plugin_devices"); err != nil {
+		t.Error(err)
+	}
+	// Without a scheduler, nothing.
+	none := newDeviceCollector(func() tracker.Interface { return nil }, allocator.NewCache(0))
+	if err := testutil.CustomCollectAndCompare(none, strings.NewReader(""), "drasched_plugin_devices"); err != nil {
+		t.Error(err)
 	}
 }

@@ -293,6 +293,18 @@ func inFlightCount() float64 {
 	return float64(n)
 }
 
+// anyTracker returns a tracker of the process, nil if none: the device
+// metrics (metrics.go) count what a scheduler sees, and a scheduler process
+// has one.
+func anyTracker() tracker.Interface {
+	trackersMutex.Lock()
+	defer trackersMutex.Unlock()
+	for _, t := range trackers {
+		return t
+	}
+	return nil
+}
+
 // sharedTracker returns the tracker of the handle's informer factory,
 // creating it on first use.
 func sharedTracker(ctx context.Context, fh fwk.Handle) (*tracker.Tracker, error) {

@@ -38,24 +38,53 @@ func (pl *Plugin) Score(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, nod
 	if !found {
 		return 0, nil
 	}
-
-	var score int64
-	if pl.fts.EnableDRAPrioritizedList {
-		score = prioritizedListScore(s, results) * (fwk.MaxScore + 1)
-	}
+	var a *allocator.Allocator
 	if pl.scoring != config.DeviceScoringNone {
-		score += pl.usageScore(ctx, s, node, results)
+		// Without it the node gets no device-aware score.
+		a, _ = s.explainer(ctx, pl)
 	}
-	return score, nil
+	return NodeScore(ctx, a, pl.scoreOptions(), s.claims, node, results), nil
+}
+
+// ScoreOptions are what of a profile's arguments and features Score
+// ranks with.
+type ScoreOptions struct {
+	// PrioritizedList: DRAPrioritizedList is on.
+	PrioritizedList bool
+	// Strategy is scoring.deviceStrategy.
+	Strategy config.DeviceScoringStrategy
+	// BestFit: the allocation policy is BestFit.
+	BestFit bool
+}
+
+func (pl *Plugin) scoreOptions() ScoreOptions {
+	return ScoreOptions{PrioritizedList: pl.fts.EnableDRAPrioritizedList, Strategy: pl.scoring, BestFit: pl.bestFit()}
+}
+
+// NodeScore is the score of a node on which the pod's claims (all of them,
+// in the pod's order) get results (for those not allocated yet, in order),
+// before normalization: the prioritized-list score above the device-aware
+// one. a is the cycle's allocator, for the device-aware part; nil gives
+// none. kubectl drasched fit ranks nodes with it, so that it places pods
+// where this plugin's Score puts them.
+func NodeScore(ctx context.Context, a *allocator.Allocator, opts ScoreOptions, claims []*resourceapi.ResourceClaim, node *v1.Node, results []resourceapi.AllocationResult) int64 {
+	var score int64
+	if opts.PrioritizedList {
+		score = prioritizedListScore(claims, results) * (fwk.MaxScore + 1)
+	}
+	if opts.Strategy != config.DeviceScoringNone && a != nil {
+		score += usageScore(ctx, a, opts, node, results)
+	}
+	return score
 }
 
 // prioritizedListScore is upstream's score: for every claim, 8 minus the
 // index of each chosen subrequest. Claims allocated earlier count with
 // their allocation, as upstream counts them.
-func prioritizedListScore(s *stateData, results []resourceapi.AllocationResult) int64 {
+func prioritizedListScore(claims []*resourceapi.ResourceClaim, results []resourceapi.AllocationResult) int64 {
 	var score int64
 	next := 0
-	for _, claim := range s.claims {
+	for _, claim := range claims {
 		allocation := claim.Status.Allocation
 		if allocation == nil {
 			if next >= len(results) {
@@ -84,11 +113,7 @@ func prioritizedListScore(s *stateData, results []resourceapi.AllocationResult) 
 // usageScore is 0..MaxNodeScore: the share of the node's devices in use
 // once this pod's devices are allocated (MostAllocated), or free
 // (LeastAllocated); with BestFit, averaged with wholeScore.
-func (pl *Plugin) usageScore(ctx context.Context, s *stateData, node *v1.Node, results []resourceapi.AllocationResult) int64 {
-	a, err := s.explainer(ctx, pl)
-	if err != nil {
-		return 0
-	}
+func usageScore(ctx context.Context, a *allocator.Allocator, opts ScoreOptions, node *v1.Node, results []resourceapi.AllocationResult) int64 {
 	total, used := a.DeviceUsage(node)
 	if total == 0 {
 		return 0
@@ -98,10 +123,10 @@ func (pl *Plugin) usageScore(ctx context.Context, s *stateData, node *v1.Node, r
 	}
 	used = min(used, total)
 	share := int64(used) * fwk.MaxScore / int64(total)
-	if pl.scoring == config.DeviceScoringLeastAllocated {
+	if opts.Strategy == config.DeviceScoringLeastAllocated {
 		share = fwk.MaxScore - share
 	}
-	if !pl.bestFit() {
+	if !opts.BestFit {
 		return share
 	}
 	whole, err := wholeScore(a, node, results)

@@ -119,7 +119,7 @@ func TestPrioritizedListScore(t *testing.T) {
 		"plain then list":              {claims: []*resourceapi.ResourceClaim{plain, claim}, results: []resourceapi.AllocationResult{result("gpu"), result("gpu/medium")}, want: 7},
 	} {
 		t.Run(name, func(t *testing.T) {
-			if got := prioritizedListScore(&stateData{claims: tc.claims}, tc.results); got != tc.want {
+			if got := prioritizedListScore(tc.claims, tc.results); got != tc.want {
 				t.Errorf("score %d, want %d", got, tc.want)
 			}
 		})

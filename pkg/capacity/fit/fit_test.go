@@ -1,0 +1,384 @@
+package fit_test
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	v1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/klog/v2/ktesting"
+
+	"github.com/drasched/drasched/internal/builder"
+	"github.com/drasched/drasched/pkg/capacity"
+	"github.com/drasched/drasched/pkg/capacity/fit"
+)
+
+const gpuClass = "gpu"
+
+// gpuNode is a node with eight GPUs of which the first used are allocated
+// to claims, and the claims.
+func gpuNode(name string, used int, labels ...string) (*v1.Node, *resourceapi.ResourceSlice, []*resourceapi.ResourceClaim) {
+	node := builder.MakeNode(name, labels...)
+	node.Status.Allocatable = v1.ResourceList{v1.ResourceCPU: resource.MustParse("8"), v1.ResourcePods: resource.MustParse("110")}
+	slice := builder.MakeSlice(name).Node(name).Devices(builder.Devices("gpu", 8, func(i int, d *builder.DeviceWrapper) {
+		d.String("type", "gpu")
+	})...).Obj()
+	var claims []*resourceapi.ResourceClaim
+	for i := range used {
+		c := builder.MakeClaim(fmt.Sprintf("%s-used-%d", name, i)).Request("gpu", gpuClass, 1).Obj()
+		c.Status.Allocation = &resourceapi.AllocationResult{Devices: resourceapi.DeviceAllocationResult{Results: []resourceapi.DeviceRequestAllocationResult{{
+			Request: "gpu", Driver: "gpu.example.com", Pool: name, Device: fmt.Sprintf("gpu-%d", i),
+		}}}}
+		claims = append(claims, c)
+	}
+	return node, slice, claims
+}
+
+func snapshot(nodes ...func() (*v1.Node, *resourceapi.ResourceSlice, []*resourceapi.ResourceClaim)) *capacity.Snapshot {
+	s := &capacity.Snapshot{Classes: []*resourceapi.DeviceClass{builder.MakeClass(gpuClass, `device.attributes["gpu.example.com"].type == "gpu"`)}}
+	for _, n := range nodes {
+		node, slice, claims := n()
+		s.Nodes = append(s.Nodes, node)
+		s.Slices = append(s.Slices, slice)
+		s.Claims = append(s.Claims, claims...)
+	}
+	return s
+}
+
+func node(name string, used int, labels ...string) func() (*v1.Node, *resourceapi.ResourceSlice, []*resourceapi.ResourceClaim) {
+	return func() (*v1.Node, *resourceapi.ResourceSlice, []*resourceapi.ResourceClaim) {
+		return gpuNode(name, used, labels...)
+	}
+}
+
+const oneGPUPod = `
+apiVersion: v1
+kind: Pod
+metadata: {name: job}
+spec:
+  resourceClaims:
+  - {name: gpu, resourceClaimTemplateName: one-gpu}
+  containers:
+  - name: c
+    image: x
+    resources:
+      requests: {cpu: "1"}
+      claims: [{name: gpu}]
+---
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaimTemplate
+metadata: {name: one-gpu}
+spec:
+  spec:
+    devices:
+      requests:
+      - name: gpu
+        exactly: {deviceClassName: gpu, count: %d}
+`
+
+func TestFit(t *testing.T) {
+	for name, tc := range map[string]struct {
+		snap     *capacity.Snapshot
+		manifest string
+		opts     fit.Options
+		fits     int
+		nodes    []fit.NodeCount
+		reasons  []string
+	}{
+		// MostAllocated: the fuller node first, until it is full.
+		"fill the fuller node first": {
+			snap:     snapshot(node("node-a", 3), node("node-b", 5)),
+			manifest: fmt.Sprintf(oneGPUPod, 1),
+			fits:     8,
+			nodes:    []fit.NodeCount{{Node: "node-a", Pods: 5}, {Node: "node-b", Pods: 3}},
+			reasons:  []string{`request "gpu": 0 of 8 matching devices free, need 1 (8 in use)`},
+		},
+		"count": {
+			snap:     snapshot(node("node-a", 3), node("node-b", 5)),
+			manifest: fmt.Sprintf(oneGPUPod, 1),
+			opts:     fit.Options{Count: 2},
+			fits:     2,
+			nodes:    []fit.NodeCount{{Node: "node-b", Pods: 2}},
+		},
+		// One CPU each of 8: the node with 8 free GPUs takes 8 pods, but
+		// the request for 3 GPUs takes them two at a time.
+		"three GPUs": {
+			snap:     snapshot(node("node-a", 0), node("node-b", 1)),
+			manifest: fmt.Sprintf(oneGPUPod, 3),
+			fits:     4,
+			nodes:    []fit.NodeCount{{Node: "node-a", Pods: 2}, {Node: "node-b", Pods: 2}},
+			reasons:  []string{`request "gpu": 2 of 8 matching devices free, need 3 (6 in use)`, `request "gpu": 1 of 8 matching devices free, need 3 (7 in use)`},
+		},
+		"CPU before devices": {
+			snap:     snapshot(node("node-a", 0)),
+			manifest: fmt.Sprintf(oneGPUPod, 1),
+			opts:     fit.Options{Count: 10},
+			fits:     8,
+			nodes:    []fit.NodeCount{{Node: "node-a", Pods: 8}},
+			reasons:  []string{"Insufficient cpu"},
+		},
+		"node selection": {
+			snap:     snapshot(node("node-a", 0, "pool", "x"), node("node-b", 6, "pool", "y")),
+			manifest: fmt.Sprintf(oneGPUPod, 1),
+			opts:     fit.Options{Count: 3, Selector: mustSelector(t, "pool=y")},
+			fits:     2,
+			nodes:    []fit.NodeCount{{Node: "node-b", Pods: 2}},
+			reasons:  []string{`request "gpu": 0 of 8 matching devices free, need 1 (8 in use)`},
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, ctx := ktesting.NewTestContext(t)
+			w, err := fit.Load([]byte(tc.manifest), "default")
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, err := fit.Fit(ctx, tc.snap, w, tc.opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Fits != tc.fits {
+				t.Errorf("%d fit, want %d", res.Fits, tc.fits)
+			}
+			if diff := cmp.Diff(tc.nodes, res.Nodes); diff != "" {
+				t.Errorf("pods per node (-want +got):\n%s", diff)
+			}
+			var reasons []string
+			if res.Unplaced != nil {
+				for _, r := range res.Unplaced.Reasons {
+					reasons = append(reasons, r.Message)
+				}
+			}
+			if diff := cmp.Diff(tc.reasons, reasons); diff != "" {
+				t.Errorf("reasons (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestFitGang: a gang of two pods of two GPUs fits where both fit at once.
+func TestFitGang(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	manifest := `
+apiVersion: scheduling.k8s.io/v1beta1
+kind: PodGroup
+metadata: {name: train}
+spec:
+  schedulingPolicy:
+    gang: {minCount: 2}
+---
+apiVersion: batch/v1
+kind: Job
+metadata: {name: train}
+spec:
+  parallelism: 2
+  template:
+    spec:
+      restartPolicy: Never
+      schedulingGroup: {podGroupName: train}
+      resourceClaims:
+      - {name: gpus, resourceClaimTemplateName: two-gpus}
+      containers:
+      - name: c
+        image: x
+        resources:
+          claims: [{name: gpus}]
+---
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaimTemplate
+metadata: {name: two-gpus}
+spec:
+  spec:
+    devices:
+      requests:
+      - name: gpus
+        exactly: {deviceClassName: gpu, count: 2}
+`
+	w, err := fit.Load([]byte(manifest), "default")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(w.Pods) != 2 {
+		t.Fatalf("a gang of %d pods, want 2", len(w.Pods))
+	}
+	// 2 + 5 GPUs free: three pods of two GPUs, so one gang, and the
+	// second gang's first pod fits but not its second.
+	res, err := fit.Fit(ctx, snapshot(node("node-a", 6), node("node-b", 3)), w, fit.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Fits != 1 || len(res.Placements) != 2 {
+		t.Errorf("%d gangs (%d pods) fit, want 1 (2)", res.Fits, len(res.Placements))
+	}
+	if res.Unplaced == nil || res.Unplaced.Pod != "default/train-1-1" {
+		t.Errorf("unplaced: %+v, want the second pod of the second gang", res.Unplaced)
+	}
+}
+
+// TestFitSharedClaim: pods that share a claim by name go where it is
+// allocated, and all of them fit there.
+func TestFitSharedClaim(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	snap := snapshot(node("node-a", 0), node("node-b", 1))
+	shared := snap.Claims[0].DeepCopy()
+	shared.Name = "shared"
+	snap.Claims = append(snap.Claims, shared)
+	manifest := `
+apiVersion: v1
+kind: Pod
+metadata: {name: user}
+spec:
+  resourceClaims:
+  - {name: gpu, resourceClaimName: shared}
+  containers: [{name: c, image: x}]
+`
+	w, err := fit.Load([]byte(manifest), "default")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := fit.Fit(ctx, snap, w, fit.Options{Count: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]fit.NodeCount{{Node: "node-b", Pods: 3}}, res.Nodes); diff != "" {
+		t.Errorf("pods per node (-want +got):\n%s", diff)
+	}
+}
+
+func TestFitErrors(t *testing.T) {
+	for name, tc := range map[string]struct {
+		manifest string
+		opts     fit.Options
+		want     error
+		text     string
+	}{
+		"unknown class":    {manifest: `{"apiVersion":"resource.k8s.io/v1","kind":"ResourceClaimTemplate","metadata":{"name":"t"},"spec":{"spec":{"devices":{"requests":[{"name":"r","exactly":{"deviceClassName":"nope"}}]}}}}`, want: capacity.ErrNotFound, text: "DeviceClass nope"},
+		"unknown node":     {manifest: fmt.Sprintf(oneGPUPod, 1), opts: fit.Options{Node: "node-x"}, want: capacity.ErrNotFound, text: "node node-x"},
+		"missing template": {manifest: `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p"},"spec":{"resourceClaims":[{"name":"g","resourceClaimTemplateName":"gone"}],"containers":[{"name":"c","image":"x"}]}}`, want: capacity.ErrNotFound, text: "ResourceClaimTemplate default/gone"},
+		"missing claim":    {manifest: `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p"},"spec":{"resourceClaims":[{"name":"g","resourceClaimName":"gone"}],"containers":[{"name":"c","image":"x"}]}}`, want: capacity.ErrNotFound, text: "ResourceClaim default/gone"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, ctx := ktesting.NewTestContext(t)
+			w, err := fit.Load([]byte(tc.manifest), "default")
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = fit.Fit(ctx, snapshot(node("node-a", 0)), w, tc.opts)
+			if !errors.Is(err, tc.want) || !contains(err, tc.text) {
+				t.Errorf("got %v, want %v naming %q", err, tc.want, tc.text)
+			}
+		})
+	}
+}
+
+func TestLoad(t *testing.T) {
+	for name, tc := range map[string]struct {
+		manifest string
+		replicas int
+		pods     int
+		err      string
+	}{
+		"deployment":     {manifest: `{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"d"},"spec":{"replicas":3,"selector":{},"template":{"spec":{"resourceClaims":[{"name":"g","resourceClaimTemplateName":"t"}],"containers":[{"name":"c","image":"x"}]}}}}`, replicas: 3, pods: 1},
+		"template alone": {manifest: `{"apiVersion":"resource.k8s.io/v1","kind":"ResourceClaimTemplate","metadata":{"name":"t"},"spec":{"spec":{}}}`, pods: 1},
+		"no claims":      {manifest: `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p"},"spec":{"containers":[{"name":"c","image":"x"}]}}`, err: "has no resourceClaims"},
+		"malformed":      {manifest: "kind: Pod\n  bad: [", err: "document 1"},
+		"unknown field":  {manifest: `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p"},"spec":{"containerz":[]}}`, err: "unknown field"},
+		"two pods":       {manifest: `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"a"}}` + "\n---\n" + `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"b"}}`, err: "one kind of pod"},
+		"a Service":      {manifest: `{"apiVersion":"v1","kind":"Service","metadata":{"name":"s"}}`, err: "fit places pods"},
+		"empty":          {manifest: "# nothing\n", err: "no objects"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			w, err := fit.Load([]byte(tc.manifest), "default")
+			if tc.err != "" {
+				if !contains(err, tc.err) {
+					t.Fatalf("got %v, want an error with %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if w.Replicas != tc.replicas || len(w.Pods) != tc.pods {
+				t.Errorf("got %d replicas of %d pods, want %d of %d", w.Replicas, len(w.Pods), tc.replicas, tc.pods)
+			}
+		})
+	}
+}
+
+func contains(err error, text string) bool {
+	return err != nil && (text == "" || containsString(err.Error(), text))
+}
+
+func containsString(s, sub string) bool { return strings.Contains(s, sub) }
+
+func mustSelector(t *testing.T, s string) labels.Selector {
+	t.Helper()
+	sel, err := labels.Parse(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sel
+}
+
+// TestFitGangClaim: a PodGroup's claim is made once per gang and shared by
+// its pods, which therefore go where it is allocated.
+func TestFitGangClaim(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	manifest := `
+apiVersion: scheduling.k8s.io/v1beta1
+kind: PodGroup
+metadata: {name: train}
+spec:
+  schedulingPolicy:
+    gang: {minCount: 2}
+  resourceClaims:
+  - {name: shared, resourceClaimTemplateName: two-gpus}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: worker}
+spec:
+  schedulingGroup: {podGroupName: train}
+  resourceClaims:
+  - {name: shared, resourceClaimTemplateName: two-gpus}
+  - {name: own, resourceClaimTemplateName: one-gpu}
+  containers: [{name: c, image: x}]
+---
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaimTemplate
+metadata: {name: two-gpus}
+spec:
+  spec:
+    devices:
+      requests:
+      - {name: gpus, exactly: {deviceClassName: gpu, count: 2}}
+---
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaimTemplate
+metadata: {name: one-gpu}
+spec:
+  spec:
+    devices:
+      requests:
+      - {name: gpu, exactly: {deviceClassName: gpu}}
+`
+	w, err := fit.Load([]byte(manifest), "default")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A gang takes 2 + 1 + 1 GPUs of one node: node-a has 2 free, node-b 5.
+	res, err := fit.Fit(ctx, snapshot(node("node-a", 6), node("node-b", 3)), w, fit.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]fit.NodeCount{{Node: "node-b", Pods: 2}}, res.Nodes); diff != "" {
+		t.Errorf("pods per node (-want +got):\n%s", diff)
+	}
+	if res.Fits != 1 || len(res.Placements) != 2 || len(res.Placements[0].Devices) != 3 || len(res.Placements[1].Devices) != 1 {
+		t.Errorf("got %d gangs, placements %+v; want one gang, its claim allocated with the first pod", res.Fits, res.Placements)
+	}
+}
