@@ -158,8 +158,10 @@ node_state() {
   echo "# links and routes"
   ip -o link show | awk -F': ' '{sub(/@.*/, "", $2); print "link " $2}' | sort
   ip -4 route show table all | sed 's/^/route /' | sort
+  # Rules without their counters, which traffic of anyone changes.
   echo "# netfilter"
-  nft list ruleset 2>/dev/null | sed -e 's/^[[:space:]]*//' -e 's/ # handle [0-9]*$//' -e '/^$/d' | sed 's/^/nft /'
+  nft list ruleset 2>/dev/null | sed -e 's/^[[:space:]]*//' -e 's/ # handle [0-9]*$//' \
+    -e 's/counter packets [0-9]* bytes [0-9]*/counter/' -e '/^$/d' | sed 's/^/nft /'
   echo "# sysctls"
   for s in "${node_sysctls[@]}"; do
     echo "sysctl ${s} = $(sysctl -n "${s}" 2>/dev/null || echo '(none)')"
@@ -177,8 +179,11 @@ node_state() {
   done
 }
 
-# node_snapshot records the host's state before the node starts.
+# node_snapshot records the host's state before the node starts. What an
+# earlier node left where every node writes is not the host's own: it goes
+# first, or node_down, which removes it, would leave the host different.
 node_snapshot() {
+  node_remove_leftovers
   mkdir -p "$(dirname "${NODE_SNAPSHOT}")"
   node_state >"${NODE_SNAPSHOT}"
 }
@@ -651,9 +656,40 @@ node_down() {
     while read -r d; do rmdir "${d}" 2>/dev/null || true; done <<<"${cgroups}"
     node_log "removed $(wc -l <<<"${cgroups}") cgroups under /${node_cgroup}"
   fi
+  node_remove_leftovers
   node_restore_sysctls
   node_restore_paths
   rm -rf --one-file-system "${NODE_ROOT}" "${NODE_RUN}"
+}
+
+# node_remove_leftovers removes what an earlier node left where every node
+# writes, whatever its configuration (a node killed before its down, or a
+# kubelet stopped before it removed its dead containers): the kubelet's
+# container log links into NODE_ROOT, libcni's cached results for network
+# namespaces under NODE_RUN, and kube-proxy's chains, which route the
+# node's Service range. Each is recognised as the node's by a path or an
+# address no other cluster uses, so nothing of anyone else's goes.
+node_remove_leftovers() {
+  local f links=0 results=0
+  for f in /var/log/containers/*; do
+    [[ -L "${f}" && "$(readlink "${f}")" == "${NODE_ROOT}/"* ]] || continue
+    rm -f "${f}"
+    links=$((links + 1))
+  done
+  for f in /var/lib/cni/results/*; do
+    [[ -f "${f}" ]] || continue
+    grep -qF "\"netns\":\"${NODE_RUN}/" "${f}" || continue
+    rm -f "${f}"
+    results=$((results + 1))
+  done
+  ((links == 0)) || node_log "removed ${links} container log links into ${NODE_ROOT}"
+  ((results == 0)) || node_log "removed ${results} CNI results for network namespaces under ${NODE_RUN}"
+  if [[ -z "$(node_pid kube-proxy)" && -x "${NODE_BIN}/kube-proxy" ]] &&
+    nft list ruleset 2>/dev/null | grep -qF "daddr ${node_service_ip} "; then
+    mkdir -p "${NODE_LOG_DIR}"
+    "${NODE_BIN}/kube-proxy" --cleanup >>"${NODE_LOG_DIR}/kube-proxy-cleanup.log" 2>&1 || true
+    node_log "removed kube-proxy's chains for ${node_service_cidr}"
+  fi
 }
 
 # node_restore_netfilter deletes the netfilter tables that were not there
