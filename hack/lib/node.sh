@@ -601,7 +601,7 @@ node_drain() {
 # node_down stops everything and puts the host back as it was (see the
 # top of this file). It is safe to call at any point, also twice.
 node_down() {
-  local d p name stopped=() mounts cgroups
+  local d p i name stopped=() shims mounts cgroups
   node_drain
   for name in kube-proxy kubelet; do
     [[ -z "$(node_pid "${name}")" ]] || stopped+=("${name}")
@@ -621,11 +621,19 @@ node_down() {
     # Everything in the node's cgroups: containers, pause processes.
     find "${d}" -name cgroup.procs -exec cat {} + 2>/dev/null | while read -r p; do kill -KILL "${p}" 2>/dev/null; done
   done
+  shims=()
   for p in $(pgrep -x containerd-shim); do
     if [[ "$(readlink "/proc/${p}/exe")" == "${NODE_BIN}/containerd-shim-runc-v2" ]]; then
       node_log "killing shim ${p}"
       kill -KILL "${p}" 2>/dev/null || true
+      shims+=("${p}")
     fi
+  done
+  # A killed shim is there until its new parent reaps it, and
+  # node_check_clean counts every shim: wait for them to be gone.
+  for ((i = 0; i < 50 && ${#shims[@]} > 0; i++)); do
+    kill -0 "${shims[@]}" 2>/dev/null || break
+    sleep 0.2
   done
   for name in kube-scheduler kube-controller-manager kube-apiserver etcd; do
     [[ -z "$(node_pid "${name}")" ]] || stopped+=("${name}")
