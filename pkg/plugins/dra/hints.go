@@ -384,12 +384,3 @@ func (pl *Plugin) anyDeviceMatches(request requestSelector, slices []*resourceap
 	}
 	return false, nil
 }
-
-// SignPod excludes pods with claims from the scheduler's pod signatures
-// (batching of equal pods): their devices are per pod.
-func (pl *Plugin) SignPod(_ context.Context, pod *v1.Pod) ([]fwk.SignFragment, *fwk.Status) {
-	if len(pod.Spec.ResourceClaims) > 0 {
-		return nil, fwk.NewStatus(fwk.Unschedulable, "pods with resource claims are not signable")
-	}
-	return nil, nil
-}

@@ -1,0 +1,175 @@
+package dra
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"sync"
+
+	v1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
+	"k8s.io/dynamic-resource-allocation/resourceclaim"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+)
+
+// signKey is the key of the plugin's fragment of a pod signature.
+const signKey = Name
+
+// claimSignature is the plugin's fragment of a pod signature: what Filter
+// and Score read of a pod with claims. It is marshalled to JSON by the
+// framework.
+type claimSignature struct {
+	// Priority decides which claim nominations count as in use for the
+	// pod (nomination.go).
+	Priority int32 `json:"priority"`
+	// Specs are the hashes of the specs of the pod's claims, in the
+	// order of pod.Spec.ResourceClaims: what the allocator allocates.
+	// Not the names: the allocator's results do not depend on them.
+	Specs []string `json:"specs"`
+}
+
+// SignPod lets kube-scheduler's opportunistic batching (KEP-5598) treat
+// two pods alike when Filter and Score answer the same for both on every
+// node but the one the first was placed on: the pods whose claims are all
+// generated from templates for them alone, unallocated, not in flight,
+// with the same specs, at the same priority, on a cluster whose devices
+// are all local to one node. Batching reuses the first pod's ranking of the
+// nodes for the next; the scheduler still runs every Filter on the node
+// the next pod is given (and on the node the last one took), so a reused
+// ranking never gives a pod devices that are not free: the allocator decides
+// on that node with the cycle's snapshot.
+//
+// Every other pod with claims is unsignable: a claim by name may be shared
+// and allocated already; a claim of a pod group is shared by the group's
+// cycle; extended resources and devices that stand for node CPU and memory
+// make Filter depend on more than the claims; a device that several nodes
+// can use changes with the previous pod's allocation on nodes other than
+// the one it took; and a pod with a claim nomination (nomination.go) has
+// devices of its own. Pods without claims or extended resources have no
+// fragment: the plugin does nothing for them.
+//
+// The signature is computed when the pod enters the scheduling queue and
+// again when it changes (its claims' names come in its status): a pod
+// whose claims are not in the claim cache yet at that moment stays
+// unsignable, and is scheduled as before.
+func (pl *Plugin) SignPod(ctx context.Context, pod *v1.Pod) ([]fwk.SignFragment, *fwk.Status) {
+	extended := pl.fts.EnableDRAExtendedResource && len(extendedResourceNames(pod)) > 0
+	if len(pod.Spec.ResourceClaims) == 0 && !extended {
+		return nil, nil
+	}
+	sig, reason := pl.signClaims(pod, extended)
+	if reason != "" {
+		klog.FromContext(ctx).V(6).Info("Pod with claims not signable", "pod", klog.KObj(pod), "reason", reason)
+		return nil, fwk.NewStatus(fwk.Unschedulable, "pod not signable: "+reason)
+	}
+	return []fwk.SignFragment{{Key: signKey, Value: sig}}, nil
+}
+
+// signClaims returns the pod's fragment, or why it has none.
+func (pl *Plugin) signClaims(pod *v1.Pod, extended bool) (*claimSignature, string) {
+	switch {
+	case extended:
+		return nil, "extended resources may be backed by devices"
+	case pl.fts.EnableDRANodeAllocatableResources:
+		return nil, "devices may stand for node resources"
+	case pod.Spec.SchedulingGroup != nil:
+		return nil, "pod group member"
+	case pl.tracker.Nominations().Get(pod.UID) != nil:
+		return nil, "claim nomination"
+	}
+	sig := &claimSignature{Priority: corev1helpers.PodPriority(pod)}
+	for i := range pod.Spec.ResourceClaims {
+		entry := &pod.Spec.ResourceClaims[i]
+		if entry.ResourceClaimTemplateName == nil {
+			return nil, fmt.Sprintf("claim %s by name", entry.Name)
+		}
+		name, _, err := resourceclaim.Name(pod, entry)
+		if err != nil {
+			return nil, err.Error()
+		}
+		if name == nil {
+			// No claim needed for this entry.
+			continue
+		}
+		claim, err := pl.tracker.Claim(pod.Namespace, *name)
+		if err != nil {
+			return nil, fmt.Sprintf("claim %s not in the claim cache", *name)
+		}
+		if err := resourceclaim.IsForPod(pod, claim, false); err != nil {
+			return nil, err.Error()
+		}
+		switch {
+		case claim.DeletionTimestamp != nil:
+			return nil, fmt.Sprintf("claim %s being deleted", *name)
+		case claim.Status.Allocation != nil || len(claim.Status.ReservedFor) > 0:
+			return nil, fmt.Sprintf("claim %s allocated or reserved", *name)
+		case pl.tracker.PendingAllocation(claim.UID) != nil:
+			return nil, fmt.Sprintf("claim %s in flight", *name)
+		}
+		hash, err := specHash(&claim.Spec)
+		if err != nil {
+			return nil, err.Error()
+		}
+		sig.Specs = append(sig.Specs, hash)
+	}
+	if !pl.nodeLocal.devices(pl) {
+		return nil, "devices usable from more than one node"
+	}
+	return sig, ""
+}
+
+// specHash is a hash of a claim's spec (immutable in the API).
+func specHash(spec *resourceapi.ResourceClaimSpec) (string, error) {
+	data, err := json.Marshal(spec)
+	if err != nil {
+		return "", fmt.Errorf("marshal claim spec: %w", err)
+	}
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:16]), nil
+}
+
+// nodeLocality remembers whether every ResourceSlice of the last list the
+// tracker returned is local to one node. The tracker returns the same list
+// while the slices do not change, so the slices are checked once per
+// change, not once per pod: SignPod runs under the scheduling queue's
+// lock.
+type nodeLocality struct {
+	// mutex guards the fields below.
+	mutex sync.Mutex
+	// list is the first element of the list checked last: a new list
+	// has a new backing array, and holding it keeps that array from
+	// being reused.
+	list  **resourceapi.ResourceSlice
+	local bool
+}
+
+// devices reports whether every device of the cluster belongs to exactly
+// one node: the previous pod's allocation then changes nothing on other
+// nodes. False when the slices cannot be listed.
+func (l *nodeLocality) devices(pl *Plugin) bool {
+	slices, err := pl.tracker.Slices()
+	if err != nil {
+		return false
+	}
+	if len(slices) == 0 {
+		return true
+	}
+	l.mutex.Lock()
+	defer l.mutex.Unlock()
+	if l.list == &slices[0] {
+		return l.local
+	}
+	local := true
+	for _, slice := range slices {
+		if slice.Spec.NodeName == nil || *slice.Spec.NodeName == "" {
+			local = false
+			break
+		}
+	}
+	l.list, l.local = &slices[0], local
+	return local
+}
