@@ -120,8 +120,8 @@ type Plugin struct {
 	// finds pods' claims for them (extended.go).
 	extendedResources extendedResources
 
-	// nodeLocal remembers whether all devices are local to one node, for
-	// SignPod (sign.go).
+	// nodeLocal counts the slices whose devices more than one node can
+	// use, for SignPod (sign.go).
 	nodeLocal nodeLocality
 
 	// uncounted are pods whose devices' CPU and memory the scheduler's
@@ -223,6 +223,9 @@ func newPlugin(ctx context.Context, obj runtime.Object, fh fwk.Handle, opts Proc
 		pl.filterTimeout = args.FilterTimeout.Duration
 	}
 	if err := pl.indexPodsByClaim(fh.ProfileName()); err != nil {
+		return nil, err
+	}
+	if err := pl.nodeLocal.start(fh.SharedInformerFactory().Resource().V1().ResourceSlices().Informer()); err != nil {
 		return nil, err
 	}
 	if err := pl.setupExtendedResources(ctx, fh.SharedInformerFactory(), fh.SharedDRAManager(), fh.ProfileName()); err != nil {

@@ -6,11 +6,12 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"sync"
+	"sync/atomic"
 
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/dynamic-resource-allocation/resourceclaim"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
@@ -116,7 +117,7 @@ func (pl *Plugin) signClaims(pod *v1.Pod, extended bool) (*claimSignature, strin
 		}
 		sig.Specs = append(sig.Specs, hash)
 	}
-	if !pl.nodeLocal.devices(pl) {
+	if !pl.nodeLocal.devices() {
 		return nil, "devices usable from more than one node"
 	}
 	return sig, ""
@@ -132,44 +133,46 @@ func specHash(spec *resourceapi.ResourceClaimSpec) (string, error) {
 	return hex.EncodeToString(sum[:16]), nil
 }
 
-// nodeLocality remembers whether every ResourceSlice of the last list the
-// tracker returned is local to one node. The tracker returns the same list
-// while the slices do not change, so the slices are checked once per
-// change, not once per pod: SignPod runs under the scheduling queue's
-// lock.
+// nodeLocality counts the ResourceSlices whose devices more than one node
+// can use (no spec.nodeName: allNodes, a node selector, per-device node
+// selection), from the slice informer's events: SignPod runs under the
+// scheduling queue's lock, for every change of every pod, and must not
+// list the slices.
 type nodeLocality struct {
-	// mutex guards the fields below.
-	mutex sync.Mutex
-	// list is the first element of the list checked last: a new list
-	// has a new backing array, and holding it keeps that array from
-	// being reused.
-	list  **resourceapi.ResourceSlice
-	local bool
+	registration cache.ResourceEventHandlerRegistration
+	shared       atomic.Int64
+}
+
+// start counts the slices of the informer from now on.
+func (l *nodeLocality) start(informer cache.SharedIndexInformer) error {
+	count := func(obj any, delta int64) {
+		if unknown, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			obj = unknown.Obj
+		}
+		if slice, ok := obj.(*resourceapi.ResourceSlice); ok && !nodeLocal(slice) {
+			l.shared.Add(delta)
+		}
+	}
+	registration, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { count(obj, 1) },
+		UpdateFunc: func(oldObj, newObj any) { count(oldObj, -1); count(newObj, 1) },
+		DeleteFunc: func(obj any) { count(obj, -1) },
+	})
+	if err != nil {
+		return fmt.Errorf("count ResourceSlices for many nodes: %w", err)
+	}
+	l.registration = registration
+	return nil
 }
 
 // devices reports whether every device of the cluster belongs to exactly
 // one node: the previous pod's allocation then changes nothing on other
-// nodes. False when the slices cannot be listed.
-func (l *nodeLocality) devices(pl *Plugin) bool {
-	slices, err := pl.tracker.Slices()
-	if err != nil {
-		return false
-	}
-	if len(slices) == 0 {
-		return true
-	}
-	l.mutex.Lock()
-	defer l.mutex.Unlock()
-	if l.list == &slices[0] {
-		return l.local
-	}
-	local := true
-	for _, slice := range slices {
-		if slice.Spec.NodeName == nil || *slice.Spec.NodeName == "" {
-			local = false
-			break
-		}
-	}
-	l.list, l.local = &slices[0], local
-	return local
+// nodes. False until the informer's initial list is counted.
+func (l *nodeLocality) devices() bool {
+	return l.registration != nil && l.registration.HasSynced() && l.shared.Load() == 0
+}
+
+// nodeLocal: the slice's devices belong to its node only.
+func nodeLocal(slice *resourceapi.ResourceSlice) bool {
+	return slice.Spec.NodeName != nil && *slice.Spec.NodeName != ""
 }

@@ -1,6 +1,7 @@
 package dra
 
 import (
+	"context"
 	"encoding/json"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/utils/ptr"
 
@@ -187,4 +189,39 @@ func TestSignPodWithoutClaims(t *testing.T) {
 	if got := signature(t, env, extended); got != "" {
 		t.Errorf("pod with an extended resource: signature %q, want none", got)
 	}
+}
+
+// The count of slices for many nodes follows their creation, updates and
+// deletion.
+func TestNodeLocality(t *testing.T) {
+	env := newPluginEnv(t, nil, builder.MakeSlice("local").Node("node-a").Obj())
+	slices := env.client.ResourceV1().ResourceSlices()
+	want := func(what string, local bool) {
+		t.Helper()
+		err := wait.PollUntilContextTimeout(env.ctx, 10*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+			return env.plugin.nodeLocal.devices() == local, nil
+		})
+		if err != nil {
+			t.Fatalf("%s: all devices local %v, want %v", what, !local, local)
+		}
+	}
+	want("one local slice", true)
+	fabric, err := slices.Create(env.ctx, builder.MakeSlice("fabric").AllNodes().Obj(), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want("a slice for all nodes created", false)
+	fabric.Spec.AllNodes, fabric.Spec.NodeName = nil, ptr.To("node-b")
+	if _, err := slices.Update(env.ctx, fabric, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	want("that slice moved to one node", true)
+	if _, err := slices.Create(env.ctx, builder.MakeSlice("fabric-2").AllNodes().Obj(), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	want("another slice for all nodes", false)
+	if err := slices.Delete(env.ctx, "fabric-2", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	want("that slice deleted", true)
 }
