@@ -10,11 +10,12 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
-	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	"k8s.io/client-go/tools/cache"
+	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	"k8s.io/dynamic-resource-allocation/resourceclaim"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
+	schedutil "k8s.io/kubernetes/pkg/scheduler/util"
 )
 
 // signKey is the key of the plugin's fragment of a pod signature.
@@ -58,13 +59,15 @@ type claimSignature struct {
 // whose claims are not in the claim cache yet at that moment stays
 // unsignable, and is scheduled as before.
 func (pl *Plugin) SignPod(ctx context.Context, pod *v1.Pod) ([]fwk.SignFragment, *fwk.Status) {
-	extended := pl.fts.EnableDRAExtendedResource && len(extendedResourceNames(pod)) > 0
+	extended := pl.fts.EnableDRAExtendedResource && requestsExtendedResources(pod)
 	if len(pod.Spec.ResourceClaims) == 0 && !extended {
 		return nil, nil
 	}
 	sig, reason := pl.signClaims(pod, extended)
 	if reason != "" {
-		klog.FromContext(ctx).V(6).Info("Pod with claims not signable", "pod", klog.KObj(pod), "reason", reason)
+		if loggerV := klog.FromContext(ctx).V(6); loggerV.Enabled() {
+			loggerV.Info("Pod with claims not signable", "pod", klog.KObj(pod), "reason", reason)
+		}
 		return nil, fwk.NewStatus(fwk.Unschedulable, "pod not signable: "+reason)
 	}
 	return []fwk.SignFragment{{Key: signKey, Value: sig}}, nil
@@ -121,6 +124,30 @@ func (pl *Plugin) signClaims(pod *v1.Pod, extended bool) (*claimSignature, strin
 		return nil, "devices usable from more than one node"
 	}
 	return sig, ""
+}
+
+// requestsExtendedResources: a container or the pod asks for a resource
+// that a DeviceClass may back (extended.go). It reads the spec without
+// summing requests: SignPod runs for every pod, most of which have none.
+func requestsExtendedResources(pod *v1.Pod) bool {
+	extended := func(lists ...v1.ResourceList) bool {
+		for _, list := range lists {
+			for name, quantity := range list {
+				if !quantity.IsZero() && schedutil.IsDRAExtendedResourceName(name) {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	for _, containers := range [][]v1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
+		for i := range containers {
+			if extended(containers[i].Resources.Requests, containers[i].Resources.Limits) {
+				return true
+			}
+		}
+	}
+	return pod.Spec.Resources != nil && extended(pod.Spec.Resources.Requests, pod.Spec.Resources.Limits)
 }
 
 // specHash is a hash of a claim's spec (immutable in the API).

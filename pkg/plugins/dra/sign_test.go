@@ -185,9 +185,17 @@ func TestSignPodWithoutClaims(t *testing.T) {
 	if !env.plugin.fts.EnableDRAExtendedResource {
 		t.Skip("DRAExtendedResource is off")
 	}
-	extended := builder.MakePod("extended").Containers(builder.Container("c", map[v1.ResourceName]string{"example.com/gpu": "1"})).Obj()
-	if got := signature(t, env, extended); got != "" {
-		t.Errorf("pod with an extended resource: signature %q, want none", got)
+	for name, pod := range map[string]*v1.Pod{
+		"container":      builder.MakePod("extended").Containers(builder.Container("c", map[v1.ResourceName]string{"example.com/gpu": "1"})).Obj(),
+		"init container": builder.MakePod("extended").InitContainers(builder.Container("init", map[v1.ResourceName]string{"example.com/gpu": "1"})).Obj(),
+	} {
+		if got := signature(t, env, pod); got != "" {
+			t.Errorf("%s with an extended resource: signature %q, want none", name, got)
+		}
+	}
+	native := builder.MakePod("native").Containers(builder.Container("c", map[v1.ResourceName]string{v1.ResourceCPU: "1", v1.ResourceMemory: "1Gi", "hugepages-2Mi": "2Mi"})).Obj()
+	if got := signature(t, env, native); got != "-" {
+		t.Errorf("pod with CPU, memory and hugepages: signature %q, want no fragment", got)
 	}
 }
 
