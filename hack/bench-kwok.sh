@@ -75,8 +75,10 @@
 #                    them, if any
 #   SCHEDULERS="A B" only these schedulers (default: upstream drasched
 #                    drasched-bestfit upstream+pqh drasched+pqh; QUICK
-#                    without the +pqh ones); without both upstream and
-#                    drasched there is no report, only the runs' files
+#                    without the +pqh ones; also upstream+batch,
+#                    drasched+batch, upstream+batch+pqh, drasched+batch+pqh);
+#                    without both upstream and drasched there is no report,
+#                    only the runs' files
 #   SCHEDULER_ARGS   more flags for every scheduler process, e.g. to profile
 #                    one: "--secure-port=10259
 #                    --authorization-always-allow-paths=/healthz,/debug/pprof/*"
@@ -86,7 +88,11 @@
 #
 # upstream+pqh and drasched+pqh are upstream and drasched with the alpha
 # feature gate SchedulerPreQueueingHints on (upstream at its best; drasched
-# implements the hints too), on the same cases.
+# implements the hints too), on the same cases. upstream+batch and
+# drasched+batch are them without PodTopologySpread's system default
+# constraints (defaultingType: List), which kube-scheduler's opportunistic
+# batching needs (with them PodTopologySpread signs no pod, so no pod is
+# batched); +batch+pqh both changes.
 #
 # Clusters: kwokctl create cluster --runtime binary with the binaries of
 # hack/build-control-plane.sh, --disable-qps-limits, and without kwokctl's
@@ -142,16 +148,20 @@ bench=${out}/bin/kwok
 export KWOK_WORKDIR=${out}/kwok
 export KWOK_KUBECTL_BINARY=${cluster_bin}/kubectl
 
-# The schedulers, by the process name of their run. drasched-bestfit is
-# drasched with the BestFit allocation policy; a +pqh one has the feature
-# gate SchedulerPreQueueingHints on.
-declare -A binaries=(
-	[upstream]=${cluster_bin}/kube-scheduler
-	[drasched]=${bin_dir}/scheduler
-	[drasched-bestfit]=${bin_dir}/scheduler
-	[upstream+pqh]=${cluster_bin}/kube-scheduler
-	[drasched+pqh]=${bin_dir}/scheduler
-)
+# The schedulers, by the process name of their run, in the order of a run
+# (an even run goes the other way). drasched-bestfit is drasched with the
+# BestFit allocation policy; a +pqh one has the feature gate
+# SchedulerPreQueueingHints on; a +batch one no PodTopologySpread default
+# constraints.
+all_schedulers=(upstream drasched drasched-bestfit upstream+pqh drasched+pqh
+	upstream+batch drasched+batch upstream+batch+pqh drasched+batch+pqh)
+declare -A binaries=()
+for s in "${all_schedulers[@]}"; do
+	case "${s}" in
+	upstream*) binaries[${s}]=${cluster_bin}/kube-scheduler ;;
+	*) binaries[${s}]=${bin_dir}/scheduler ;;
+	esac
+done
 for s in ${schedulers}; do
 	[[ -n "${binaries[${s}]:-}" ]] || {
 		echo "kwok: SCHEDULERS: unknown scheduler ${s} (want some of: ${!binaries[*]})" >&2
@@ -237,12 +247,18 @@ heartbeat_factor() {
 # and the APIs given.
 run_scheduler() {
 	local s=$1 nodes=$2 run=$3 run_cases=$4 gates=${5:-} runtime_config=${6:-} cluster kubeconfig config rc=0 name pid
-	local base=${s%+pqh} scheduler_gates=${5:-} variant=()
+	# base is the scheduler, the rest its variant: pqh, batch or batch+pqh.
+	local base=${s%%+*} scheduler_gates=${5:-} variant=()
 	local config_args=(--scheduler "${base}") run_args=(--cases "${run_cases}") cluster_args=() scheduler_args=()
 	[[ "${base}" != drasched-bestfit ]] || config_args=(--scheduler drasched --allocation-policy BestFit)
+	if [[ "${s}" == *+* ]]; then
+		variant=(--variant "${s#"${base}"+}")
+	fi
 	if [[ "${s}" == *+pqh ]]; then
-		variant=(--variant pqh)
 		scheduler_gates=${scheduler_gates:+${scheduler_gates},}${pqh_feature_gate}
+	fi
+	if [[ "${s}" == *+batch* ]]; then
+		config_args+=(--default-spreading=false)
 	fi
 	[[ -z "${gates}" ]] || cluster_args+=(--kube-feature-gates "${gates}")
 	[[ -z "${scheduler_gates}" ]] || scheduler_args+=(--feature-gates="${scheduler_gates}")
@@ -323,8 +339,13 @@ for entry in "${plan[@]}"; do
 	gated_cases=$(tr ',' '\n' <<<"${cases}" | grep -xF -f <(tr ',' '\n' <<<"${workload_cases}") | paste -sd, -) || true
 	bestfit_cases=$(tr ',' '\n' <<<"${cases}" | grep -xE 'fragmentation|fragmentation_mig' | paste -sd, -) || true
 	for ((run = 1; run <= runs; run++)); do
-		order=(upstream drasched drasched-bestfit upstream+pqh drasched+pqh)
-		((run % 2 == 0)) && order=(drasched+pqh upstream+pqh drasched-bestfit drasched upstream)
+		order=("${all_schedulers[@]}")
+		if ((run % 2 == 0)); then
+			order=()
+			for ((i = ${#all_schedulers[@]} - 1; i >= 0; i--)); do
+				order+=("${all_schedulers[i]}")
+			done
+		fi
 		for s in "${order[@]}"; do
 			[[ " ${schedulers} " == *" ${s} "* ]] || continue
 			if [[ "${s}" == drasched-bestfit ]]; then

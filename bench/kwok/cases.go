@@ -66,3 +66,26 @@ func batches(cases []string) ([][]string, error) {
 // SchedulerPreQueueingHints on (alpha in 1.37, off by default): upstream at
 // its best. Its cases are reported as <case>+pqh.
 const variantPQH = "pqh"
+
+// variantBatch is a run whose scheduler's profile has no PodTopologySpread
+// system default constraints (defaultingType: List): kube-scheduler's
+// opportunistic batching (beta, on by default) needs every filter and score
+// plugin to sign a pod, and PodTopologySpread signs none while it has
+// default constraints. Its cases are reported as <case>+batch.
+const variantBatch = "batch"
+
+// checkVariant accepts the variants of a run: none, one of them, or both
+// joined by "+" (batch+pqh).
+func checkVariant(variant string) error {
+	if variant == "" {
+		return nil
+	}
+	seen := map[string]bool{}
+	for _, part := range strings.Split(variant, "+") {
+		if part != variantPQH && part != variantBatch || seen[part] {
+			return fmt.Errorf("--variant %q: want %s, %s, both joined by +, or none", variant, variantPQH, variantBatch)
+		}
+		seen[part] = true
+	}
+	return nil
+}

@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -37,7 +38,7 @@ func TestSchedulerConfigs(t *testing.T) {
 	dir := t.TempDir()
 	loaded := map[string]*config.KubeSchedulerConfiguration{}
 	for _, s := range []string{upstream, drasched} {
-		data, err := schedulerConfig(s, repoRoot+"/config/scheduler-config.yaml", "", "/k/kubeconfig", "bench", 4000, 3000)
+		data, err := schedulerConfig(s, repoRoot+"/config/scheduler-config.yaml", "", false, "/k/kubeconfig", "bench", 4000, 3000)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -66,10 +67,10 @@ func TestSchedulerConfigs(t *testing.T) {
 			t.Errorf("%s: plugins %v, want %s and not %s", s, names, want[0], want[1])
 		}
 	}
-	if _, err := schedulerConfig("other", "", "", "/k", "bench", 1, 1); err == nil {
+	if _, err := schedulerConfig("other", "", "", false, "/k", "bench", 1, 1); err == nil {
 		t.Error("unknown scheduler: no error")
 	}
-	if _, err := schedulerConfig(upstream, "", "BestFit", "/k", "bench", 1, 1); err == nil {
+	if _, err := schedulerConfig(upstream, "", "BestFit", false, "/k", "bench", 1, 1); err == nil {
 		t.Error("upstream with an allocation policy: no error")
 	}
 }
@@ -98,7 +99,7 @@ func TestSchedulerConfigPolicy(t *testing.T) {
 	dir := t.TempDir()
 	load := func(in, policy string) *config.KubeSchedulerConfiguration {
 		t.Helper()
-		data, err := schedulerConfig(drasched, in, policy, "/k/kubeconfig", "bench", 4000, 3000)
+		data, err := schedulerConfig(drasched, in, policy, false, "/k/kubeconfig", "bench", 4000, 3000)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -144,5 +145,68 @@ profiles:
 	}
 	if got := structuredDRAArgs(t, load(bare, "BestFit").Profiles[0]).Allocation.Policy; got != draconfig.AllocationPolicyBestFit {
 		t.Errorf("bare configuration: policy %q, want BestFit", got)
+	}
+}
+
+// TestSchedulerConfigWithoutDefaultSpreading: --default-spreading=false
+// gives both schedulers PodTopologySpread with defaultingType List and no
+// default constraints, and changes nothing else of the profile.
+func TestSchedulerConfigWithoutDefaultSpreading(t *testing.T) {
+	logger, _ := ktesting.NewTestContext(t)
+	dir := t.TempDir()
+	load := func(scheduler string, noDefaultSpreading bool) *config.KubeSchedulerConfiguration {
+		t.Helper()
+		data, err := schedulerConfig(scheduler, repoRoot+"/config/scheduler-config.yaml", "", noDefaultSpreading, "/k/kubeconfig", "bench", 4000, 3000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		path := filepath.Join(dir, scheduler+".yaml")
+		if err := os.WriteFile(path, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := options.LoadConfigFromFile(logger, path)
+		if err != nil {
+			t.Fatalf("%s: %v\n%s", scheduler, err, data)
+		}
+		return cfg
+	}
+	spreadArgs := func(p config.KubeSchedulerProfile) *config.PodTopologySpreadArgs {
+		t.Helper()
+		for _, pc := range p.PluginConfig {
+			if pc.Name == podTopologySpread {
+				return pc.Args.(*config.PodTopologySpreadArgs)
+			}
+		}
+		t.Fatal("no PodTopologySpread args")
+		return nil
+	}
+	for _, s := range []string{upstream, drasched} {
+		with, without := load(s, false), load(s, true)
+		if got := spreadArgs(with.Profiles[0]).DefaultingType; got != config.SystemDefaulting {
+			t.Errorf("%s: defaultingType %q, want System", s, got)
+		}
+		args := spreadArgs(without.Profiles[0])
+		if args.DefaultingType != config.ListDefaulting || len(args.DefaultConstraints) != 0 {
+			t.Errorf("%s without default spreading: args %+v, want List without constraints", s, args)
+		}
+		// Everything else as before, in whatever order.
+		*spreadArgs(without.Profiles[0]) = *spreadArgs(with.Profiles[0])
+		for _, cfg := range []*config.KubeSchedulerConfiguration{with, without} {
+			slices.SortFunc(cfg.Profiles[0].PluginConfig, func(a, b config.PluginConfig) int { return strings.Compare(a.Name, b.Name) })
+		}
+		if diff := cmp.Diff(with, without); diff != "" {
+			t.Errorf("%s: more changed than PodTopologySpread's args (-with +without):\n%s", s, diff)
+		}
+	}
+}
+
+func TestCheckVariant(t *testing.T) {
+	for variant, ok := range map[string]bool{
+		"": true, "pqh": true, "batch": true, "batch+pqh": true, "pqh+batch": true,
+		"pqh+pqh": false, "fast": false, "batch+": false,
+	} {
+		if err := checkVariant(variant); (err == nil) != ok {
+			t.Errorf("checkVariant(%q) = %v, want ok %v", variant, err, ok)
+		}
 	}
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -311,15 +312,18 @@ func (r *runner) verify(ctx context.Context) []error {
 // are gone too, so that the next case starts with free devices. It deletes
 // the PodGroups of the gang cases too, where the cluster serves them.
 func (r *runner) cleanup(ctx context.Context) error {
-	err := r.client.CoreV1().Pods(r.cfg.Namespace).DeleteCollection(ctx,
-		metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)},
-		metav1.ListOptions{LabelSelector: appLabel + "=" + appValue})
-	if err != nil {
-		return fmt.Errorf("delete pods: %w", err)
+	deletePods := func(ctx context.Context) error {
+		return r.client.CoreV1().Pods(r.cfg.Namespace).DeleteCollection(ctx,
+			metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)},
+			metav1.ListOptions{LabelSelector: appLabel + "=" + appValue})
 	}
+	// Deleting a thousand pods at once can outlast a busy API server's
+	// patience ("stream error ... INTERNAL_ERROR"), with some deleted: the
+	// wait below deletes again while pods are left.
+	deleteErr := deletePods(ctx)
 	// NotFound: the cluster does not serve scheduling.k8s.io/v1beta1,
 	// so there are none.
-	err = r.client.SchedulingV1beta1().PodGroups(r.cfg.Namespace).DeleteCollection(ctx,
+	err := r.client.SchedulingV1beta1().PodGroups(r.cfg.Namespace).DeleteCollection(ctx,
 		metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: appLabel + "=" + appValue})
 	if err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("delete PodGroups: %w", err)
@@ -330,6 +334,9 @@ func (r *runner) cleanup(ctx context.Context) error {
 		if err != nil {
 			return false, err
 		}
+		if deleteErr != nil && len(podList.Items) > 0 {
+			deleteErr = deletePods(ctx)
+		}
 		claimList, err := r.client.ResourceV1().ResourceClaims(r.cfg.Namespace).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return false, err
@@ -338,7 +345,7 @@ func (r *runner) cleanup(ctx context.Context) error {
 		return pods == 0 && claims == 0, nil
 	})
 	if err != nil {
-		return fmt.Errorf("cleanup: %d pods and %d claims left: %w", pods, claims, err)
+		return fmt.Errorf("cleanup: %d pods and %d claims left: %w", pods, claims, errors.Join(err, deleteErr))
 	}
 	return nil
 }

@@ -143,11 +143,21 @@ func (pl *Plugin) afterClaimChange(logger klog.Logger, pod *v1.Pod, oldObj, newO
 		}
 		return fwk.Queue, nil
 	}
+	deallocated := original != nil && original.Status.Allocation != nil && modified.Status.Allocation == nil
+	if !deallocated && !namesClaim(pod, modified) && !pl.nominationAffected(pod, modified) {
+		// Another pod's claim: what the rest would answer, found without
+		// a lookup. The scheduling queue asks this for every pending pod
+		// on every claim event, and while many pods wait for their claims
+		// (pods created at once), that is most of the hint's work.
+		return fwk.QueueSkip, nil
+	}
 	uses := false
 	claims, err := pl.podClaims(pod)
 	if err != nil {
 		// Still missing or broken: not schedulable yet.
-		logger.V(6).Info("Pod not schedulable after claim change", "pod", klog.KObj(pod), "claim", klog.KObj(modified), "reason", err.Error())
+		if loggerV := logger.V(6); loggerV.Enabled() {
+			loggerV.Info("Pod not schedulable after claim change", "pod", klog.KObj(pod), "claim", klog.KObj(modified), "reason", err.Error())
+		}
 		return fwk.QueueSkip, nil
 	}
 	for _, claim := range claims {
@@ -156,7 +166,7 @@ func (pl *Plugin) afterClaimChange(logger klog.Logger, pod *v1.Pod, oldObj, newO
 		}
 	}
 	switch {
-	case original != nil && original.Status.Allocation != nil && modified.Status.Allocation == nil:
+	case deallocated:
 		logger.V(6).Info("Claim deallocated, devices may be free", "pod", klog.KObj(pod), "claim", klog.KObj(modified))
 		return fwk.Queue, nil
 	case pl.nominationAffected(pod, modified):
@@ -176,6 +186,26 @@ func (pl *Plugin) afterClaimChange(logger klog.Logger, pod *v1.Pod, oldObj, newO
 	}
 	logger.V(5).Info("Status of pod's claim changed", "pod", klog.KObj(pod), "claim", klog.KObj(modified))
 	return fwk.Queue, nil
+}
+
+// namesClaim: the pod refers to the claim by name, in its spec or, for a
+// claim generated from a template, in its status. Every claim podClaims
+// returns is named so. It allocates nothing.
+func namesClaim(pod *v1.Pod, claim *resourceapi.ResourceClaim) bool {
+	if pod.Namespace != claim.Namespace {
+		return false
+	}
+	for i := range pod.Spec.ResourceClaims {
+		if name := pod.Spec.ResourceClaims[i].ResourceClaimName; name != nil && *name == claim.Name {
+			return true
+		}
+	}
+	for i := range pod.Status.ResourceClaimStatuses {
+		if name := pod.Status.ResourceClaimStatuses[i].ResourceClaimName; name != nil && *name == claim.Name {
+			return true
+		}
+	}
+	return false
 }
 
 // afterAssignedPodDelete: the pod is nominated to the node of a deleted pod
@@ -383,13 +413,4 @@ func (pl *Plugin) anyDeviceMatches(request requestSelector, slices []*resourceap
 		}
 	}
 	return false, nil
-}
-
-// SignPod excludes pods with claims from the scheduler's pod signatures
-// (batching of equal pods): their devices are per pod.
-func (pl *Plugin) SignPod(_ context.Context, pod *v1.Pod) ([]fwk.SignFragment, *fwk.Status) {
-	if len(pod.Spec.ResourceClaims) > 0 {
-		return nil, fwk.NewStatus(fwk.Unschedulable, "pods with resource claims are not signable")
-	}
-	return nil, nil
 }

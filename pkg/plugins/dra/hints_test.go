@@ -109,6 +109,32 @@ func TestClaimHint(t *testing.T) {
 	}
 }
 
+// namesClaim decides the claim hint for every pending pod and claim event
+// without a lookup: it must find every claim podClaims would return.
+func TestNamesClaim(t *testing.T) {
+	byName := podWithClaims("gpu")
+	fromTemplate := builder.MakePod("pod").ClaimFromTemplate("gpu", "template").ClaimStatus("gpu", "pod-gpu-x1").Obj()
+	waiting := builder.MakePod("pod").ClaimFromTemplate("gpu", "template").Obj()
+	for name, tc := range map[string]struct {
+		pod   *v1.Pod
+		claim *resourceapi.ResourceClaim
+		want  bool
+	}{
+		"claim by name":                    {pod: byName, claim: gpuClaim("gpu").Obj(), want: true},
+		"another claim":                    {pod: byName, claim: gpuClaim("other").Obj()},
+		"same name, another namespace":     {pod: byName, claim: gpuClaim("gpu").Namespace("elsewhere").Obj()},
+		"generated claim named in status":  {pod: fromTemplate, claim: gpuClaim("pod-gpu-x1").Obj(), want: true},
+		"generated claim not named yet":    {pod: waiting, claim: gpuClaim("pod-gpu-x1").Obj()},
+		"template's name is not the claim": {pod: fromTemplate, claim: gpuClaim("template").Obj()},
+	} {
+		t.Run(name, func(t *testing.T) {
+			if got := namesClaim(tc.pod, tc.claim); got != tc.want {
+				t.Errorf("namesClaim = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
 func TestClaimPreQueueingHint(t *testing.T) {
 	pod := podWithClaims("gpu")
 	other := builder.MakePod("other").Claim("x", "unrelated").Obj()

@@ -10,9 +10,10 @@
 // that says why per request (aggregated over nodes by the scheduler),
 // queueing hints for ResourceSlice and DeviceClass events requeue only pods
 // that the change can help, Score can also rank by device usage,
-// allocation state comes from pkg/tracker, and preemption can evict pods
-// for their devices: the StructuredDRAPreemption plugin, with claim
-// nomination (nomination.go).
+// allocation state comes from pkg/tracker, pods whose claims come from one
+// template can be batched (sign.go), and preemption can evict pods for
+// their devices: the StructuredDRAPreemption plugin, with claim nomination
+// (nomination.go).
 //
 // Files:
 //   - plugin.go: Plugin, New, Registry, the tracker and allocator cache
@@ -20,8 +21,9 @@
 //   - state.go: the cycle state, per-node filter results and the status
 //     helpers;
 //   - one file per extension point: hints.go (EventsToRegister, queueing
-//     hints, SignPod), prefilter.go (PreEnqueue, PreFilter), filter.go,
-//     postfilter.go, score.go, reserve.go (Reserve, Unreserve), prebind.go;
+//     hints), sign.go (SignPod, for opportunistic batching), prefilter.go
+//     (PreEnqueue, PreFilter), filter.go, postfilter.go, score.go,
+//     reserve.go (Reserve, Unreserve), prebind.go;
 //   - features that hook into several of them: podgroup.go (gang
 //     scheduling: claims shared within a pod group cycle,
 //     PodGroupPostFilter), extended.go (extended resources backed by DRA),
@@ -117,6 +119,10 @@ type Plugin struct {
 	// extendedResources maps extended resources to DeviceClasses and
 	// finds pods' claims for them (extended.go).
 	extendedResources extendedResources
+
+	// nodeLocal counts the slices whose devices more than one node can
+	// use, for SignPod (sign.go).
+	nodeLocal nodeLocality
 
 	// uncounted are pods whose devices' CPU and memory the scheduler's
 	// cache does not count yet (nodeallocatable.go).
@@ -217,6 +223,9 @@ func newPlugin(ctx context.Context, obj runtime.Object, fh fwk.Handle, opts Proc
 		pl.filterTimeout = args.FilterTimeout.Duration
 	}
 	if err := pl.indexPodsByClaim(fh.ProfileName()); err != nil {
+		return nil, err
+	}
+	if err := pl.nodeLocal.start(fh.SharedInformerFactory().Resource().V1().ResourceSlices().Informer()); err != nil {
 		return nil, err
 	}
 	if err := pl.setupExtendedResources(ctx, fh.SharedInformerFactory(), fh.SharedDRAManager(), fh.ProfileName()); err != nil {

@@ -179,13 +179,16 @@ func testPlugin(t *testing.T, ctx context.Context, client *fake.Clientset, facto
 	if err := pl.setupExtendedResources(ctx, factory, nil, "test"); err != nil {
 		t.Fatal(err)
 	}
+	if err := pl.nodeLocal.start(factory.Resource().V1().ResourceSlices().Informer()); err != nil {
+		t.Fatal(err)
+	}
 	factory.Start(ctx.Done())
 	t.Cleanup(func() {
 		cancel()
 		factory.Shutdown()
 	})
 	if !cache.WaitForCacheSync(ctx.Done(), factory.Resource().V1().ResourceClaims().Informer().HasSynced,
-		factory.Resource().V1().DeviceClasses().Informer().HasSynced) {
+		factory.Resource().V1().DeviceClasses().Informer().HasSynced, pl.nodeLocal.registration.HasSynced) {
 		t.Fatal("caches did not sync")
 	}
 	return pl
@@ -217,8 +220,11 @@ func newPluginEnv(t *testing.T, pod *v1.Pod, objects ...runtime.Object) *pluginE
 	fakeTracker := trackertest.NewFake()
 	for _, obj := range objects {
 		fakeTracker.Add(obj)
-		if claim, ok := obj.(*resourceapi.ResourceClaim); ok {
-			apiObjects = append(apiObjects, claim.DeepCopy())
+		switch o := obj.(type) {
+		case *resourceapi.ResourceClaim:
+			apiObjects = append(apiObjects, o.DeepCopy())
+		case *resourceapi.ResourceSlice:
+			apiObjects = append(apiObjects, o.DeepCopy())
 		}
 	}
 	client := trackertest.VersionedClientset(apiObjects...)

@@ -48,6 +48,7 @@ func (pl *Plugin) PreBind(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, n
 	if err != nil {
 		return statusError(logger, err)
 	}
+	s.releaseCycle(nodeName)
 	for i, claim := range s.claims {
 		if pl.reservedForPod(pod, claim) {
 			continue

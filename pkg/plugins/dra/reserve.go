@@ -68,7 +68,15 @@ func (pl *Plugin) Reserve(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, n
 		logger.V(5).Info("Allocation in flight", "pod", klog.KObj(pod), "claim", klog.KObj(claim), "allocation", klog.Format(allocation))
 	}
 	// The claim for extended resources (extended.go).
-	return pl.reserveExtended(logger, s, pod, nodeName, results[len(s.toAllocate):])
+	if status := pl.reserveExtended(logger, s, pod, nodeName, results[len(s.toAllocate):]); status != nil {
+		return status
+	}
+	// A pod group cycle may run Reserve again on the same state, and
+	// PodGroupPostFilter reads it; PreBind releases those.
+	if group == nil {
+		s.releaseCycle(nodeName)
+	}
+	return nil
 }
 
 // Unreserve rolls back what Reserve and PreBind did for a pod that will not

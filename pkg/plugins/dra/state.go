@@ -167,6 +167,19 @@ func (r *filterResults) fit(node string) *preemptionFit {
 	return r.fits[node]
 }
 
+// keepOnly drops what Filter found on every node but the chosen one.
+func (r *filterResults) keepOnly(node string) {
+	r.mutex.Lock()
+	defer r.mutex.Unlock()
+	if results, ok := r.allocations[node]; ok {
+		r.allocations = map[string][]resourceapi.AllocationResult{node: results}
+	} else {
+		r.allocations = map[string][]resourceapi.AllocationResult{}
+	}
+	r.fits = nil
+	r.unoccupied, r.unoccupiedErr = nil, nil
+}
+
 // unavailableClaims returns the indices of the allocated claims that some
 // node could not use, lowest first.
 func (r *filterResults) unavailableClaims() []int {
@@ -205,6 +218,21 @@ func (s *stateData) Clone() fwk.StateData {
 	}
 	c.nodeAllocatable = s.nodeAllocatable
 	return c
+}
+
+// releaseCycle drops what only the scheduling cycle needs once the pod
+// has its node: the snapshot of allocated devices, the allocator with its
+// per-cycle lookups, the nominations, and what Filter found on the other
+// nodes. The binding cycle needs only the claims and the allocations
+// chosen for them, and it can last long (API writes, binding conditions):
+// a scheduler that binds many pods at once kept one allocated-device set
+// and one allocator per pod alive until its binding ended.
+func (s *stateData) releaseCycle(node string) {
+	s.base, s.slices, s.allocator, s.pending, s.dryRun = nil, nil, nil, nil, nil
+	s.nominated = structured.AllocatedState{}
+	if s.results != nil {
+		s.results.keepOnly(node)
+	}
 }
 
 type claimInfo struct {

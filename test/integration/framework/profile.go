@@ -86,3 +86,19 @@ func UseAllocation(policy draschedconfig.AllocationPolicy, topology []resourceap
 func UseNominationMargin(margin time.Duration) func(*config.KubeSchedulerConfiguration) {
 	return UseArgs(func(args *draschedconfig.StructuredDRAArgs) { args.Preemption.NominationMargin.Duration = margin })
 }
+
+// WithoutDefaultSpreading is a Configure function that turns off
+// PodTopologySpread's system default constraints (defaultingType: List
+// without constraints) in every profile: with them, PodTopologySpread
+// refuses to sign any pod, and kube-scheduler's opportunistic batching
+// batches none.
+func WithoutDefaultSpreading(cfg *config.KubeSchedulerConfiguration) {
+	for i := range cfg.Profiles {
+		for j := range cfg.Profiles[i].PluginConfig {
+			if args, ok := cfg.Profiles[i].PluginConfig[j].Args.(*config.PodTopologySpreadArgs); ok {
+				args.DefaultingType = config.ListDefaulting
+				args.DefaultConstraints = nil
+			}
+		}
+	}
+}
