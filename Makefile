@@ -75,6 +75,11 @@ demo: build-control-plane ## Run the main job: local control plane, kwok GPU nod
 # in them carry the commit's time, so the same commit gives the same image
 # digest; the tarballs are in `docker save` format.
 IMAGES := scheduler gpu-kubelet-plugin
+# Images that run dynamically linked programs get a layer with the GNU C
+# library, from Debian's libc6 pinned in hack/images/libc6.sha256
+# (hack/libc6.sh downloads it once with apt-get): the GPU plugin runs
+# nvidia-smi, which the NVIDIA runtime mounts from the host without it.
+IMAGES_WITH_LIBC := gpu-kubelet-plugin
 IMAGE_REPOSITORY ?= ghcr.io/drasched
 IMAGE_ARCH ?= $(shell $(GO) env GOARCH)
 IMAGE_DIR := $(OUTPUT_DIR)/images
@@ -87,7 +92,12 @@ images: ## Build the image tarballs $(IMAGE_DIR)/<name>-$(VERSION).tar without a
 	@$(MAKE) --no-print-directory image-binaries BUILD_DATE=$(IMAGE_CREATED)
 	$(GO) build -C hack/images -o $(CURDIR)/$(IMAGE_DIR)/bin/images .
 	@for img in $(IMAGES); do \
-		$(IMAGE_DIR)/bin/images --name=$$img --binary=$(IMAGE_DIR)/bin/linux_$(IMAGE_ARCH)/$$img \
+		libc=(); \
+		if [[ " $(IMAGES_WITH_LIBC) " == *" $$img "* ]]; then \
+			tar=$$(hack/libc6.sh $(IMAGE_ARCH) $(IMAGE_DIR)/libc6); \
+			libc=(--libc=$$tar --libc-package=$$(basename $$tar .tar)); \
+		fi; \
+		$(IMAGE_DIR)/bin/images --name=$$img --binary=$(IMAGE_DIR)/bin/linux_$(IMAGE_ARCH)/$$img "$${libc[@]}" \
 			--repository=$(IMAGE_REPOSITORY) --version=$(VERSION) --revision=$(IMAGE_REVISION) \
 			--source=$(IMAGE_SOURCE) --arch=$(IMAGE_ARCH) --created=$(IMAGE_CREATED) \
 			--output=$(IMAGE_DIR)/$$img-$(VERSION).tar; \

@@ -77,15 +77,19 @@ func TestGPUDriverLeastPrivilege(t *testing.T) {
 	}
 
 	// Every hostPath is one the plugin writes to by default, mounted
-	// read-write at the same path, except the host's /dev, which it only
-	// reads (read-only, at --container-dev-root); nothing else of the host
-	// is mounted.
+	// read-write at the same path, except the host's /dev and /usr, which
+	// it only reads (read-only, at --container-dev-root and under
+	// --container-driver-root), and /dev/null, the NVIDIA runtime's
+	// request for all GPUs as a volume mount; nothing else of the host is
+	// mounted.
 	registry, pluginData := kubeletplugin.KubeletRegistryDir, filepath.Join(kubeletplugin.KubeletPluginsDir, gpu.DefaultDriverName)
 	wantMounts := map[string]corev1.VolumeMount{
 		registry:       {MountPath: registry},
 		pluginData:     {MountPath: pluginData},
 		cdi.DefaultDir: {MountPath: cdi.DefaultDir},
 		"/dev":         {MountPath: "/host-dev-root/dev", ReadOnly: true, RecursiveReadOnly: ptr.To(corev1.RecursiveReadOnlyIfPossible)},
+		"/usr":         {MountPath: "/host-driver-root/usr", ReadOnly: true, RecursiveReadOnly: ptr.To(corev1.RecursiveReadOnlyIfPossible)},
+		"/dev/null":    {MountPath: "/var/run/nvidia-container-devices/all", ReadOnly: true},
 	}
 	gotMounts := map[string]corev1.VolumeMount{}
 	for _, v := range spec.Volumes {
@@ -107,7 +111,7 @@ func TestGPUDriverLeastPrivilege(t *testing.T) {
 	if diff := cmp.Diff(wantMounts, gotMounts); diff != "" {
 		t.Errorf("hostPath volumes by host path (-plugin defaults +DaemonSet):\n%s", diff)
 	}
-	for _, want := range []string{"--dev-root=/", "--container-dev-root=/host-dev-root"} {
+	for _, want := range []string{"--dev-root=/", "--container-dev-root=/host-dev-root", "--driver-root=/", "--container-driver-root=/host-driver-root"} {
 		if !slices.Contains(c.Args, want) {
 			t.Errorf("args %q lack %s", c.Args, want)
 		}

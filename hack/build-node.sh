@@ -12,7 +12,16 @@
 #   images/pause.tar          the pod sandbox image: test/node/images/pause on an
 #                             empty base, built by hack/images
 #   images/gpu-check.tar      the workload image of the tests: test/node/images/gpu-check,
-#                             which prints the environment and device nodes it sees
+#                             which prints the environment, device nodes and driver
+#                             files it sees, with cuda-check (below) and the GNU C
+#                             library of the GPU plugin's image (hack/libc6.sh)
+#   driver/libcuda.so.1       the fake NVIDIA driver the tests install under the node's
+#   driver/nvidia-smi         driver root, built with gcc from test/node/driver: a real
+#                             libcuda (one CUDA entry point, SONAME libcuda.so.1) and
+#                             a stand-in for nvidia-smi, linked against the C library,
+#                             that prints test/node/testdata/nvidia-smi.txt
+#   driver/cuda-check         test/node/driver/cuda-check.c, linked against
+#                             that libcuda.so.1: whether a container's loader finds it
 #
 # runc, the CNI plugins, iptables and conntrack come from Debian
 # (hack/lib/node.sh installs them). Each group is rebuilt only when its
@@ -120,27 +129,58 @@ else
   stamp containerd "${key}"
 fi
 
-# The node's images: static binaries of this repository on an empty base,
-# built by hack/images as `make images` builds drasched's own. Their stamp
-# is a hash of their sources and of hack/images, so an edit rebuilds them.
+# The fake NVIDIA driver and cuda-check: C, built with the host's gcc
+# against its C library, which must be the one hack/images/libc6.sha256
+# pins into the images (a newer one could need symbols the image's lacks).
+if ! command -v gcc >/dev/null; then
+  if [[ ${EUID} -eq 0 ]] && command -v apt-get >/dev/null; then
+    echo "    apt-get install gcc libc6-dev"
+    apt-get update -qq >/dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq gcc libc6-dev >/dev/null
+  else
+    echo "gcc is missing: it builds the real node's fake NVIDIA driver (apt-get install gcc)" >&2
+    exit 1
+  fi
+fi
+driver_dir=${bin_dir}/driver
+
+# The node's images: binaries of this repository on an empty base (with
+# the GNU C library for gpu-check), built by hack/images as `make images`
+# builds drasched's own. Their stamp is a hash of their sources, of
+# hack/images and of the pinned libc6, so an edit rebuilds them.
 image_names=(pause gpu-check)
-sources_hash=$(cat test/node/images/*/*.go hack/images/*.go hack/images/go.mod | sha256sum | cut -d' ' -f1)
-key="images=${sources_hash} ${go_version} ${platform} ${NODE_IMAGE_REPOSITORY}:${NODE_IMAGE_TAG}"
-if up_to_date images "${key}" "${image_names[@]/#/images/}" "${image_names[@]/%/.tar}"; then
-  echo "    images ${image_names[*]}: up to date"
+sources_hash=$(cat test/node/images/*/*.go test/node/driver/*.c test/node/testdata/nvidia-smi.txt \
+  hack/images/*.go hack/images/go.mod hack/images/libc6.sha256 | sha256sum | cut -d' ' -f1)
+key="images=${sources_hash} ${go_version} ${platform} $(gcc -dumpfullversion) ${NODE_IMAGE_REPOSITORY}:${NODE_IMAGE_TAG}"
+if up_to_date images "${key}" "${image_names[@]/#/images/}" "${image_names[@]/%/.tar}" driver/libcuda.so.1 driver/nvidia-smi driver/cuda-check; then
+  echo "    images ${image_names[*]}, fake NVIDIA driver: up to date"
 else
   build_images() {
-    local img
+    local img libc extra
+    mkdir -p "${driver_dir}" || return
+    # -ffile-prefix-map and no build ID: the same sources give the same
+    # binaries, wherever the checkout is.
+    local cflags=(-O2 -Wall -Werror -g0 "-ffile-prefix-map=${root}=." "-Wl,--build-id=none")
+    gcc "${cflags[@]}" -shared -fPIC -Wl,-soname,libcuda.so.1 -o "${driver_dir}/libcuda.so.1" test/node/driver/libcuda.c &&
+      gcc "${cflags[@]}" -DTRANSCRIPT="\"${root}/test/node/testdata/nvidia-smi.txt\"" \
+        -o "${driver_dir}/nvidia-smi" test/node/driver/nvidia-smi.c &&
+      gcc "${cflags[@]}" -o "${driver_dir}/cuda-check" test/node/driver/cuda-check.c \
+        -L "${driver_dir}" -l:libcuda.so.1 || return
+    libc=$(hack/libc6.sh "${goarch}" "${bin_dir}/libc6") || return
     go build -C hack/images -o "${bin_dir}/images/images" . || return
     for img in "${image_names[@]}"; do
+      extra=()
+      if [[ "${img}" == gpu-check ]]; then
+        extra=(--libc="${libc}" --libc-package="$(basename "${libc}" .tar)" --extra-binary="${driver_dir}/cuda-check")
+      fi
       CGO_ENABLED=0 GOOS=linux GOARCH=${goarch} go build -trimpath -ldflags "-s -w" \
         -o "${bin_dir}/images/${img}" "./test/node/images/${img}" || return
-      "${bin_dir}/images/images" --name="${img}" --binary="${bin_dir}/images/${img}" \
+      "${bin_dir}/images/images" --name="${img}" --binary="${bin_dir}/images/${img}" "${extra[@]}" \
         --repository="${NODE_IMAGE_REPOSITORY}" --version="${NODE_IMAGE_TAG}" --arch="${goarch}" \
         --created=1970-01-01T00:00:00Z --output="${bin_dir}/${img}.tar" >/dev/null || return
     done
   }
-  step "images ${image_names[*]}" build_images
+  step "images ${image_names[*]}, fake NVIDIA driver" build_images
   stamp images "${key}"
 fi
 

@@ -334,7 +334,8 @@ up() {
 # real_node_up adds the real node ${NODE_HOSTNAME} to the kwok cluster:
 # containerd, the kubelet (with kwokctl's CA and an admin kubeconfig) and
 # a gpu-kubelet-plugin process for it, its GPUs simulated by character
-# devices under the node's device root.
+# devices under the node's device root and its NVIDIA driver by a driver
+# root with hack/build-node.sh's libcuda.
 real_node_up() {
   step "adding a real node: containerd, kubelet and runc (hack/lib/node.sh), GPUs of ${real_node_inventory} as device nodes under ${NODE_ROOT}/devroot"
   node_require
@@ -354,6 +355,23 @@ real_node_up() {
   mknod -m 666 "${NODE_ROOT}/devroot/dev/nvidiactl" c 195 255
   mknod -m 666 "${NODE_ROOT}/devroot/dev/nvidia-uvm" c 120 0
   mknod -m 666 "${NODE_ROOT}/devroot/dev/nvidia-uvm-tools" c 120 1
+  # The MIG devices' nvidia-caps nodes, with the minors the inventory says.
+  local gi ci minor
+  mkdir -p "${NODE_ROOT}/devroot/dev/nvidia-caps"
+  while read -r gi ci; do
+    for minor in "${gi}" "${ci}"; do
+      mknod -m 666 "${NODE_ROOT}/devroot/dev/nvidia-caps/nvidia-cap${minor}" c 121 "${minor}"
+    done
+  done < <(sed -n 's/.*caps: {gpuInstance: \([0-9]*\), computeInstance: \([0-9]*\)}.*/\1 \2/p' "${real_node_inventory}")
+  # The driver's libraries of the inventory's version, as the CDI specs
+  # mount them (test/node/driver_test.go fakes a whole installation).
+  local version lib="${NODE_ROOT}/driverroot/usr/lib/x86_64-linux-gnu"
+  version=$(sed -n 's/^driverVersion: "\(.*\)"$/\1/p' "${real_node_inventory}")
+  mkdir -p "${lib}"
+  cp "${NODE_BIN}/driver/libcuda.so.1" "${lib}/libcuda.so.${version}"
+  ln -s "libcuda.so.${version}" "${lib}/libcuda.so.1"
+  echo "stands for NVML" >"${lib}/libnvidia-ml.so.${version}"
+  ln -s "libnvidia-ml.so.${version}" "${lib}/libnvidia-ml.so.1"
   # shellcheck disable=SC2119 # no images besides the node's own
   node_up
   start_process gpu-kubelet-plugin-real "${binaries[gpu-kubelet-plugin-real]}" run \
@@ -361,7 +379,7 @@ real_node_up() {
     --backend inventory --inventory "${NODE_ROOT}/inventory/gpus.yaml" \
     --registrar-dir "${NODE_ROOT}/kubelet/plugins_registry" \
     --plugin-data-dir "${NODE_ROOT}/kubelet/plugins/gpu.drasched.dev" \
-    --cdi-dir "${NODE_ROOT}/cdi" --dev-root "${NODE_ROOT}/devroot" \
+    --cdi-dir "${NODE_ROOT}/cdi" --dev-root "${NODE_ROOT}/devroot" --driver-root "${NODE_ROOT}/driverroot" \
     --metrics-bind-address "" -v=2
   # Not wait-nodes: the node keeps its taint.
   node_wait "the ResourceSlices of ${NODE_HOSTNAME}" 120 real_node_published
@@ -381,8 +399,8 @@ real_node_workload() {
   kubectl wait --for=condition=Ready pod/real-gpu --timeout=2m
   kubectl get resourceclaims -o custom-columns=CLAIM:.metadata.name,DEVICE:.status.allocation.devices.results[*].device,NODE:.status.allocation.nodeSelector.nodeSelectorTerms[0].matchFields[0].values[0] |
     grep -E "^CLAIM|real-gpu"
-  echo "--- kubectl logs real-gpu (its NVIDIA devices and NVIDIA_VISIBLE_DEVICES):"
-  kubectl logs real-gpu | grep -E '^(dev /dev/nvidia|env NVIDIA_VISIBLE_DEVICES)'
+  echo "--- kubectl logs real-gpu (its NVIDIA devices, driver files and libcuda, all from the claim's CDI spec):"
+  kubectl logs real-gpu | grep -E '^(dev /dev/nvidia|env NVIDIA_VISIBLE_DEVICES|file |cuda )'
 }
 
 case "${1:-up}" in

@@ -337,8 +337,8 @@ dashboards:
 // TestChartNodeLayout checks the values for nodes laid out otherwise than
 // the defaults assume (make test-node's node is one): the kubelet's root
 // directory, the CDI directory and the device root reach both the
-// plugin's flags and its hostPath volumes, and an inventory file is passed
-// and mounted read-only.
+// plugin's flags and its hostPath volumes (the driver root's usr/
+// read-only), and an inventory file is passed and mounted read-only.
 func TestChartNodeLayout(t *testing.T) {
 	values := map[string]any{}
 	if err := yaml.Unmarshal([]byte(`
@@ -348,6 +348,7 @@ gpuDriver:
   kubeletDir: /srv/node/kubelet/
   cdiDir: /srv/node/cdi
   devRoot: /srv/node/devroot
+  driverRoot: /srv/node/driverroot/
   runtimeClassName: ""
 `), &values); err != nil {
 		t.Fatal(err)
@@ -381,6 +382,8 @@ gpuDriver:
 		"--cdi-dir=/srv/node/cdi",
 		"--dev-root=/srv/node/devroot",
 		"--container-dev-root=/host-dev-root",
+		"--driver-root=/srv/node/driverroot/",
+		"--container-driver-root=/host-driver-root",
 	}
 	if diff := cmp.Diff(wantArgs, c.Args); diff != "" {
 		t.Errorf("args (-want +got):\n%s", diff)
@@ -394,7 +397,9 @@ gpuDriver:
 		"plugin-data":      {"/srv/node/kubelet/plugins/gpu.drasched.dev", "/srv/node/kubelet/plugins/gpu.drasched.dev", false},
 		"cdi":              {"/srv/node/cdi", "/srv/node/cdi", false},
 		"dev":              {"/srv/node/devroot/dev", "/host-dev-root/dev", true},
+		"driver":           {"/srv/node/driverroot/usr", "/host-driver-root/usr", true},
 		"inventory":        {"/srv/node/inventory", "/srv/node/inventory", true},
+		"nvidia-devices":   {"/dev/null", "/var/run/nvidia-container-devices/all", true},
 	}
 	got := map[string]mount{}
 	for _, v := range spec.Volumes {
@@ -476,6 +481,10 @@ func TestChartRefuses(t *testing.T) {
 		"relative device root": {
 			values: map[string]any{"gpuDriver": map[string]any{"devRoot": "run/nvidia/driver"}},
 			want:   "/gpuDriver/devRoot",
+		},
+		"relative driver root": {
+			values: map[string]any{"gpuDriver": map[string]any{"driverRoot": "run/nvidia/driver"}},
+			want:   "/gpuDriver/driverRoot",
 		},
 		"unknown backend": {
 			values: map[string]any{"gpuDriver": map[string]any{"backend": "nvml"}},

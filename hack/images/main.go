@@ -1,6 +1,7 @@
 // Command images builds drasched's container images without a container
-// engine or a registry: each is a static binary on an empty base, written as
-// a tarball in the format of `docker save`, which `docker load`, `podman
+// engine or a registry: each is a static binary on an empty base (with
+// --libc, on a layer with the GNU C library: see libc.go), written as a
+// tarball in the format of `docker save`, which `docker load`, `podman
 // load`, `ctr images import`, `kind load image-archive` and `crane push`
 // read. `make images` runs it; see the Makefile for the version, the
 // revision and the creation time it passes.
@@ -44,6 +45,12 @@ func run(args []string) error {
 	fs.StringVar(&repository, "repository", "ghcr.io/drasched", "repository the image is named in: <repository>/<name>:<version>")
 	fs.StringVar(&created, "created", "", "creation time, RFC 3339 (the commit's time, for reproducible images)")
 	fs.StringVar(&output, "output", "", "tarball to write")
+	fs.Func("extra-binary", "another binary for "+BinDir+" (repeatable)", func(v string) error {
+		spec.Extra = append(spec.Extra, v)
+		return nil
+	})
+	fs.StringVar(&spec.Libc, "libc", "", "tar of the files of Debian's libc6 package (hack/libc6.sh): a base layer with the dynamic loader and the C library")
+	fs.StringVar(&spec.LibcPackage, "libc-package", "", "the package of --libc, libc6_<version>_<arch>, for the image's history")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}

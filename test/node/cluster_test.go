@@ -45,6 +45,9 @@ const (
 	nvidiaMajor    = 195
 	nvidiactlMinor = 255
 	uvmMajor       = 120
+	// capsMajor is that of the nvidia-caps nodes, also dynamic on a GPU
+	// host.
+	capsMajor = 121
 )
 
 // cluster is the node the tests share.
@@ -56,6 +59,13 @@ type cluster struct {
 
 	// devRoot's dev/ holds the simulated device nodes (gpuDriver.devRoot).
 	devRoot string
+	// driverRoot holds the fake NVIDIA driver (gpuDriver.driverRoot;
+	// driver_test.go), and driverFiles is what a claim's containers see of
+	// it: the SHA-256 of the file at each path.
+	driverRoot  string
+	driverFiles map[string]string
+	// nodeBin is hack/build-node.sh's output (NODE_BIN).
+	nodeBin string
 	// inventory is the plugin's inventory file (gpuDriver.inventoryFile);
 	// original is its content as testdata/inventory.yaml has it.
 	inventory string
@@ -88,8 +98,9 @@ func newCluster() (*cluster, error) {
 	root := os.Getenv("NODE_ROOT")
 	kubeconfig := os.Getenv("KUBECONFIG")
 	nodeName := os.Getenv("NODE_HOSTNAME")
-	if root == "" || kubeconfig == "" || nodeName == "" {
-		return nil, fmt.Errorf("NODE_ROOT, NODE_HOSTNAME and KUBECONFIG are not set: these tests run on the node of hack/node.sh; run make test-node")
+	nodeBin := os.Getenv("NODE_BIN")
+	if root == "" || kubeconfig == "" || nodeName == "" || nodeBin == "" {
+		return nil, fmt.Errorf("NODE_ROOT, NODE_HOSTNAME, NODE_BIN and KUBECONFIG are not set: these tests run on the node of hack/node.sh; run make test-node")
 	}
 	repo, err := filepath.Abs("../..")
 	if err != nil {
@@ -105,14 +116,16 @@ func newCluster() (*cluster, error) {
 		return nil, err
 	}
 	c := &cluster{
-		repo:      repo,
-		root:      root,
-		nodeName:  nodeName,
-		client:    client,
-		devRoot:   filepath.Join(root, "devroot"),
-		inventory: filepath.Join(root, "inventory", "gpus.yaml"),
-		cdiDir:    filepath.Join(root, "cdi"),
-		stateDir:  filepath.Join(root, "kubelet", "plugins", driverName),
+		repo:       repo,
+		root:       root,
+		nodeName:   nodeName,
+		client:     client,
+		devRoot:    filepath.Join(root, "devroot"),
+		driverRoot: filepath.Join(root, "driverroot"),
+		nodeBin:    nodeBin,
+		inventory:  filepath.Join(root, "inventory", "gpus.yaml"),
+		cdiDir:     filepath.Join(root, "cdi"),
+		stateDir:   filepath.Join(root, "kubelet", "plugins", driverName),
 	}
 	if c.original, err = os.ReadFile("testdata/inventory.yaml"); err != nil {
 		return nil, err
@@ -126,6 +139,9 @@ func newCluster() (*cluster, error) {
 		c.devices[ref.Name()] = ref
 	}
 	if err := c.createDeviceNodes(gpus); err != nil {
+		return nil, err
+	}
+	if c.driverFiles, err = createDriverRoot(c.driverRoot, c.nodeBin); err != nil {
 		return nil, err
 	}
 	if err := writeAtomically(c.inventory, c.original); err != nil {
@@ -153,6 +169,17 @@ func (c *cluster) createDeviceNodes(gpus []device.GPU) error {
 	}
 	for _, g := range gpus {
 		nodes[fmt.Sprintf("nvidia%d", g.Minor)] = unix.Mkdev(nvidiaMajor, uint32(g.Minor))
+		for _, m := range g.MIG {
+			if m.Caps == nil {
+				continue
+			}
+			for _, minor := range []int{m.Caps.GPUInstance, m.Caps.ComputeInstance} {
+				nodes[fmt.Sprintf("nvidia-caps/nvidia-cap%d", minor)] = unix.Mkdev(capsMajor, uint32(minor))
+			}
+		}
+	}
+	if err := os.MkdirAll(filepath.Join(dev, "nvidia-caps"), 0o755); err != nil {
+		return err
 	}
 	for name, dev := range nodes {
 		if err := mknod(filepath.Join(c.devRoot, "dev", name), dev); err != nil {
@@ -181,7 +208,19 @@ func (c *cluster) installChart(ctx context.Context) error {
 	if _, err := c.client.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return err
 	}
-	values := map[string]any{
+	if err := c.helmUpgrade(ctx, c.chartValues()); err != nil {
+		return err
+	}
+	// The plugin has registered and published the node's devices.
+	return poll(ctx, 2*time.Minute, func() (bool, error) {
+		names, err := c.publishedDevices(ctx)
+		return len(names) == len(c.devices), err
+	})
+}
+
+// chartValues are the values the chart is installed with.
+func (c *cluster) chartValues() map[string]any {
+	return map[string]any{
 		"scheduler": map[string]any{
 			"image": map[string]any{"pullPolicy": "Never"},
 		},
@@ -192,10 +231,16 @@ func (c *cluster) installChart(ctx context.Context) error {
 			"kubeletDir":       filepath.Join(c.root, "kubelet"),
 			"cdiDir":           c.cdiDir,
 			"devRoot":          c.devRoot,
+			"driverRoot":       c.driverRoot,
 			"runtimeClassName": "",
 			"logLevel":         3,
 		},
 	}
+}
+
+// helmUpgrade installs or upgrades the release with these values and waits
+// until its objects are ready.
+func (c *cluster) helmUpgrade(ctx context.Context, values map[string]any) error {
 	data, err := yaml.Marshal(values)
 	if err != nil {
 		return err
@@ -209,11 +254,7 @@ func (c *cluster) installChart(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("helm upgrade --install: %w\n%s", err, out)
 	}
-	// The plugin has registered and published the node's devices.
-	return poll(ctx, 2*time.Minute, func() (bool, error) {
-		names, err := c.publishedDevices(ctx)
-		return len(names) == len(c.devices), err
-	})
+	return nil
 }
 
 // helm runs the pinned Helm (hack/helm/go.mod) against the node.

@@ -8,8 +8,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
-	"sort"
 	"strings"
 	"syscall"
 	"testing"
@@ -25,6 +25,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/drasched/drasched/internal/builder"
+	"github.com/drasched/drasched/pkg/driver/gpu/device"
 )
 
 // namespace creates a namespace for one test and deletes it when the test
@@ -171,6 +172,10 @@ func (c *cluster) waitRunning(t *testing.T, ns, name string) *corev1.Pod {
 type Report struct {
 	Env     map[string]string `json:"env"`
 	Devices []DeviceNode      `json:"devices"`
+	// Files are the files where the NVIDIA driver's go, with their
+	// SHA-256; CUDA is what cuda-check printed, by mode.
+	Files map[string]string `json:"files"`
+	CUDA  map[string]string `json:"cuda"`
 }
 
 // DeviceNode is a character device gpu-check found under /dev.
@@ -251,10 +256,14 @@ func podClaims(pod *corev1.Pod) []string {
 }
 
 // expectSees checks that the pod's container sees exactly the GPUs of its
-// claims' allocations: their /dev/nvidia<minor> nodes and the control
+// claims' allocations, through the claims' CDI specs alone: their
+// /dev/nvidia<minor> nodes, a MIG device's nvidia-caps nodes, the control
 // nodes, usable (the device cgroup lets it open them: ENXIO, as no driver
-// serves the simulated numbers, not EPERM), NVIDIA_VISIBLE_DEVICES naming
-// their UUIDs, and no other GPU. It returns the devices.
+// serves the simulated numbers, not EPERM), and no other GPU; the driver's
+// files of the fake driver root, and none of its other files; a loader that
+// finds libcuda.so.1, in the image's default directories and in CUDA's
+// LD_LIBRARY_PATH; NVIDIA_VISIBLE_DEVICES=void, so that no NVIDIA runtime
+// hook would add anything. It returns the devices.
 func (c *cluster) expectSees(t *testing.T, pod *corev1.Pod) []string {
 	t.Helper()
 	var devices []string
@@ -269,7 +278,6 @@ func (c *cluster) expectSees(t *testing.T, pod *corev1.Pod) []string {
 		"/dev/nvidia-uvm":       {Path: "/dev/nvidia-uvm", Major: uvmMajor, Minor: 0},
 		"/dev/nvidia-uvm-tools": {Path: "/dev/nvidia-uvm-tools", Major: uvmMajor, Minor: 1},
 	}
-	var wantUUIDs []string
 	for _, name := range devices {
 		ref, ok := c.devices[name]
 		if !ok {
@@ -277,17 +285,24 @@ func (c *cluster) expectSees(t *testing.T, pod *corev1.Pod) []string {
 		}
 		p := fmt.Sprintf("/dev/nvidia%d", ref.GPU.Minor)
 		wantNodes[p] = DeviceNode{Path: p, Major: nvidiaMajor, Minor: uint32(ref.GPU.Minor)}
-		// A MIG device is visible by its own UUID, a whole GPU in MIG
-		// mode through its MIG devices, any other GPU by its UUID.
+		// A MIG device is usable through the nvidia-caps nodes of its GPU
+		// and compute instance, a whole GPU in MIG mode through those of
+		// all its MIG devices.
+		var migs []device.MIGDevice
 		switch {
 		case ref.MIG != nil:
-			wantUUIDs = append(wantUUIDs, ref.MIG.UUID)
-		case ref.GPU.MIGEnabled && len(ref.GPU.MIG) > 0:
-			for _, m := range ref.GPU.MIG {
-				wantUUIDs = append(wantUUIDs, m.UUID)
+			migs = []device.MIGDevice{*ref.MIG}
+		case ref.GPU.MIGEnabled:
+			migs = ref.GPU.MIG
+		}
+		for _, m := range migs {
+			if m.Caps == nil {
+				t.Fatalf("MIG device %s of %s has no caps in the inventory", m.UUID, name)
 			}
-		default:
-			wantUUIDs = append(wantUUIDs, ref.GPU.UUID)
+			for _, minor := range []int{m.Caps.GPUInstance, m.Caps.ComputeInstance} {
+				p := fmt.Sprintf("/dev/nvidia-caps/nvidia-cap%d", minor)
+				wantNodes[p] = DeviceNode{Path: p, Major: capsMajor, Minor: uint32(minor)}
+			}
 		}
 	}
 
@@ -306,14 +321,42 @@ func (c *cluster) expectSees(t *testing.T, pod *corev1.Pod) []string {
 	if diff := cmp.Diff(wantNodes, got); diff != "" {
 		t.Errorf("pod %s/%s with devices %v: NVIDIA device nodes (-want +got):\n%s", pod.Namespace, pod.Name, devices, diff)
 	}
-	gotUUIDs := strings.Split(rep.Env["NVIDIA_VISIBLE_DEVICES"], ",")
-	sort.Strings(gotUUIDs)
-	sort.Strings(wantUUIDs)
-	if diff := cmp.Diff(slices.Compact(wantUUIDs), gotUUIDs); diff != "" {
-		t.Errorf("pod %s/%s with devices %v: NVIDIA_VISIBLE_DEVICES (-want +got):\n%s", pod.Namespace, pod.Name, devices, diff)
+	if diff := cmp.Diff(c.driverFiles, rep.Files); diff != "" {
+		t.Errorf("pod %s/%s: the driver's files, by SHA-256 (-want +got):\n%s", pod.Namespace, pod.Name, diff)
 	}
-	t.Logf("pod %s/%s sees %v as %v", pod.Namespace, pod.Name, devices, rep.Env["NVIDIA_VISIBLE_DEVICES"])
+	wantCUDA := map[string]string{
+		"default":    "12080 " + containerLib + "/libcuda.so.1",
+		"cuda-image": "12080 " + cudaImageLib + "/libcuda.so.1",
+	}
+	if diff := cmp.Diff(wantCUDA, rep.CUDA); diff != "" {
+		t.Errorf("pod %s/%s: cuda-check, the dynamic loader finding libcuda.so.1 (-want +got):\n%s", pod.Namespace, pod.Name, diff)
+	}
+	if v := rep.Env["NVIDIA_VISIBLE_DEVICES"]; v != "void" {
+		t.Errorf("pod %s/%s: NVIDIA_VISIBLE_DEVICES=%q, want void", pod.Namespace, pod.Name, v)
+	}
+	t.Logf("pod %s/%s sees %v: %d device nodes, %d driver files, libcuda %s", pod.Namespace, pod.Name, devices, len(got), len(rep.Files), rep.CUDA["default"])
 	return devices
+}
+
+// expectSeesNoGPU checks that the pod's container sees nothing of the
+// GPUs: no NVIDIA device node, none of the driver's files, no libcuda for
+// the loader.
+func (c *cluster) expectSeesNoGPU(t *testing.T, pod *corev1.Pod) {
+	t.Helper()
+	rep := c.report(t, pod.Namespace, pod.Name)
+	for _, d := range rep.Devices {
+		if strings.HasPrefix(d.Path, "/dev/nvidia") {
+			t.Errorf("pod %s/%s without a claim sees %s (%d:%d)", pod.Namespace, pod.Name, d.Path, d.Major, d.Minor)
+		}
+	}
+	if len(rep.Files) > 0 {
+		t.Errorf("pod %s/%s without a claim sees driver files %v", pod.Namespace, pod.Name, slices.Sorted(maps.Keys(rep.Files)))
+	}
+	for mode, out := range rep.CUDA {
+		if !strings.Contains(out, "libcuda.so.1: cannot open shared object file") {
+			t.Errorf("pod %s/%s without a claim: cuda-check (%s) printed %q, want the loader not finding libcuda.so.1", pod.Namespace, pod.Name, mode, out)
+		}
+	}
 }
 
 // waitEvent waits for an event of the object with this reason and returns

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -85,6 +86,21 @@ func TestWorkloads(t *testing.T) {
 		if r := cl.Status.Allocation.Devices.Results; len(r) != 1 || r[0].Request != "gpu/one" {
 			t.Errorf("allocation %+v, want one device for subrequest gpu/one", r)
 		}
+	})
+
+	t.Run("a pod without a claim that asks for every GPU sees none", func(t *testing.T) {
+		ns := c.namespace(t, "no-claim")
+		// Next to a pod with a claim, whose spec must not reach others.
+		c.createTemplate(t, template(ns, "gpu", claim(ns, "gpu").Request("gpu", gpuClass, 1)))
+		c.createPod(t, gpuPod(ns, "with-claim").ClaimFromTemplate("gpu", "gpu").Obj())
+		c.expectSees(t, c.waitRunning(t, ns, "with-claim"))
+		// What CUDA's images set, and what the NVIDIA runtime hook gives
+		// every GPU for when it honours the variable. Nothing here
+		// does: the claims' containers get their GPUs from CDI specs.
+		pod := gpuPod(ns, "no-claim").Obj()
+		pod.Spec.Containers[0].Env = append(pod.Spec.Containers[0].Env, corev1.EnvVar{Name: "NVIDIA_VISIBLE_DEVICES", Value: "all"})
+		c.createPod(t, pod)
+		c.expectSeesNoGPU(t, c.waitRunning(t, ns, "no-claim"))
 	})
 
 	t.Run("routed to drasched by the chart's admission policy", func(t *testing.T) {

@@ -68,6 +68,10 @@ type Config struct {
 	// nodes, and ContainerDevRoot where this process sees it; see
 	// cdi.Options. Default "/" for both.
 	DevRoot, ContainerDevRoot string
+	// DriverRoot is the host directory under which the NVIDIA driver's
+	// user-space files are installed, and ContainerDriverRoot where this
+	// process sees it; see cdi.Options. Default "/" for both.
+	DriverRoot, ContainerDriverRoot string
 	// BootIDPath is read to notice reboots; default
 	// /proc/sys/kernel/random/boot_id.
 	BootIDPath string
@@ -210,7 +214,12 @@ func New(ctx context.Context, cfg Config) (*Driver, error) {
 	if err != nil {
 		return nil, err
 	}
-	writer, err := cdi.NewWriter(cfg.CDIDir, cfg.DriverName, cdi.Options{DevRoot: cfg.DevRoot, ContainerDevRoot: cfg.ContainerDevRoot})
+	writer, err := cdi.NewWriter(cfg.CDIDir, cfg.DriverName, cdi.Options{
+		DevRoot:             cfg.DevRoot,
+		ContainerDevRoot:    cfg.ContainerDevRoot,
+		DriverRoot:          cfg.DriverRoot,
+		ContainerDriverRoot: cfg.ContainerDriverRoot,
+	})
 	if err != nil {
 		return nil, err
 	}

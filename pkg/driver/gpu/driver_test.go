@@ -3,6 +3,7 @@ package gpu
 import (
 	"fmt"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -18,6 +19,7 @@ import (
 	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
 
 	"github.com/drasched/drasched/pkg/driver/gpu/checkpoint"
+	"github.com/drasched/drasched/pkg/driver/gpu/device"
 )
 
 const cdiKind = DefaultDriverName + "/gpu="
@@ -32,8 +34,17 @@ func TestNodePrepareResources(t *testing.T) {
 	a100 := loadInventory(t, "a100-mig-8.yaml")
 	mig00 := a100[0].MIGName(&a100[0].MIG[0])
 	defaultSharing := []string{"DRASCHED_GPU_SHARING=TimeSlicing", "DRASCHED_GPU_TIMESLICE_INTERVAL=Default"}
-	edits := func(uuids string, extra []string, nodes ...string) []string {
-		return append(append([]string{"NVIDIA_VISIBLE_DEVICES=" + uuids}, extra...), nodes...)
+	// edits are a claim's device edits: the sharing configuration and the
+	// device nodes, a MIG device's nvidia-caps nodes with its GPU's node.
+	edits := func(env []string, nodes ...string) []string {
+		return append(slices.Clone(env), nodes...)
+	}
+	caps := func(migs ...device.MIGDevice) []string {
+		var nodes []string
+		for _, m := range migs {
+			nodes = append(nodes, m.Caps.DeviceNodes()...)
+		}
+		return nodes
 	}
 	tests := map[string]struct {
 		claim       *resourceapi.ResourceClaim
@@ -44,46 +55,46 @@ func TestNodePrepareResources(t *testing.T) {
 		"whole GPU": {
 			claim:       newClaim("whole").Allocated("gpu", DefaultDriverName, testNode, "gpu-6").Obj(),
 			wantDevices: []string{"gpu-6"},
-			wantEdits:   edits(a100[6].UUID, defaultSharing, "/dev/nvidia6"),
+			wantEdits:   edits(defaultSharing, "/dev/nvidia6"),
 		},
 		"two GPUs in one claim": {
 			claim:       newClaim("two").Allocated("gpus", DefaultDriverName, testNode, "gpu-6").Allocated("gpus", DefaultDriverName, testNode, "gpu-7").Obj(),
 			wantDevices: []string{"gpu-6", "gpu-7"},
-			wantEdits:   edits(a100[6].UUID+","+a100[7].UUID, defaultSharing, "/dev/nvidia6", "/dev/nvidia7"),
+			wantEdits:   edits(defaultSharing, "/dev/nvidia6", "/dev/nvidia7"),
 		},
 		"MIG device": {
 			claim:       newClaim("mig").Allocated("mig", DefaultDriverName, testNode, mig00).Obj(),
 			wantDevices: []string{mig00},
-			wantEdits:   edits(a100[0].MIG[0].UUID, defaultSharing, "/dev/nvidia0"),
+			wantEdits:   edits(defaultSharing, append([]string{"/dev/nvidia0"}, caps(a100[0].MIG[0])...)...),
 		},
 		"whole GPU in MIG mode exposes its MIG devices": {
 			claim:       newClaim("whole-mig").Allocated("gpu", DefaultDriverName, testNode, "gpu-5").Obj(),
 			wantDevices: []string{"gpu-5"},
-			wantEdits:   edits(a100[5].MIG[0].UUID, defaultSharing, "/dev/nvidia5"),
+			wantEdits:   edits(defaultSharing, append([]string{"/dev/nvidia5"}, caps(a100[5].MIG...)...)...),
 		},
 		"claim configuration overrides the class configuration": {
 			claim: newClaim("mps").Allocated("gpu", DefaultDriverName, testNode, "gpu-6").
 				AllocationConfig(resourceapi.AllocationConfigSourceClass, DefaultDriverName, configJSON(`{"strategy":"TimeSlicing","timeSlicing":{"interval":"Long"}}`)).
 				AllocationConfig(resourceapi.AllocationConfigSourceClaim, DefaultDriverName, configJSON(`{"strategy":"MPS","mps":{"activeThreadPercentage":50}}`)).Obj(),
 			wantDevices: []string{"gpu-6"},
-			wantEdits:   edits(a100[6].UUID, []string{"DRASCHED_GPU_SHARING=MPS", "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=50"}, "/dev/nvidia6"),
+			wantEdits:   edits([]string{"DRASCHED_GPU_SHARING=MPS", "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=50"}, "/dev/nvidia6"),
 		},
 		"class configuration applies": {
 			claim: newClaim("short").Allocated("gpu", DefaultDriverName, testNode, "gpu-6").
 				AllocationConfig(resourceapi.AllocationConfigSourceClass, DefaultDriverName, configJSON(`{"strategy":"TimeSlicing","timeSlicing":{"interval":"Short"}}`)).Obj(),
 			wantDevices: []string{"gpu-6"},
-			wantEdits:   edits(a100[6].UUID, []string{"DRASCHED_GPU_SHARING=TimeSlicing", "DRASCHED_GPU_TIMESLICE_INTERVAL=Short"}, "/dev/nvidia6"),
+			wantEdits:   edits([]string{"DRASCHED_GPU_SHARING=TimeSlicing", "DRASCHED_GPU_TIMESLICE_INTERVAL=Short"}, "/dev/nvidia6"),
 		},
 		"configuration for another request does not apply": {
 			claim: newClaim("other-request").Allocated("gpu", DefaultDriverName, testNode, "gpu-6").
 				AllocationConfig(resourceapi.AllocationConfigSourceClaim, DefaultDriverName, configJSON(`{"strategy":"MPS"}`), "other").Obj(),
 			wantDevices: []string{"gpu-6"},
-			wantEdits:   edits(a100[6].UUID, defaultSharing, "/dev/nvidia6"),
+			wantEdits:   edits(defaultSharing, "/dev/nvidia6"),
 		},
 		"devices of other drivers are left alone": {
 			claim:       newClaim("mixed").Allocated("gpu", DefaultDriverName, testNode, "gpu-7").Allocated("nic", "nic.example.com", testNode, "nic-0").Obj(),
 			wantDevices: []string{"gpu-7"},
-			wantEdits:   edits(a100[7].UUID, defaultSharing, "/dev/nvidia7"),
+			wantEdits:   edits(defaultSharing, "/dev/nvidia7"),
 		},
 		"device in another node's pool": {
 			claim:   newClaim("wrong-pool").Allocated("gpu", DefaultDriverName, "node-2", "gpu-6").Obj(),

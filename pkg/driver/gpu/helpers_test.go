@@ -95,8 +95,34 @@ func setupDirs(t *testing.T, inventory string) (string, Config) {
 	for minor := range 16 {
 		nodes = append(nodes, fmt.Sprintf("nvidia%d", minor))
 	}
+	gpus, err := discovery.ParseInventory(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	versions := map[string]bool{}
+	for _, g := range gpus {
+		versions[g.DriverVersion] = true
+		for _, m := range g.MIG {
+			if m.Caps != nil {
+				for _, n := range m.Caps.DeviceNodes() {
+					nodes = append(nodes, strings.TrimPrefix(n, "/dev/"))
+				}
+			}
+		}
+	}
 	for _, n := range nodes {
 		writeFile(t, filepath.Join(dir, "host", "dev", n), nil)
+	}
+	// The driver's libraries of the inventory's versions, with the links
+	// the loader uses, under a directory that stands for the driver root.
+	for v := range versions {
+		for _, lib := range []string{"libcuda.so", "libnvidia-ml.so"} {
+			libDir := filepath.Join(dir, "driver", "usr", "lib64")
+			writeFile(t, filepath.Join(libDir, lib+"."+v), nil)
+			if err := os.Symlink(lib+"."+v, filepath.Join(libDir, lib+".1")); err != nil && !os.IsExist(err) {
+				t.Fatal(err)
+			}
+		}
 	}
 	return dir, Config{
 		DriverName:         DefaultDriverName,
@@ -108,6 +134,7 @@ func setupDirs(t *testing.T, inventory string) (string, Config) {
 		CDIDir:             filepath.Join(dir, "cdi"),
 		DevRoot:            "/",
 		ContainerDevRoot:   filepath.Join(dir, "host"),
+		DriverRoot:         filepath.Join(dir, "driver"),
 		BootIDPath:         bootID,
 		RescanInterval:     time.Hour, // changes must arrive through fsnotify
 		HealthCheckTimeout: 3 * time.Second,

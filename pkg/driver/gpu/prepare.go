@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"sort"
-	"strings"
 	"time"
 
 	resourceapi "k8s.io/api/resource/v1"
@@ -31,6 +30,9 @@ var (
 	ErrUnknownDevice = errors.New("allocated device does not exist on this node")
 	// ErrDeviceInUse: the hardware is already prepared for another claim.
 	ErrDeviceInUse = errors.New("device is already prepared for another claim")
+	// ErrMIGCapsUnknown: discovery could not find a MIG device's
+	// nvidia-caps nodes, without which a container cannot use it.
+	ErrMIGCapsUnknown = errors.New("the nvidia-caps device nodes of the MIG device are unknown")
 )
 
 // PrepareResourceClaims implements kubeletplugin.DRAPlugin.
@@ -174,7 +176,8 @@ func (d *Driver) plan(claim *resourceapi.ResourceClaim, index map[string]device.
 		}
 	}
 	var planned []checkpoint.Device
-	var nodes, uuids []string
+	var nodes []string
+	var driverVersion string
 	var config *GPUConfig
 	for _, result := range alloc.Devices.Results {
 		if result.Driver != d.cfg.DriverName {
@@ -203,27 +206,47 @@ func (d *Driver) plan(claim *resourceapi.ResourceClaim, index map[string]device.
 			Config:      cfg.Canonical(),
 			AdminAccess: result.AdminAccess != nil && *result.AdminAccess,
 		})
-		nodes = append(nodes, fmt.Sprintf("/dev/nvidia%d", ref.GPU.Minor))
-		uuids = append(uuids, visibleUUIDs(ref)...)
+		refNodes, err := deviceNodes(ref)
+		if err != nil {
+			return nil, cdi.ClaimEdits{}, err
+		}
+		nodes = append(nodes, refNodes...)
+		if driverVersion != "" && ref.GPU.DriverVersion != driverVersion {
+			return nil, cdi.ClaimEdits{}, fmt.Errorf("the claim's GPUs report driver versions %s and %s", driverVersion, ref.GPU.DriverVersion)
+		}
+		driverVersion = ref.GPU.DriverVersion
 	}
 	if len(planned) == 0 {
 		return nil, cdi.ClaimEdits{}, fmt.Errorf("%w %s", ErrNotForDriver, d.cfg.DriverName)
 	}
-	env := append([]string{"NVIDIA_VISIBLE_DEVICES=" + strings.Join(dedupe(uuids), ",")}, config.Env()...)
-	return planned, cdi.ClaimEdits{ClaimUID: string(claim.UID), DeviceNodes: dedupe(nodes), Env: env}, nil
+	return planned, cdi.ClaimEdits{
+		ClaimUID:      string(claim.UID),
+		DeviceNodes:   dedupe(nodes),
+		Env:           config.Env(),
+		DriverVersion: driverVersion,
+	}, nil
 }
 
-// visibleUUIDs is what NVIDIA_VISIBLE_DEVICES lists for a device. A whole
-// GPU in MIG mode is only usable through its MIG devices, so it lists them.
-func visibleUUIDs(ref device.Ref) []string {
-	if ref.MIG != nil || !ref.GPU.MIGEnabled || len(ref.GPU.MIG) == 0 {
-		return []string{ref.UUID()}
+// deviceNodes are the device nodes through which a container uses a
+// device: the GPU's /dev/nvidia<minor> and, for a MIG device, the
+// nvidia-caps nodes of its GPU and compute instance. A whole GPU in MIG
+// mode is usable only through its MIG devices, so it gets all of theirs.
+func deviceNodes(ref device.Ref) ([]string, error) {
+	nodes := []string{fmt.Sprintf("/dev/nvidia%d", ref.GPU.Minor)}
+	migs := ref.GPU.MIG
+	switch {
+	case ref.MIG != nil:
+		migs = []device.MIGDevice{*ref.MIG}
+	case !ref.GPU.MIGEnabled:
+		migs = nil
 	}
-	var uuids []string
-	for _, m := range ref.GPU.MIG {
-		uuids = append(uuids, m.UUID)
+	for _, m := range migs {
+		if m.Caps == nil {
+			return nil, fmt.Errorf("%w: %s of %s (see the plugin's log)", ErrMIGCapsUnknown, m.UUID, ref.GPU.Name())
+		}
+		nodes = append(nodes, m.Caps.DeviceNodes()...)
 	}
-	return uuids
+	return nodes, nil
 }
 
 // checkConflicts refuses devices whose hardware another claim already holds

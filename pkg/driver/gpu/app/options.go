@@ -109,20 +109,22 @@ func (o *discoveryOptions) discoverer() (discovery.Discoverer, error) {
 
 // pluginOptions configure `run`.
 type pluginOptions struct {
-	kubeconfig         string
-	kubeAPIQPS         float32
-	kubeAPIBurst       int
-	pluginDataDir      string
-	registrarDir       string
-	stateDir           string
-	cdiDir             string
-	devRoot            string
-	containerDevRoot   string
-	bootIDFile         string
-	rescanInterval     time.Duration
-	healthCheckTimeout time.Duration
-	gracePeriod        time.Duration
-	podUID             string
+	kubeconfig          string
+	kubeAPIQPS          float32
+	kubeAPIBurst        int
+	pluginDataDir       string
+	registrarDir        string
+	stateDir            string
+	cdiDir              string
+	devRoot             string
+	containerDevRoot    string
+	driverRoot          string
+	containerDriverRoot string
+	bootIDFile          string
+	rescanInterval      time.Duration
+	healthCheckTimeout  time.Duration
+	gracePeriod         time.Duration
+	podUID              string
 
 	metricsBindAddress     string
 	tlsCertFile            string
@@ -137,6 +139,7 @@ func newPluginOptions() *pluginOptions {
 		registrarDir:           kubeletplugin.KubeletRegistryDir,
 		cdiDir:                 cdi.DefaultDir,
 		devRoot:                "/",
+		driverRoot:             "/",
 		bootIDFile:             checkpoint.DefaultBootIDPath,
 		rescanInterval:         gpu.DefaultRescanInterval,
 		healthCheckTimeout:     gpu.DefaultHealthCheckTimeout,
@@ -157,6 +160,8 @@ func (o *pluginOptions) addFlags(plugin, kube, endpoints *pflag.FlagSet) {
 	plugin.StringVar(&o.cdiDir, "cdi-dir", o.cdiDir, "Directory for the claims' CDI specs, read by the container runtime.")
 	plugin.StringVar(&o.devRoot, "dev-root", o.devRoot, "Host directory whose dev/ holds the GPUs' device nodes: / with the NVIDIA driver on the host, the driver container's root with NVIDIA's GPU operator (/run/nvidia/driver). CDI specs give containers <dev-root>/dev/nvidia0 as /dev/nvidia0.")
 	plugin.StringVar(&o.containerDevRoot, "container-dev-root", o.containerDevRoot, "Where this process sees --dev-root, to check that the device nodes a CDI spec names exist; default --dev-root. The DaemonSet mounts the host's <dev-root>/dev read-only at /host-dev-root/dev.")
+	plugin.StringVar(&o.driverRoot, "driver-root", o.driverRoot, "Host directory under which the NVIDIA driver's user-space files are installed: / with the driver on the host, the driver container's root with NVIDIA's GPU operator (/run/nvidia/driver). CDI specs bind-mount its libraries (of the GPUs' driver version), binaries and firmware into the claims' containers, read-only.")
+	plugin.StringVar(&o.containerDriverRoot, "container-driver-root", o.containerDriverRoot, "Where this process sees --driver-root, to find the driver's files; default --driver-root. The DaemonSet mounts the host's <driver-root>/usr read-only at /host-driver-root/usr.")
 	plugin.StringVar(&o.bootIDFile, "boot-id-file", o.bootIDFile, "File with the ID of the current boot; prepared claims do not survive a reboot.")
 	plugin.DurationVar(&o.rescanInterval, "rescan-interval", o.rescanInterval, "How often devices are discovered again (file changes trigger a rescan at once).")
 	plugin.DurationVar(&o.healthCheckTimeout, "health-check-timeout", o.healthCheckTimeout, "How long the kubelet trusts a device health report; reports are resent three times per timeout.")
@@ -181,6 +186,12 @@ func (o *pluginOptions) validate() error {
 	}
 	if o.containerDevRoot != "" && !filepath.IsAbs(o.containerDevRoot) {
 		errs = append(errs, fmt.Errorf("--container-dev-root=%q: want an absolute path", o.containerDevRoot))
+	}
+	if !filepath.IsAbs(o.driverRoot) {
+		errs = append(errs, fmt.Errorf("--driver-root=%q: want an absolute path", o.driverRoot))
+	}
+	if o.containerDriverRoot != "" && !filepath.IsAbs(o.containerDriverRoot) {
+		errs = append(errs, fmt.Errorf("--container-driver-root=%q: want an absolute path", o.containerDriverRoot))
 	}
 	if o.gracePeriod <= 0 {
 		errs = append(errs, errors.New("--discovery-grace-period must be positive"))

@@ -114,6 +114,8 @@ func run(ctx context.Context, disc *discoveryOptions, opts *pluginOptions) error
 		CDIDir:               opts.cdiDir,
 		DevRoot:              opts.devRoot,
 		ContainerDevRoot:     opts.containerDevRoot,
+		DriverRoot:           opts.driverRoot,
+		ContainerDriverRoot:  opts.containerDriverRoot,
 		BootIDPath:           opts.bootIDFile,
 		RescanInterval:       opts.rescanInterval,
 		HealthCheckTimeout:   opts.healthCheckTimeout,

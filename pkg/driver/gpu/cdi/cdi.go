@@ -21,6 +21,30 @@
 //     `nvidia-ctk cdi generate` leaves out missing control nodes, and Write
 //     logs what it left out. A claim prepared then keeps its spec: it gets
 //     the UVM nodes when it is prepared again, not when they appear.
+//   - a MIG device's /dev/nvidia-caps/nvidia-cap<minor> nodes (its GPU
+//     instance's and compute instance's) are device nodes of the claim
+//     like /dev/nvidia<minor>, and must exist.
+//
+// Driver files. A spec is self-contained: it also bind-mounts, read-only,
+// the NVIDIA driver's user-space files of the claim's driver version from
+// the driver root (package driverroot): every versioned library, at the
+// path where it is under the root and under the names of its links there
+// (libcuda.so.570.86.15 and libcuda.so.1 in /usr/lib/x86_64-linux-gnu), the
+// binaries (nvidia-smi, ...) and the GSP firmware. No hook runs: the
+// container's loader finds the libraries by itself, in its default
+// directories when the image and the host agree on them (a Debian or
+// Ubuntu image on a Debian or Ubuntu host), and else in LibraryDir, where
+// the spec mounts each library under its link names too: CUDA's images
+// have it on LD_LIBRARY_PATH. Write fails with ErrDriverFilesMissing when
+// libcuda or libnvidia-ml of the version is not under the driver root.
+//
+// NVIDIA_VISIBLE_DEVICES. Every spec sets it to "void", which tells the
+// NVIDIA container runtime hook, where one runs for the container, to add
+// nothing: the spec alone decides what the claim's containers get. It
+// overrides an image's NVIDIA_VISIBLE_DEVICES=all, and the hook needs no
+// variable naming the claim's GPUs. With the hook configured to ignore the
+// variable in unprivileged containers, which is what keeps a pod without a
+// claim from naming GPUs, it is ignored and harmless.
 package cdi
 
 import (
@@ -36,6 +60,8 @@ import (
 	cdiapi "tags.cncf.io/container-device-interface/pkg/cdi"
 	"tags.cncf.io/container-device-interface/pkg/parser"
 	cdispec "tags.cncf.io/container-device-interface/specs-go"
+
+	"github.com/drasched/drasched/pkg/driver/gpu/driverroot"
 )
 
 const (
@@ -45,7 +71,18 @@ const (
 	// DefaultDir is where transient specs go: the runtime reads it and it
 	// is cleared at reboot.
 	DefaultDir = cdiapi.DefaultDynamicDir
+	// LibraryDir is where containers also find the driver's libraries,
+	// by the names they are loaded with: the directory that CUDA's images
+	// (nvidia/cuda, NGC) put on LD_LIBRARY_PATH for this purpose.
+	LibraryDir = "/usr/local/nvidia/lib64"
+	// VisibleDevices is the spec's NVIDIA_VISIBLE_DEVICES (see the
+	// package documentation).
+	VisibleDevices = "NVIDIA_VISIBLE_DEVICES=void"
 )
+
+// mountOptions are those of every driver file: read-only, without setuid
+// or device files.
+var mountOptions = []string{"ro", "nosuid", "nodev", "bind"}
 
 // ControlDeviceNodes are the NVIDIA driver's control devices, which every
 // CUDA container needs besides its /dev/nvidia<minor> nodes.
@@ -59,6 +96,10 @@ var optionalDeviceNodes = map[string]bool{"/dev/nvidia-uvm": true, "/dev/nvidia-
 // a claim cannot do without does not exist on the host.
 var ErrDeviceNodeMissing = errors.New("device node does not exist on the host")
 
+// ErrDriverFilesMissing is wrapped by Write's error when the driver's
+// libraries of the claim's driver version are not under the driver root.
+var ErrDriverFilesMissing = driverroot.ErrMissing
+
 // Options configure a Writer.
 type Options struct {
 	// DevRoot is the host directory whose dev/ holds the device nodes:
@@ -70,16 +111,29 @@ type Options struct {
 	// nodes exist; default DevRoot. The plugin's container mounts the
 	// host's <DevRoot>/dev there, read-only.
 	ContainerDevRoot string
+	// DriverRoot is the host directory under which the NVIDIA driver's
+	// user-space files are installed: "/" (the default) on a host with
+	// the driver, the driver container's root with NVIDIA's GPU operator
+	// (/run/nvidia/driver), a fake installation in tests.
+	DriverRoot string
+	// ContainerDriverRoot is where this process sees DriverRoot, to find
+	// the files; default DriverRoot. The plugin's container mounts the
+	// host's <DriverRoot>/usr there, read-only.
+	ContainerDriverRoot string
 }
 
 // ClaimEdits is what one claim's containers get.
 type ClaimEdits struct {
 	// ClaimUID names the spec and the CDI device.
 	ClaimUID string
-	// DeviceNodes are the claim's GPU device nodes, e.g. /dev/nvidia3.
+	// DeviceNodes are the claim's GPU device nodes, e.g. /dev/nvidia3, and
+	// the nvidia-caps nodes of its MIG devices.
 	DeviceNodes []string
-	// Env is set in the containers, e.g. NVIDIA_VISIBLE_DEVICES=GPU-....
+	// Env is set in the containers (the sharing configuration).
 	Env []string
+	// DriverVersion is the NVIDIA driver version that the claim's GPUs
+	// report; it selects the driver's files.
+	DriverVersion string
 }
 
 // Writer writes and removes claim specs in one directory. Its methods are
@@ -89,6 +143,7 @@ type Writer struct {
 	cache  *cdiapi.Cache
 	dir    string
 	opts   Options
+	driver driverroot.Root
 }
 
 // NewWriter prepares dir (created if missing) for the specs of a driver.
@@ -111,10 +166,23 @@ func NewWriter(dir, driverName string, opts Options) (*Writer, error) {
 	if opts.ContainerDevRoot == "" {
 		opts.ContainerDevRoot = opts.DevRoot
 	}
-	if !filepath.IsAbs(opts.DevRoot) || !filepath.IsAbs(opts.ContainerDevRoot) {
-		return nil, fmt.Errorf("device roots %q and %q: want absolute paths", opts.DevRoot, opts.ContainerDevRoot)
+	if opts.DriverRoot == "" {
+		opts.DriverRoot = "/"
 	}
-	return &Writer{vendor: driverName, cache: cache, dir: dir, opts: opts}, nil
+	if opts.ContainerDriverRoot == "" {
+		opts.ContainerDriverRoot = opts.DriverRoot
+	}
+	for _, root := range []string{opts.DevRoot, opts.ContainerDevRoot, opts.DriverRoot, opts.ContainerDriverRoot} {
+		if !filepath.IsAbs(root) {
+			return nil, fmt.Errorf("device and driver roots %q, %q, %q, %q: want absolute paths",
+				opts.DevRoot, opts.ContainerDevRoot, opts.DriverRoot, opts.ContainerDriverRoot)
+		}
+	}
+	// The driver root is read at every Write, not here: a driver upgraded
+	// while the plugin runs changes the files, and a plugin on a node
+	// without GPUs (a simulated one) never writes a spec.
+	driver := driverroot.Root{Host: opts.DriverRoot, Local: opts.ContainerDriverRoot}
+	return &Writer{vendor: driverName, cache: cache, dir: dir, opts: opts, driver: driver}, nil
 }
 
 // Kind is the CDI kind of the specs ("<vendor>/<class>").
@@ -180,13 +248,24 @@ func (w *Writer) Write(ctx context.Context, edits ClaimEdits) (string, error) {
 		klog.FromContext(ctx).Info("Device nodes left out of the claim's CDI spec until the NVIDIA driver creates them; CUDA needs them",
 			"claimUID", edits.ClaimUID, "devRoot", w.opts.DevRoot, "nodes", leftOut)
 	}
+	files, err := w.driver.Find(edits.DriverVersion)
+	if err != nil {
+		return "", fmt.Errorf("CDI spec for claim %s: %w", edits.ClaimUID, err)
+	}
+	mounts := driverMounts(files)
+	klog.FromContext(ctx).V(5).Info("Driver files for the claim's CDI spec", "claimUID", edits.ClaimUID,
+		"driverRoot", w.opts.DriverRoot, "version", files.Version, "libraries", len(files.Libraries), "mounts", len(mounts))
 	spec := &cdispec.Spec{
 		Kind: w.Kind(),
 		Devices: []cdispec.Device{{
 			Name:           edits.ClaimUID,
 			ContainerEdits: cdispec.ContainerEdits{DeviceNodes: nodes, Env: edits.Env},
 		}},
-		ContainerEdits: cdispec.ContainerEdits{DeviceNodes: control},
+		ContainerEdits: cdispec.ContainerEdits{
+			DeviceNodes: control,
+			Mounts:      mounts,
+			Env:         []string{VisibleDevices},
+		},
 	}
 	version, err := cdispec.MinimumRequiredVersion(spec)
 	if err != nil {
@@ -197,6 +276,46 @@ func (w *Writer) Write(ctx context.Context, edits ClaimEdits) (string, error) {
 		return "", fmt.Errorf("write CDI spec for claim %s: %w", edits.ClaimUID, err)
 	}
 	return w.DeviceID(edits.ClaimUID), nil
+}
+
+// driverMounts are the bind mounts of the driver's files: each library
+// where it is and under its links' names next to it and in LibraryDir,
+// then the binaries and the firmware. A container path that two files
+// claim (a library found in two directories) gets the first.
+func driverMounts(files *driverroot.Files) []*cdispec.Mount {
+	var mounts []*cdispec.Mount
+	seen := map[string]bool{}
+	add := func(hostPath, containerPath string) {
+		if seen[containerPath] {
+			return
+		}
+		seen[containerPath] = true
+		mounts = append(mounts, &cdispec.Mount{HostPath: hostPath, ContainerPath: containerPath, Type: "bind", Options: mountOptions})
+	}
+	for _, lib := range files.Libraries {
+		add(lib.HostPath, lib.Path)
+		for _, link := range lib.Links {
+			add(lib.HostPath, path.Join(path.Dir(lib.Path), link))
+		}
+	}
+	for _, lib := range files.Libraries {
+		// The names other libraries and programs load it by: its links,
+		// or its own when it has none (its SONAME is then its name).
+		names := lib.Links
+		if len(names) == 0 {
+			names = []string{path.Base(lib.Path)}
+		}
+		for _, name := range names {
+			add(lib.HostPath, path.Join(LibraryDir, name))
+		}
+	}
+	for _, f := range files.Binaries {
+		add(f.HostPath, f.Path)
+	}
+	for _, f := range files.Firmware {
+		add(f.HostPath, f.Path)
+	}
+	return mounts
 }
 
 // deviceNode is the spec's entry for the node at containerPath, nil if the

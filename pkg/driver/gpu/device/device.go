@@ -82,6 +82,36 @@ type MIGDevice struct {
 	Placement Placement
 	// MemoryBytes is the instance's memory; zero when unknown.
 	MemoryBytes int64
+	// Caps are the nvidia-caps device nodes through which a container
+	// uses this MIG device; nil when discovery could not read them, and
+	// such a device is refused at Prepare.
+	Caps *MIGCaps
+}
+
+// MIGCaps are the minor numbers of the two nvidia-caps device nodes
+// (/dev/nvidia-caps/nvidia-cap<minor>) that give a process access to one
+// MIG device: that of its GPU instance and that of its compute instance.
+// The NVIDIA driver lists each as "DeviceFileMinor: <minor>" in
+// /proc/driver/nvidia/capabilities/gpu<GPU minor>/mig/gi<GI ID>/access and
+// .../gi<GI ID>/ci<CI ID>/access. Without both, CUDA in a container sees the
+// parent GPU's device node but no MIG device; with another device's, it
+// uses that device.
+type MIGCaps struct {
+	GPUInstance     int `json:"gpuInstance"`
+	ComputeInstance int `json:"computeInstance"`
+}
+
+// CapsDeviceDir is where the NVIDIA driver's nvidia-caps device nodes are.
+const CapsDeviceDir = "/dev/nvidia-caps"
+
+// DeviceNodes returns the paths of the two device nodes.
+func (c MIGCaps) DeviceNodes() []string {
+	return []string{CapDeviceNode(c.GPUInstance), CapDeviceNode(c.ComputeInstance)}
+}
+
+// CapDeviceNode is the path of the nvidia-caps device node with this minor.
+func CapDeviceNode(minor int) string {
+	return fmt.Sprintf("%s/nvidia-cap%d", CapsDeviceDir, minor)
 }
 
 // GPU is one physical GPU and, when MIG is enabled, its MIG devices.

@@ -120,7 +120,8 @@ func validGPU(index int) GPU {
 		ProductName: "NVIDIA A100-SXM4-40GB", PCIBusID: "0000:0" + string(rune('0'+index)) + ":00.0",
 		MIGEnabled: true,
 		MIG: []MIGDevice{
-			{UUID: "MIG-b3e729f2-40a3-4c60-b2ec-940dcb12b6c" + string(rune('0'+index)), Profile: "3g.20gb", Placement: Placement{Start: 4, Size: 4}},
+			{UUID: "MIG-b3e729f2-40a3-4c60-b2ec-940dcb12b6c" + string(rune('0'+index)), Profile: "3g.20gb", Placement: Placement{Start: 4, Size: 4},
+				Caps: &MIGCaps{GPUInstance: 100*index + 12, ComputeInstance: 100*index + 13}},
 			{UUID: "MIG-b3e729f2-40a3-4c60-b2ec-940dcb12b6d" + string(rune('0'+index)), Profile: "1g.5gb", Placement: Placement{Start: 1, Size: 1}},
 		},
 	}
@@ -166,6 +167,15 @@ func TestValidate(t *testing.T) {
 		"health reason":      {modify: func(g []GPU) { g[0].Health = Health{Status: Unhealthy, Reason: "has spaces"} }, wantErr: "health.reason"},
 		"health status":      {modify: func(g []GPU) { g[0].Health = Health{Status: "Sick"} }, wantErr: "health.status: Unsupported value"},
 		"no product name":    {modify: func(g []GPU) { g[0].ProductName = "" }, wantErr: "productName: Required value"},
+		"MIG caps shared": {
+			modify:  func(g []GPU) { g[1].MIG[0].Caps.ComputeInstance = g[0].MIG[0].Caps.GPUInstance },
+			wantErr: "gpus[1].mig.devices[0].caps.computeInstance: Duplicate value",
+		},
+		"MIG caps of one device": {
+			modify:  func(g []GPU) { g[0].MIG[0].Caps.ComputeInstance = g[0].MIG[0].Caps.GPUInstance },
+			wantErr: "gpus[0].mig.devices[0].caps.computeInstance: Duplicate value",
+		},
+		"MIG caps minor": {modify: func(g []GPU) { g[0].MIG[0].Caps.GPUInstance = -1 }, wantErr: "caps.gpuInstance: Invalid value"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

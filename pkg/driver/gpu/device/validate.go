@@ -27,6 +27,8 @@ const (
 	maxMemorySlices = resourceapi.ResourceSliceMaxCountersPerCounterSet
 	// maxMessageLength keeps health messages readable in kubelet reports.
 	maxMessageLength = 256
+	// maxCapMinor bounds nvidia-caps minor numbers (MINORMASK).
+	maxCapMinor = 1<<20 - 1
 )
 
 // Validate checks a node's GPUs: every field in range, and names, UUIDs,
@@ -39,6 +41,7 @@ func Validate(gpus []GPU) error {
 	minors := map[int]bool{}
 	busIDs := map[string]bool{}
 	uuids := map[string]bool{}
+	caps := map[int]bool{}
 	for i := range gpus {
 		g := &gpus[i]
 		p := root.Index(i)
@@ -82,12 +85,14 @@ func Validate(gpus []GPU) error {
 			errs = append(errs, field.Invalid(p.Child("numaNode"), *g.NUMANode, fmt.Sprintf("must be between 0 and %d (omit it for devices without NUMA affinity)", maxNUMANode)))
 		}
 		errs = append(errs, validateHealth(p.Child("health"), g.Health)...)
-		errs = append(errs, validateMIG(p.Child("mig", "devices"), g, uuids)...)
+		errs = append(errs, validateMIG(p.Child("mig", "devices"), g, uuids, caps)...)
 	}
 	return errs.ToAggregate()
 }
 
-func validateMIG(p *field.Path, g *GPU, uuids map[string]bool) field.ErrorList {
+// validateMIG checks the MIG devices of g. uuids and caps hold the UUIDs and
+// nvidia-caps minors of the GPUs and MIG devices checked before.
+func validateMIG(p *field.Path, g *GPU, uuids map[string]bool, caps map[int]bool) field.ErrorList {
 	var errs field.ErrorList
 	if !g.MIGEnabled && len(g.MIG) > 0 {
 		errs = append(errs, field.Forbidden(p, "MIG devices need MIG mode enabled on the GPU"))
@@ -116,6 +121,23 @@ func validateMIG(p *field.Path, g *GPU, uuids map[string]bool) field.ErrorList {
 		}
 		if m.MemoryBytes < 0 {
 			errs = append(errs, field.Invalid(mp.Child("memory"), m.MemoryBytes, "must not be negative"))
+		}
+		if m.Caps != nil {
+			// Two devices with one capability would give one claim's
+			// containers another claim's MIG device.
+			for _, c := range []struct {
+				name  string
+				minor int
+			}{{"gpuInstance", m.Caps.GPUInstance}, {"computeInstance", m.Caps.ComputeInstance}} {
+				cp, minor := mp.Child("caps", c.name), c.minor
+				switch {
+				case minor < 0 || minor > maxCapMinor:
+					errs = append(errs, field.Invalid(cp, minor, fmt.Sprintf("must be between 0 and %d", maxCapMinor)))
+				case caps[minor]:
+					errs = append(errs, field.Duplicate(cp, minor))
+				}
+				caps[minor] = true
+			}
 		}
 	}
 	return errs

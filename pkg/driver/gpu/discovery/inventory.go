@@ -75,6 +75,10 @@ type InventoryMIGDevice struct {
 	// Memory defaults to the nominal memory of the profile name
 	// ("1g.10gb" → 10Gi).
 	Memory *resource.Quantity `json:"memory,omitempty"`
+	// Caps are the minors of the device's nvidia-caps nodes
+	// (/dev/nvidia-caps/nvidia-cap<minor>); Prepare refuses a MIG device
+	// without them.
+	Caps *device.MIGCaps `json:"caps,omitempty"`
 }
 
 // Inventory discovers the GPUs described by a YAML file.
@@ -212,7 +216,7 @@ func (inv *InventoryFile) gpu(n int) (device.GPU, field.ErrorList) {
 	if in.MIG != nil {
 		g.MIGEnabled = in.MIG.Enabled
 		for j, m := range in.MIG.Devices {
-			mig := device.MIGDevice{UUID: m.UUID, Profile: m.Profile, Placement: m.Placement}
+			mig := device.MIGDevice{UUID: m.UUID, Profile: m.Profile, Placement: m.Placement, Caps: m.Caps}
 			_, memoryGB, err := device.ParseProfile(m.Profile)
 			switch {
 			case m.Memory != nil:

@@ -85,6 +85,17 @@ func (n *NvidiaSMI) Discover(ctx context.Context) ([]device.GPU, error) {
 			return nil, err
 		}
 	}
+	// The MIG devices' instances, for their nvidia-caps nodes. Without
+	// them the MIG devices are published and refused at Prepare: the
+	// other devices need not suffer from a listing that only MIG uses.
+	var migInstances map[string]map[int]migInstance
+	var migInstancesErr error
+	if len(list.MIG) > 0 {
+		migInstances, migInstancesErr = n.listMIGInstances(ctx)
+		if migInstancesErr != nil {
+			logger.Error(migInstancesErr, "MIG devices cannot be prepared: their GPU and compute instances are unknown")
+		}
+	}
 
 	domains, err := n.readNVLinkDomains(ctx, rows)
 	if err != nil {
@@ -129,8 +140,9 @@ func (n *NvidiaSMI) Discover(ctx context.Context) ([]device.GPU, error) {
 		if uuid, listed := list.GPUUUIDs[row.Index]; row.MIGEnabled && listed && uuid != row.UUID {
 			return nil, invalidf("GPU %d has UUID %s in nvidia-smi --query-gpu but %s in nvidia-smi -L", row.Index, row.UUID, uuid)
 		}
+		var placed map[string]migInstance
 		if row.MIGEnabled && len(list.MIG[row.Index]) > 0 {
-			if g.MIG, err = joinMIG(row.Index, list.MIG[row.Index], instances, memory); err != nil {
+			if g.MIG, placed, err = joinMIG(row.Index, list.MIG[row.Index], instances, memory, migInstances[row.PCIBusID]); err != nil {
 				return nil, err
 			}
 		}
@@ -148,6 +160,9 @@ func (n *NvidiaSMI) Discover(ctx context.Context) ([]device.GPU, error) {
 			return nil, invalidf("GPU %d (%s) has UUID %s in nvidia-smi but %s in %s", row.Index, row.PCIBusID, row.UUID, info.UUID, procDir)
 		}
 		g.Minor = info.Minor
+		if migInstancesErr == nil {
+			addMIGCaps(ctx, &g, placed, files)
+		}
 		topo, errs := readTopology(sysfsRoot, row.PCIBusID)
 		if len(errs) > 0 {
 			logger.V(4).Info("Leaving out topology attributes", "gpu", row.Index, "err", errors.Join(errs...))
@@ -171,6 +186,37 @@ func anyMIGEnabled(rows []smiGPU) bool {
 		}
 	}
 	return false
+}
+
+// listMIGInstances runs `nvidia-smi -q -x` for the instances of the MIG
+// devices.
+func (n *NvidiaSMI) listMIGInstances(ctx context.Context) (map[string]map[int]migInstance, error) {
+	out, err := n.Runner.Run(ctx, QueryXMLArgs...)
+	if err != nil {
+		return nil, err
+	}
+	return parseMIGInstances(out)
+}
+
+// addMIGCaps sets the caps of g's MIG devices from their instances (by
+// UUID; see joinMIG). A device whose instances or caps are unknown keeps
+// none, with an error in the log.
+func addMIGCaps(ctx context.Context, g *device.GPU, placed map[string]migInstance, files ProcFiles) {
+	for i := range g.MIG {
+		m := &g.MIG[i]
+		inst, ok := placed[m.UUID]
+		if !ok {
+			klog.FromContext(ctx).Error(nil, "MIG device cannot be prepared: nvidia-smi -q -x does not name its GPU instance among those of nvidia-smi mig -lgi",
+				"gpu", g.Index, "mig", m.UUID)
+			continue
+		}
+		caps, err := readMIGCaps(files, g.Minor, inst)
+		if err != nil {
+			klog.FromContext(ctx).Error(err, "MIG device cannot be prepared: its nvidia-caps nodes are unknown", "gpu", g.Index, "mig", m.UUID)
+			continue
+		}
+		m.Caps = caps
+	}
 }
 
 // listMIG runs the MIG listings. `mig -lgi` and `mig -lgip` fail on hosts

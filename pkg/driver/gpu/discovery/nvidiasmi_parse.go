@@ -379,12 +379,15 @@ func atoiAll(values ...string) []int {
 // profile) with its GPU instances from `nvidia-smi mig -lgi` (placement) and
 // their memory from `nvidia-smi mig -lgip`.
 //
-// The listings share no key but the profile, so devices are paired per
-// profile, in listing order. Two instances of one profile may therefore get
-// each other's placement; that is harmless, because placements are only used
-// for the memory-slice counters, which stay disjoint either way, and device
-// names derive from UUIDs.
-func joinMIG(gpu int, listed []smiMIG, instances []smiGPUInstance, memory map[profileKey]int64) ([]device.MIGDevice, error) {
+// These listings share no key but the profile. When `nvidia-smi -q -x` told
+// each MIG device's GPU instance (byIndex, by MIG device index; see
+// readMIGCaps), devices are paired with exactly theirs. Otherwise they are
+// paired per profile, in listing order, and two instances of one profile
+// may get each other's placement; that is harmless for placements, which
+// are only used for the memory-slice counters and stay disjoint either way
+// (device names derive from UUIDs). Only exactly paired devices are in the
+// returned map of instances by MIG UUID, the input of their caps.
+func joinMIG(gpu int, listed []smiMIG, instances []smiGPUInstance, memory map[profileKey]int64, byIndex map[int]migInstance) ([]device.MIGDevice, map[string]migInstance, error) {
 	byProfile := map[string][]smiGPUInstance{}
 	for _, gi := range instances {
 		if gi.GPU == gpu {
@@ -407,20 +410,27 @@ func joinMIG(gpu int, listed []smiMIG, instances []smiGPUInstance, memory map[pr
 	sort.Strings(profiles)
 
 	var migs []device.MIGDevice
+	exact := map[string]migInstance{}
 	for _, profile := range profiles {
 		if _, _, err := device.ParseProfile(profile); err != nil {
-			return nil, invalidf("GPU %d: %v", gpu, err)
+			return nil, nil, invalidf("GPU %d: %v", gpu, err)
 		}
 		devs, gis := listedByProfile[profile], byProfile[profile]
 		if len(devs) != len(gis) {
-			return nil, invalidf("GPU %d: nvidia-smi -L lists %d MIG %s devices but nvidia-smi mig -lgi lists %d GPU instances (one compute instance per GPU instance is supported)",
+			return nil, nil, invalidf("GPU %d: nvidia-smi -L lists %d MIG %s devices but nvidia-smi mig -lgi lists %d GPU instances (one compute instance per GPU instance is supported)",
 				gpu, len(devs), profile, len(gis))
 		}
 		sort.SliceStable(devs, func(i, j int) bool { return devs[i].Device < devs[j].Device })
 		sort.SliceStable(gis, func(i, j int) bool { return gis[i].InstanceID < gis[j].InstanceID })
+		if paired := pairByInstance(devs, gis, byIndex); paired != nil {
+			gis = paired
+			for _, d := range devs {
+				exact[d.UUID] = byIndex[d.Device]
+			}
+		}
 		mib, ok := memory[profileKey{GPU: gpu, Profile: profile}]
 		if !ok {
-			return nil, invalidf("GPU %d: nvidia-smi mig -lgip does not list profile %s", gpu, profile)
+			return nil, nil, invalidf("GPU %d: nvidia-smi mig -lgip does not list profile %s", gpu, profile)
 		}
 		for i := range devs {
 			migs = append(migs, device.MIGDevice{
@@ -431,5 +441,28 @@ func joinMIG(gpu int, listed []smiMIG, instances []smiGPUInstance, memory map[pr
 			})
 		}
 	}
-	return migs, nil
+	return migs, exact, nil
+}
+
+// pairByInstance returns gis in the order of devs when byIndex names the GPU
+// instance of every device and each is one of gis; nil otherwise.
+func pairByInstance(devs []smiMIG, gis []smiGPUInstance, byIndex map[int]migInstance) []smiGPUInstance {
+	byID := make(map[int]smiGPUInstance, len(gis))
+	for _, gi := range gis {
+		byID[gi.InstanceID] = gi
+	}
+	paired := make([]smiGPUInstance, 0, len(devs))
+	for _, d := range devs {
+		inst, ok := byIndex[d.Device]
+		if !ok {
+			return nil
+		}
+		gi, ok := byID[inst.GPUInstance]
+		if !ok {
+			return nil
+		}
+		delete(byID, inst.GPUInstance)
+		paired = append(paired, gi)
+	}
+	return paired
 }

@@ -27,7 +27,7 @@ type gpuSummary struct {
 	Name, Product, BusID, Driver, CC, Arch, Brand string
 	MemoryMiB                                     int64
 	MIGEnabled                                    bool
-	MIG                                           []string // profile@start:size=MiB
+	MIG                                           []string // profile@start:size=MiB[ caps=GI/CI]
 	Health                                        string
 	Minor                                         int
 	NVLinkDomain                                  string
@@ -44,7 +44,11 @@ func summarizeGPUs(gpus []device.GPU) []gpuSummary {
 			Health: string(g.Health.Status) + "/" + g.Health.Reason, NVLinkDomain: g.NVLinkDomain,
 		}
 		for _, m := range g.MIG {
-			s.MIG = append(s.MIG, m.Profile+"@"+itoa(m.Placement.Start)+":"+itoa(m.Placement.Size)+"="+itoa(int(m.MemoryBytes>>20)))
+			mig := m.Profile + "@" + itoa(m.Placement.Start) + ":" + itoa(m.Placement.Size) + "=" + itoa(int(m.MemoryBytes>>20))
+			if m.Caps != nil {
+				mig += " caps=" + itoa(m.Caps.GPUInstance) + "/" + itoa(m.Caps.ComputeInstance)
+			}
+			s.MIG = append(s.MIG, mig)
 		}
 		out = append(out, s)
 	}
@@ -113,9 +117,11 @@ func TestNvidiaSMIRecordings(t *testing.T) {
 		"A100 with MIG enabled on three GPUs, all in one NVLink domain": {
 			file: "nvidia-smi-a100-mig.txt",
 			want: inNVLinkDomain("nvlink-0000:07:00.0",
-				a100(0, "07", "1g.5gb@0:1=4864", "1g.5gb@1:1=4864", "1g.5gb@2:1=4864", "1g.5gb@3:1=4864", "1g.5gb@4:1=4864", "1g.5gb@5:1=4864", "1g.5gb@6:1=4864"),
-				a100(1, "0f", "3g.20gb@0:4=20091", "3g.20gb@4:4=20091"),
-				a100(2, "47", "4g.20gb@0:4=20091", "2g.10gb@4:2=9851", "1g.5gb@6:1=4864"),
+				a100(0, "07", "1g.5gb@0:1=4864 caps=66/67", "1g.5gb@1:1=4864 caps=75/76", "1g.5gb@2:1=4864 caps=84/85", "1g.5gb@3:1=4864 caps=93/94",
+					"1g.5gb@4:1=4864 caps=102/103", "1g.5gb@5:1=4864 caps=111/112", "1g.5gb@6:1=4864 caps=120/121"),
+				// MIG device 0 is GPU instance 2, at 0:4 (nvidia-smi -q -x).
+				a100(1, "0f", "3g.20gb@0:4=20091 caps=156/157", "3g.20gb@4:4=20091 caps=147/148"),
+				a100(2, "47", "4g.20gb@0:4=20091 caps=282/283", "2g.10gb@4:2=9851 caps=318/319", "1g.5gb@6:1=4864 caps=390/391"),
 				a100(3, "4e"),
 			),
 		},

@@ -37,6 +37,9 @@ var (
 	ListGPUInstancesArgs = []string{"mig", "-lgi"}
 	// ListGPUInstanceProfilesArgs lists MIG profiles with their memory.
 	ListGPUInstanceProfilesArgs = []string{"mig", "-lgip"}
+	// QueryXMLArgs prints everything nvidia-smi knows as XML, read for the
+	// GPU and compute instances of MIG devices (see readMIGCaps).
+	QueryXMLArgs = []string{"-q", "-x"}
 	// TopoArgs prints the topology matrix, read for NVLink domains.
 	TopoArgs = []string{"topo", "-m"}
 )
