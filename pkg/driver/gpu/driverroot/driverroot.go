@@ -13,6 +13,13 @@
 // directory searched, /usr/lib/x86_64-linux-gnu); its host path is the
 // resolved file under the root, what a bind mount takes as its source.
 //
+// Why not the toolkit's own code: its file lookup is in internal packages
+// (internal/lookup of github.com/NVIDIA/nvidia-container-toolkit), and its
+// public CDI generator, pkg/nvcdi, asks NVML for the driver through
+// go-nvml, which needs cgo and libnvidia-ml at run time; the plugin is a
+// static binary (CGO_ENABLED=0). The directories searched here are the
+// toolkit's.
+//
 // The package reads files and holds no state; Find is safe for concurrent
 // use.
 package driverroot
