@@ -90,14 +90,7 @@ func TestNvidiaSMIBackend(t *testing.T) {
 		t.Fatalf("the plugin does not publish the stand-in's GPUs: %v\n(-want +got):\n%s\nplugin log:\n%s", err, cmp.Diff(want, got), c.pluginLogs(t, false))
 	}
 
-	ns := c.namespace(t, "nvidia-smi-mig")
-	c.createTemplate(t, template(ns, "mig", claim(ns, "mig").Request("mig", migClass, 1,
-		`device.attributes["gpu.drasched.dev"].profile == "3g.20gb"`)))
-	c.createPod(t, gpuPod(ns, "mig").ClaimFromTemplate("mig", "mig").Obj())
-	devices := c.expectSees(t, c.waitRunning(t, ns, "mig"))
-	if len(devices) != 1 || c.devices[devices[0]].MIG == nil {
-		t.Errorf("devices %v, want one MIG device", devices)
-	}
+	c.runMIGWorkload(t, c.namespace(t, "nvidia-smi-mig"))
 }
 
 // stubPublished returns the attributes of the devices the plugin must

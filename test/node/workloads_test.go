@@ -59,14 +59,7 @@ func TestWorkloads(t *testing.T) {
 	})
 
 	t.Run("MIG partition", func(t *testing.T) {
-		ns := c.namespace(t, "mig")
-		c.createTemplate(t, template(ns, "mig", claim(ns, "mig").Request("mig", migClass, 1,
-			`device.attributes["gpu.drasched.dev"].profile == "3g.20gb"`)))
-		c.createPod(t, gpuPod(ns, "mig").ClaimFromTemplate("mig", "mig").Obj())
-		devices := c.expectSees(t, c.waitRunning(t, ns, "mig"))
-		if len(devices) != 1 || c.devices[devices[0]].MIG == nil {
-			t.Errorf("devices %v, want one MIG device", devices)
-		}
+		c.runMIGWorkload(t, c.namespace(t, "mig"))
 	})
 
 	t.Run("prioritized list", func(t *testing.T) {
@@ -179,4 +172,17 @@ func (c *cluster) waitPublished(t *testing.T, name string, published bool) map[s
 		t.Fatalf("device %s published %v: %v", name, published, err)
 	}
 	return devices
+}
+
+// runMIGWorkload runs a pod with one 3g.20gb MIG partition in ns and checks
+// that its container sees exactly that device.
+func (c *cluster) runMIGWorkload(t *testing.T, ns string) {
+	t.Helper()
+	c.createTemplate(t, template(ns, "mig", claim(ns, "mig").Request("mig", migClass, 1,
+		`device.attributes["gpu.drasched.dev"].profile == "3g.20gb"`)))
+	c.createPod(t, gpuPod(ns, "mig").ClaimFromTemplate("mig", "mig").Obj())
+	devices := c.expectSees(t, c.waitRunning(t, ns, "mig"))
+	if len(devices) != 1 || c.devices[devices[0]].MIG == nil {
+		t.Errorf("devices %v, want one MIG device", devices)
+	}
 }
