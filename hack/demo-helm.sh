@@ -121,20 +121,6 @@ EOF
   chmod 600 "${file}"
 }
 
-# wait_for DESCRIPTION SECONDS COMMAND...: retries COMMAND until it succeeds.
-wait_for() {
-  local what=$1 timeout=$2 i
-  shift 2
-  for ((i = 0; i < timeout * 2; i++)); do
-    if "$@" >/dev/null 2>&1; then
-      return 0
-    fi
-    sleep 0.5
-  done
-  echo "timed out after ${timeout}s waiting for ${what}" >&2
-  return 1
-}
-
 pod_bound() {
   [[ -n "$(kubectl get pod "$1" -o jsonpath='{.spec.nodeName}')" ]]
 }

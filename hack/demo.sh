@@ -382,7 +382,7 @@ real_node_up() {
     --cdi-dir "${NODE_ROOT}/cdi" --dev-root "${NODE_ROOT}/devroot" --driver-root "${NODE_ROOT}/driverroot" \
     --metrics-bind-address "" -v=2
   # Not wait-nodes: the node keeps its taint.
-  node_wait "the ResourceSlices of ${NODE_HOSTNAME}" 120 real_node_published
+  wait_for "the ResourceSlices of ${NODE_HOSTNAME}" 120 real_node_published
   kubectl get nodes -o wide
 }
 

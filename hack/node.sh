@@ -12,9 +12,8 @@
 # conntrack, nftables, openssl) with apt-get when they are missing. A failed
 # `up` leaves things running: call `down`, which is safe at any point.
 set -euo pipefail
-
-cd "$(dirname "$0")/.."
-root=$PWD
+# shellcheck source=hack/lib/init.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib/init.sh"
 # shellcheck source=hack/lib/node.sh
 source hack/lib/node.sh
 

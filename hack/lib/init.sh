@@ -19,6 +19,21 @@ abs() {
   if [[ "$1" == /* ]]; then echo "$1"; else echo "${root}/$1"; fi
 }
 
+# wait_for WHAT SECONDS COMMAND...: runs COMMAND every half second until it
+# succeeds; after SECONDS, says what it waited for and fails.
+wait_for() {
+  local what=$1 timeout=$2 i
+  shift 2
+  for ((i = 0; i < timeout * 2; i++)); do
+    if "$@" >/dev/null 2>&1; then
+      return 0
+    fi
+    sleep 0.5
+  done
+  echo "timed out after ${timeout}s waiting for ${what}" >&2
+  return 1
+}
+
 # at_exit COMMAND [ARG...]: runs COMMAND when the script exits, however it
 # exits: at its end, by exit, on a failed command (errexit), on Ctrl-C or
 # SIGTERM (exit 130). The commands run in the order they were added, each

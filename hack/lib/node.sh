@@ -3,8 +3,8 @@
 # `make demo REAL_NODE=1` (hack/node.sh is the command line): etcd,
 # kube-apiserver and kube-controller-manager (hack/build-control-plane.sh),
 # containerd, kubelet and kube-proxy (hack/build-node.sh), runc and the CNI
-# plugins from Debian. Source it from the repository root, after setting
-# `root` (the repository root).
+# plugins from Debian. Source it after hack/lib/init.sh, which sets
+# `root` and wait_for.
 #
 # Host hygiene. Every path is the node's own: NODE_ROOT (PKI, etcd, the
 # kubelet's root directory, containerd's root, CNI and CDI configuration,
@@ -241,18 +241,6 @@ node_stop() {
   rm -f "${NODE_RUN}/pids/${name}"
 }
 
-# node_wait WHAT SECONDS COMMAND...: polls COMMAND until it succeeds.
-node_wait() {
-  local what=$1 timeout=$2 i
-  shift 2
-  for ((i = 0; i < timeout * 2; i++)); do
-    if "$@" >/dev/null 2>&1; then
-      return 0
-    fi
-    sleep 0.5
-  done
-  node_die "timed out after ${timeout}s waiting for ${what}"
-}
 
 # node_ip: the address of the interface of the default route.
 node_ip() {
@@ -359,7 +347,7 @@ node_control_plane_up() {
     --kubelet-client-certificate "${pki}/apiserver-kubelet-client.crt" --kubelet-client-key "${pki}/apiserver-kubelet-client.key" \
     --kubelet-preferred-address-types InternalIP,Hostname \
     --profiling=false --v=1
-  node_wait "kube-apiserver /readyz" 120 node_kubectl get --raw /readyz || return
+  wait_for "kube-apiserver /readyz" 120 node_kubectl get --raw /readyz || return
   node_start kube-controller-manager "${NODE_CLUSTER_BIN}/kube-controller-manager" \
     --kubeconfig "${NODE_ROOT}/controller-manager.kubeconfig" \
     --authentication-kubeconfig "${NODE_ROOT}/controller-manager.kubeconfig" \
@@ -374,8 +362,8 @@ node_control_plane_up() {
     --bind-address 127.0.0.1 --secure-port "${NODE_SCHEDULER_PORT}" --cert-dir "${NODE_ROOT}/scheduler" \
     --leader-elect=false --profiling=false --v=1
   # Pods' volumes wait for the root CA ConfigMap and their service account.
-  node_wait "the kube-root-ca.crt ConfigMap" 120 node_kubectl -n default get configmap kube-root-ca.crt || return
-  node_wait "the default service account" 120 node_kubectl -n default get serviceaccount default
+  wait_for "the kube-root-ca.crt ConfigMap" 120 node_kubectl -n default get configmap kube-root-ca.crt || return
+  wait_for "the default service account" 120 node_kubectl -n default get serviceaccount default
 }
 
 # node_containerd_config writes containerd's configuration: every path
@@ -471,7 +459,7 @@ node_containerd_up() {
   node_log "containerd $("${NODE_BIN}/containerd" --version | awk '{print $3}') (${NODE_BIN#"${root}"/})"
   # The shim is found on PATH.
   node_start containerd env PATH="${NODE_BIN}:${PATH}" "${NODE_BIN}/containerd" --config "${NODE_ROOT}/containerd/config.toml"
-  node_wait "containerd" 60 node_ctr version || return
+  wait_for "containerd" 60 node_ctr version || return
   for tar in "${NODE_BIN}/pause.tar" "${NODE_BIN}/gpu-check.tar" "$@"; do
     # ctr warns on stderr that cgroup v1 is deprecated: into the log.
     node_ctr images import --local "${tar}" >/dev/null 2>>"${NODE_LOG_DIR}/ctr.log" || node_die "import ${tar}" || return
@@ -536,7 +524,7 @@ node_ready() {
 node_restart_kubelet() {
   node_stop kubelet
   node_kubelet_start
-  node_wait "kubelet /healthz" 60 curl -sf "http://127.0.0.1:${NODE_KUBELET_HEALTHZ_PORT}/healthz"
+  wait_for "kubelet /healthz" 60 curl -sf "http://127.0.0.1:${NODE_KUBELET_HEALTHZ_PORT}/healthz"
 }
 
 node_proxy_up() {
@@ -575,10 +563,10 @@ node_up() {
   node_log "kubelet$([[ "${NODE_PROXY}" != 1 ]] || echo ", kube-proxy") $("${NODE_BIN}/kubelet" --version | awk '{print $2}') (node ${NODE_HOSTNAME}, $(node_ip))"
   node_kubelet_start
   [[ "${NODE_PROXY}" != 1 ]] || node_proxy_up
-  node_wait "node ${NODE_HOSTNAME} Ready" 120 node_ready || return
+  wait_for "node ${NODE_HOSTNAME} Ready" 120 node_ready || return
   # kube-proxy has written the rules of the kubernetes Service when its
   # ClusterIP answers.
-  [[ "${NODE_PROXY}" != 1 ]] || node_wait "the kubernetes Service through kube-proxy" 60 \
+  [[ "${NODE_PROXY}" != 1 ]] || wait_for "the kubernetes Service through kube-proxy" 60 \
     curl -sk --max-time 2 "https://${node_service_ip}:443/readyz"
 }
 
