@@ -26,15 +26,6 @@ ETCD_VERSION=v3.7.0
 KWOK_VERSION=v0.8.0
 
 bin_dir=${CLUSTER_BIN_DIR:-_output/cluster/bin}
-force=false
-case "${1:-}" in
-  --force | -f) force=true ;;
-  "") ;;
-  *)
-    echo "usage: $0 [--force]" >&2
-    exit 2
-    ;;
-esac
 
 export GOWORK=off
 go_version=$(go env GOVERSION)
@@ -55,6 +46,7 @@ bin_dir=$(cd "${bin_dir}" && pwd)
 # bin_dir and force.
 # shellcheck source=hack/lib/build.sh
 source hack/lib/build.sh
+build_args "$@"
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/drasched-build.XXXXXX")
 at_exit rm -rf "${work}"

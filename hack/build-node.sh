@@ -50,18 +50,9 @@ root=$PWD
 repo=${root}
 export repo
 bin_dir=${NODE_BIN_DIR:-_output/node/bin}
-force=false
-case "${1:-}" in
-  --force | -f) force=true ;;
-  "") ;;
-  *)
-    echo "usage: $0 [--force]" >&2
-    exit 2
-    ;;
-esac
-
 # shellcheck source=hack/lib/build.sh
 source hack/lib/build.sh
+build_args "$@"
 # shellcheck source=hack/lib/tempmodule.sh
 source hack/lib/tempmodule.sh
 

@@ -4,6 +4,19 @@
 # functions use the sourcing script's bin_dir (output folder) and force
 # (true: rebuild everything).
 
+# build_args "$@": the scripts' one option, --force (-f), which sets force.
+build_args() {
+  force=false
+  case "${1:-}" in
+    --force | -f) force=true ;;
+    "") ;;
+    *)
+      echo "usage: $0 [--force]" >&2
+      exit 2
+      ;;
+  esac
+}
+
 # step NAME COMMAND...: runs a long command and says every 30 seconds that it
 # is still running, so that a cold build (minutes) does not look hung. The
 # command runs where errexit does not apply: chain multi-command steps with &&.
