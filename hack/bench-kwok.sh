@@ -85,6 +85,12 @@
 #                    and `go tool pprof -seconds 60
 #                    https+insecure://127.0.0.1:10259/debug/pprof/profile`
 #   BENCH_COMMAND    the command recorded in the results as how to reproduce them
+#   DONE=FILE        skip the cases whose results FILE names, one per line
+#                    as in the results (fill_1000nodes, fill_1000nodes+pqh):
+#                    a case of a size runs unless every scheduler variant
+#                    of the run has its result (hack/bench.sh resumes so)
+#   PRINT_PLAN=1     print the plan's entries (NODES:CASES), one per line,
+#                    and run nothing
 #
 # upstream+pqh and drasched+pqh are upstream and drasched with the alpha
 # feature gate SchedulerPreQueueingHints on (upstream at its best; drasched
@@ -132,6 +138,10 @@ if [[ -n "${NODES:-}" ]]; then
 	done
 fi
 read -r -a plan <<<"${PLAN:-${default_plan}}"
+if [[ "${PRINT_PLAN:-}" == 1 ]]; then
+	printf '%s\n' "${plan[@]}"
+	exit 0
+fi
 runs=${RUNS:-1}
 fill_pods=${FILL_PODS:-5000}
 frag_seed=${FRAG_SEED:-1}
@@ -311,6 +321,24 @@ run_scheduler() {
 	return "${rc}"
 }
 
+# undone_cases NODES CASES: those of the cases (comma-separated) on NODES
+# nodes that DONE lacks for some scheduler variant of this run.
+undone_cases() {
+	local nodes=$1 c s variants=("") undone=()
+	for s in ${schedulers}; do
+		[[ "${s}" != *+* ]] || variants+=("+${s#*+}")
+	done
+	for c in ${2//,/ }; do
+		for s in "${variants[@]}"; do
+			if ! grep -qxF "${c}_${nodes}nodes${s}" "${DONE}"; then
+				undone+=("${c}")
+				break
+			fi
+		done
+	done
+	(IFS=,; echo "${undone[*]}")
+}
+
 mkdir -p "${run_dir}" "${log_dir}"
 teardown
 rm -rf "${raw_dir}" "${log_dir:?}"/* "${out}/kwok.json"
@@ -330,6 +358,13 @@ for entry in "${plan[@]}"; do
 		exit 2
 	}
 	[[ "${cases}" != all ]] || cases=${all_cases}
+	if [[ -n "${DONE:-}" ]]; then
+		cases=$(undone_cases "${nodes}" "${cases}")
+		if [[ -z "${cases}" ]]; then
+			log "${nodes} nodes: every case already measured (${DONE#"${root}"/})"
+			continue
+		fi
+	fi
 	# The cases of upstream's and drasched's clusters without feature
 	# gates, those of their clusters with GenericWorkload (gang,
 	# preempt_gang), and those of drasched-bestfit: the fragmentation
@@ -366,8 +401,10 @@ if [[ " ${schedulers} " != *" upstream "* || " ${schedulers} " != *" drasched "*
 	log "done, no report without both upstream and drasched; runs in ${raw_dir#"${root}"/}"
 	exit "${status}"
 fi
-if ((${#raws[@]} > 0)); then
-	"${bench}" report --out "${out}/kwok.json" --command "${command}" --seconds "$((SECONDS - start))" "${raws[@]}" || status=1
+if ((${#raws[@]} == 0)); then
+	log "done, nothing measured"
+	exit "${status}"
 fi
+"${bench}" report --out "${out}/kwok.json" --command "${command}" --seconds "$((SECONDS - start))" "${raws[@]}" || status=1
 log "done, results in ${out#"${root}"/}/kwok.json"
 exit "${status}"

@@ -16,6 +16,9 @@
 #                  CASES='^empty_500nodes$' the default one alone
 #   DURATION=10s   steady-state duration instead of upstream's 10s
 #   PROFILE=1      CPU profile of every run's measurement phase (*-cpu.prof in its runs/ folder)
+#   LIST=FILE      write the names of the cases QUICK and CASES select to
+#                  FILE, one per line, and run none (hack/bench.sh resumes
+#                  case by case with it)
 #   BENCH_COMMAND  the command recorded in the results as how to reproduce them
 # The logs of the in-process apiserver, etcd and scheduler go to
 # _output/bench/scheduler_perf/test.log; the progress display to stderr.
@@ -45,6 +48,11 @@ args=(
 [[ -n "${CASES:-}" ]] && args+=(-drasched-cases "${CASES}")
 [[ -n "${DURATION:-}" ]] && args+=(-drasched-duration "${DURATION}")
 [[ "${PROFILE:-}" == 1 ]] && args+=(-perf-cpuprofile)
+if [[ -n "${LIST:-}" ]]; then
+	list=$(realpath -m "${LIST}")
+	(cd bench/schedulerperf && "${bin}" "${args[@]}" -drasched-list "${list}" "$@" 3>&2 >/dev/null 2>&1)
+	exit
+fi
 
 rm -rf "${out}"
 mkdir -p "${out}"

@@ -19,22 +19,37 @@
 # CASES (scheduler_perf), PLAN or NODES and CASES (kwok), e.g.
 #   PLAN="5000:fill,noclaims,churn,match" hack/bench-kwok.sh
 #
+# Resuming: a full run records its figures against a commit, the last one
+# that changed more than bench/results/, docs/ and Markdown pages (a run
+# refuses a tree with such changes uncommitted). Each suite's part is merged
+# into bench/results/ as soon as it ends (a scheduler_perf case, the
+# allocator, a kwok PLAN entry): its file joins those of the same commit in
+# bench/results/store/ and latest.json is merged from all of them. Run
+# again on the same commit, `make bench` skips every case latest.json
+# already holds for it, so one commit's results accumulate over sittings;
+# on another commit it starts over (bench/cmd/report merge -store).
+#
 # QUICK=1 runs the quick scheduler_perf cases once per scheduler, the
 # allocator benchmarks briefly and kwok on 100 nodes, writes
-# bench/results/quick/ and leaves docs/benchmarks.md alone; under 10
-# minutes on 2 cores with a warm build cache.
+# bench/results/quick/ afresh (nothing is skipped) and leaves
+# docs/benchmarks.md alone; under 10 minutes on 2 cores with a warm build
+# cache.
 # RUNS, CASES, DURATION, PROFILE (see hack/bench-scheduler-perf.sh),
 # BENCHTIME and COUNT (allocator), PLAN, NODES, KWOK_RUNS (default 1),
 # FILL_PODS, CHURN_RATE and CHURN_DURATION (kwok, see hack/bench-kwok.sh)
-# override the defaults.
+# override the defaults; SUITES="scheduler_perf allocator kwok" (default)
+# picks the suites.
 #
 # Another suite joins by writing its file in the results format
-# (bench/internal/results) and adding it to suites below.
+# (bench/internal/results) and adding it to the suites below.
 set -euo pipefail
 # shellcheck source=hack/lib/init.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib/init.sh"
 
 start=$(date +%s)
+# The code measured: everything but the results and the documentation.
+code=(. ':(exclude)bench/results' ':(exclude)docs' ':(exclude)*.md')
+commit=$(git log -1 --format=%H -- "${code[@]}" | cut -c1-12)
 if [[ "${QUICK:-}" == 1 ]]; then
 	results_dir=bench/results/quick
 	runs="${RUNS:-1}"
@@ -42,6 +57,10 @@ if [[ "${QUICK:-}" == 1 ]]; then
 	count="${COUNT:-1}"
 	command="make bench QUICK=1"
 	doc=()
+	if [[ -n "$(git status --porcelain -- "${code[@]}")" ]]; then
+		commit=${commit}-dirty
+	fi
+	rm -rf "${results_dir}/store"
 else
 	results_dir=bench/results
 	runs="${RUNS:-2}"
@@ -49,40 +68,85 @@ else
 	count="${COUNT:-3}"
 	command="make bench"
 	doc=(-doc "${root}/docs/benchmarks.md")
+	if [[ -n "$(git status --porcelain -- "${code[@]}")" ]]; then
+		echo "bench: make bench records its figures against a commit; commit (or stash) these changes first:" >&2
+		git status --short -- "${code[@]}" >&2
+		exit 2
+	fi
 fi
 out="${root}/_output/bench"
 mkdir -p "${out}"
+suites=${SUITES:-scheduler_perf allocator kwok}
 status=0
-suites=()
 
-echo "== scheduler_perf ($(date -u +%H:%M:%S))" >&2
-if RUNS="${runs}" BENCH_COMMAND="${command}" hack/bench-scheduler-perf.sh; then
-	:
-else
-	status=1
+log() {
+	echo "== $1 ($(date -u +%H:%M:%S))" >&2
+}
+
+# report ARGS...: bench/cmd/report, a module of its own.
+report() {
+	(cd bench/cmd/report && go run . "$@")
+}
+
+# done_cases SUITE: the cases of SUITE that latest.json holds for this
+# commit, one per line (none for QUICK, which starts afresh).
+done_cases() {
+	[[ "${QUICK:-}" != 1 ]] || return 0
+	report "done" -commit "${commit}" -suite "$1" "${root}/${results_dir}/latest.json"
+}
+
+# merge FILE: one suite file into the results, at once, so that an
+# interrupted run keeps what it measured.
+merge() {
+	report merge -out "${root}/${results_dir}" -commit "${commit}" -store "${root}/${results_dir}/store" "${doc[@]}" "$1" || status=1
+}
+
+log "measuring commit ${commit}; results in ${results_dir}"
+if [[ " ${suites} " == *" scheduler_perf "* ]]; then
+	log "scheduler_perf"
+	done_cases scheduler_perf >"${out}/done-scheduler_perf.txt"
+	LIST="${out}/scheduler_perf-cases.txt" hack/bench-scheduler-perf.sh
+	while read -r name; do
+		if grep -qxF "${name}" "${out}/done-scheduler_perf.txt"; then
+			log "scheduler_perf ${name}: already measured on ${commit}"
+			continue
+		fi
+		log "scheduler_perf ${name}"
+		RUNS="${runs}" CASES="^${name//+/\\+}\$" BENCH_COMMAND="${command}" hack/bench-scheduler-perf.sh </dev/null || status=1
+		# Even a failed case has a result, with its error.
+		[[ ! -f "${out}/scheduler_perf/scheduler_perf.json" ]] || merge "${out}/scheduler_perf/scheduler_perf.json"
+	done <"${out}/scheduler_perf-cases.txt"
 fi
-# Even a run with failed cases has results for the others.
-[[ -f "${out}/scheduler_perf/scheduler_perf.json" ]] && suites+=("${out}/scheduler_perf/scheduler_perf.json")
 
-echo "== allocator ($(date -u +%H:%M:%S))" >&2
-if BENCH_COMMAND="${command}" hack/bench-allocator.sh -benchtime="${benchtime}" -count="${count}" >"${out}/allocator.md"; then
-	suites+=("${out}/allocator.json")
-else
-	status=1
+if [[ " ${suites} " == *" allocator "* ]]; then
+	if [[ -n "$(done_cases allocator)" ]]; then
+		log "allocator: already measured on ${commit}"
+	else
+		log "allocator"
+		if BENCH_COMMAND="${command}" hack/bench-allocator.sh -benchtime="${benchtime}" -count="${count}" >"${out}/allocator.md"; then
+			merge "${out}/allocator.json"
+		else
+			status=1
+		fi
+	fi
 fi
 
-echo "== kwok ($(date -u +%H:%M:%S))" >&2
-if RUNS="${KWOK_RUNS:-1}" BENCH_COMMAND="${command}" hack/bench-kwok.sh; then
-	:
-else
-	status=1
+if [[ " ${suites} " == *" kwok "* ]]; then
+	done_cases kwok >"${out}/done-kwok.txt"
+	while read -r entry; do
+		log "kwok ${entry}"
+		if PLAN="${entry}" RUNS="${KWOK_RUNS:-1}" DONE="${out}/done-kwok.txt" BENCH_COMMAND="${command}" hack/bench-kwok.sh </dev/null; then
+			:
+		else
+			status=1
+		fi
+		# Failed cases are in the file, with their allocation errors.
+		[[ ! -f "${out}/kwok/kwok.json" ]] || merge "${out}/kwok/kwok.json"
+	done < <(PRINT_PLAN=1 hack/bench-kwok.sh)
 fi
-# Failed cases are in the file, with their allocation errors.
-[[ -f "${out}/kwok/kwok.json" ]] && suites+=("${out}/kwok/kwok.json")
 
-if [[ ${#suites[@]} -gt 0 ]]; then
-	(cd bench/cmd/report && go run . merge -out "${root}/${results_dir}" "${doc[@]}" "${suites[@]}")
-	echo "== results in ${results_dir}/latest.md" >&2
+if [[ -f "${results_dir}/latest.md" ]]; then
+	log "results in ${results_dir}/latest.md"
 	cat "${results_dir}/latest.md"
 fi
 echo "== make bench took $(( ($(date +%s) - start) / 60 )) min $(( ($(date +%s) - start) % 60 )) s" >&2

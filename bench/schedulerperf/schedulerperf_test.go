@@ -36,6 +36,7 @@ var (
 	flagDuration = flag.String("drasched-duration", "", "steady-state duration of the workloads instead of upstream's (10s)")
 	flagConfig   = flag.String("drasched-scheduler-config", "../../config/scheduler-config.yaml", "drasched's shipped scheduler configuration, whose profile is benchmarked")
 	flagCommand  = flag.String("drasched-command", "", "the command that reproduces this run, recorded in the results")
+	flagList     = flag.String("drasched-list", "", "write the names of the selected cases to this file, one per line, and run none: how `make bench` resumes case by case")
 	flagProgress = flag.String("drasched-progress", "/dev/stderr", "where the progress display goes; the logs of scheduler_perf's components also go to stderr, so scripts pass another file descriptor")
 )
 
@@ -66,6 +67,16 @@ func BenchmarkSchedulerPerf(b *testing.B) {
 		if opts.Cases, err = regexp.Compile(*flagCases); err != nil {
 			b.Fatalf("-drasched-cases: %v", err)
 		}
+	}
+	if *flagList != "" {
+		var names strings.Builder
+		for _, c := range Select(Cases, opts) {
+			fmt.Fprintln(&names, c.Name)
+		}
+		if err := os.WriteFile(*flagList, []byte(names.String()), 0o644); err != nil {
+			b.Fatal(err)
+		}
+		return
 	}
 	upstreamDir, err := UpstreamDir()
 	if err != nil {

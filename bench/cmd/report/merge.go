@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"cmp"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -19,15 +20,39 @@ const (
 
 // merge writes latest.json, latest.md and the plots of the suite files
 // into out, and, if doc names a Markdown page, the Markdown into its
-// benchmark section.
-func merge(out, doc string, inputs []string) error {
+// benchmark section. commit, if set, is the commit the inputs measured
+// (a file that names another is an error). With a store folder the inputs
+// join the files already there, all of one commit, and everything stored
+// is merged; a store that holds another commit's files is emptied first,
+// so that latest.json never mixes commits.
+func merge(out, doc, commit, store string, inputs []string) error {
 	var files []results.File
 	for _, path := range inputs {
 		f, err := results.Read(path)
 		if err != nil {
 			return err
 		}
+		if commit != "" {
+			if f.Commit != "" && f.Commit != commit {
+				return fmt.Errorf("%s: measured commit %s, not %s", path, f.Commit, commit)
+			}
+			f.Commit = commit
+		}
 		files = append(files, f)
+	}
+	if store != "" {
+		if commit == "" {
+			return errors.New("a store needs the commit measured (-commit)")
+		}
+		var err error
+		if files, err = addToStore(store, commit, files); err != nil {
+			return err
+		}
+	}
+	for _, f := range files[1:] {
+		if f.Commit != files[0].Commit {
+			return fmt.Errorf("the files measured different commits: %q and %q", files[0].Commit, f.Commit)
+		}
 	}
 	merged := results.Merge(files...)
 	if err := results.Write(filepath.Join(out, "latest.json"), merged); err != nil {
@@ -35,6 +60,11 @@ func merge(out, doc string, inputs []string) error {
 	}
 	var md bytes.Buffer
 	if err := results.Markdown(&md, merged); err != nil {
+		return err
+	}
+	// Every plot is drawn again from the files: none of an earlier merge
+	// (a case since renamed or dropped) stays behind.
+	if err := removePlots(filepath.Join(out, "plots")); err != nil {
 		return err
 	}
 	plots, err := drawPlots(filepath.Join(out, "plots"), files)
@@ -132,4 +162,89 @@ func replaceSection(path, section string) error {
 	begin += len(sectionBegin) + 1
 	text = text[:begin] + section + text[end:]
 	return os.WriteFile(path, []byte(text), 0o644)
+}
+
+// addToStore writes files into the store folder as NNN-<suite>.json after
+// those there, removing those first if they measured another commit, and
+// returns everything the store then holds, oldest first.
+func addToStore(store, commit string, files []results.File) ([]results.File, error) {
+	paths, err := filepath.Glob(filepath.Join(store, "*.json"))
+	if err != nil {
+		return nil, err
+	}
+	slices.Sort(paths)
+	var stored []results.File
+	for _, path := range paths {
+		f, err := results.Read(path)
+		if err != nil {
+			return nil, err
+		}
+		stored = append(stored, f)
+	}
+	if len(stored) > 0 && slices.ContainsFunc(stored, func(f results.File) bool { return f.Commit != commit }) {
+		fmt.Fprintf(os.Stderr, "report: %s held the results of commit %s; starting over for commit %s\n", store, stored[0].Commit, commit)
+		for _, path := range paths {
+			if err := os.Remove(path); err != nil {
+				return nil, err
+			}
+		}
+		stored, paths = nil, nil
+	}
+	next := 1
+	if len(paths) > 0 {
+		last := filepath.Base(paths[len(paths)-1])
+		if _, err := fmt.Sscanf(last, "%03d-", &next); err != nil {
+			return nil, fmt.Errorf("%s: not a store file (NNN-<suite>.json)", paths[len(paths)-1])
+		}
+		next++
+	}
+	for _, f := range files {
+		suite := "results"
+		if len(f.Cases) > 0 {
+			suite = f.Cases[0].Suite
+		}
+		if err := results.WriteCompact(filepath.Join(store, fmt.Sprintf("%03d-%s.json", next, suite)), f); err != nil {
+			return nil, err
+		}
+		next++
+		stored = append(stored, f)
+	}
+	return stored, nil
+}
+
+// doneCases lists the names of the cases of suite in a merged file
+// (latest.json) that measured commit: what a resumed `make bench` skips.
+// A missing file has none.
+func doneCases(path, commit, suite string) ([]string, error) {
+	f, err := results.Read(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	if f.Commit != commit {
+		return nil, nil
+	}
+	var names []string
+	for _, c := range f.Cases {
+		if c.Suite == suite && !slices.Contains(names, c.Name) {
+			names = append(names, c.Name)
+		}
+	}
+	return names, nil
+}
+
+// removePlots removes the SVG files of a plots folder.
+func removePlots(dir string) error {
+	svgs, err := filepath.Glob(filepath.Join(dir, "*.svg"))
+	if err != nil {
+		return err
+	}
+	for _, path := range svgs {
+		if err := os.Remove(path); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -175,6 +175,107 @@ func TestMerge(t *testing.T) {
 	}
 }
 
+// TestMergeStore resumes as `make bench` does: each merge adds its suite
+// file to the store of its commit, latest.json holds everything stored,
+// `done` lists what is measured, and another commit starts over.
+func TestMergeStore(t *testing.T) {
+	dir := t.TempDir()
+	out := filepath.Join(dir, "results")
+	store := filepath.Join(out, "store")
+	write := func(name string, f results.File) string {
+		t.Helper()
+		path := filepath.Join(dir, name)
+		if err := results.Write(path, f); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	kwokCase := func(name string) results.File {
+		return results.File{
+			Date: "2026-01-02T10:00:00Z", Machine: results.Machine{Cores: 2, Memory: "23Gi"},
+			Durations: map[string]float64{results.SuiteKwok: 60},
+			Cases:     []results.Case{{Suite: results.SuiteKwok, Name: name, Metric: "pods_per_second", Upstream: 1, Drasched: 2, Ratio: 2}},
+			Series: []results.Series{{Suite: results.SuiteKwok, Case: name, Scheduler: "upstream", Run: 1, Metric: metricThroughput,
+				Points: [][2]float64{{1, 1}, {2, 1}}}},
+		}
+	}
+	merge := func(commit string, inputs ...string) error {
+		return run(append([]string{"merge", "-out", out, "-commit", commit, "-store", store}, inputs...))
+	}
+	done := func(commit string) []string {
+		t.Helper()
+		names, err := doneCases(filepath.Join(out, "latest.json"), commit, results.SuiteKwok)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return names
+	}
+	if got := done("c1"); len(got) != 0 {
+		t.Errorf("done before any merge: %v", got)
+	}
+	if err := merge("c1", write("a.json", kwokCase("fill_1000nodes"))); err != nil {
+		t.Fatal(err)
+	}
+	if err := merge("c1", write("b.json", kwokCase("fill_5000nodes"))); err != nil {
+		t.Fatal(err)
+	}
+	merged, err := results.Read(filepath.Join(out, "latest.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if merged.Commit != "c1" || len(merged.Cases) != 2 || merged.Durations[results.SuiteKwok] != 120 {
+		t.Errorf("after two sittings of c1: commit %q, %d cases, kwok ran %v s; want c1, 2, 120", merged.Commit, len(merged.Cases), merged.Durations[results.SuiteKwok])
+	}
+	for _, plot := range []string{"kwok_fill_1000nodes.svg", "kwok_fill_5000nodes.svg"} {
+		if _, err := os.Stat(filepath.Join(out, "plots", plot)); err != nil {
+			t.Errorf("the plots of every sitting are drawn: %v", err)
+		}
+	}
+	if got, want := done("c1"), []string{"fill_1000nodes", "fill_5000nodes"}; !slices.Equal(got, want) {
+		t.Errorf("done on c1: %v, want %v", got, want)
+	}
+	if got := done("c2"); len(got) != 0 {
+		t.Errorf("done on c2, which measured nothing: %v", got)
+	}
+
+	// A file that says it measured another commit is refused, and the
+	// store keeps what it had.
+	other := kwokCase("match_1000nodes")
+	other.Commit = "c0"
+	if err := merge("c1", write("c.json", other)); err == nil || !strings.Contains(err.Error(), "c0") {
+		t.Errorf("merging a file of commit c0 as c1: %v, want an error naming c0", err)
+	}
+	if stored, _ := filepath.Glob(filepath.Join(store, "*.json")); len(stored) != 2 {
+		t.Errorf("store after the refused merge: %v, want the 2 files of c1", stored)
+	}
+
+	// The next commit starts over: nothing of c1 stays in latest.json or
+	// among the plots.
+	if err := merge("c2", write("d.json", kwokCase("match_1000nodes"))); err != nil {
+		t.Fatal(err)
+	}
+	merged, err = results.Read(filepath.Join(out, "latest.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if merged.Commit != "c2" || len(merged.Cases) != 1 || merged.Cases[0].Name != "match_1000nodes" {
+		t.Errorf("after c2: commit %q, cases %+v; want c2's match_1000nodes only", merged.Commit, merged.Cases)
+	}
+	if _, err := os.Stat(filepath.Join(out, "plots", "kwok_fill_1000nodes.svg")); !os.IsNotExist(err) {
+		t.Errorf("c1's plot is still there after c2 started over (stat: %v)", err)
+	}
+	md, err := os.ReadFile(filepath.Join(out, "latest.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(md), "Measured 2026-01-02T10:00:00Z on commit c2 on 2 cores") {
+		t.Errorf("latest.md does not name the commit:\n%s", md)
+	}
+	if err := run([]string{"merge", "-out", out, "-store", store, write("e.json", kwokCase("x"))}); err == nil {
+		t.Error("a store without -commit: no error")
+	}
+}
+
 func TestPlotPath(t *testing.T) {
 	for _, tc := range []struct{ suite, name, metric, want string }{
 		{"scheduler_perf", "empty_500nodes", metricThroughput, "p/scheduler_perf_empty_500nodes.svg"},

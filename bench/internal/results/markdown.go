@@ -79,8 +79,12 @@ func IsCount(metric string) bool {
 // per metric with "upstream → drasched (ratio×)", and the targets.
 func Markdown(w io.Writer, f File) error {
 	bw := &strings.Builder{}
-	fmt.Fprintf(bw, "Measured %s on %d cores, %s memory; ratios above 1 mean drasched did better "+
-		"(drasched/upstream for throughput, upstream/drasched for latency and cost).\n", f.Date, f.Machine.Cores, f.Machine.Memory)
+	fmt.Fprintf(bw, "Measured %s", f.Date)
+	if f.Commit != "" {
+		fmt.Fprintf(bw, " on commit %s", f.Commit)
+	}
+	fmt.Fprintf(bw, " on %d cores, %s memory; ratios above 1 mean drasched did better "+
+		"(drasched/upstream for throughput, upstream/drasched for latency and cost).\n", f.Machine.Cores, f.Machine.Memory)
 	var suites []string
 	for _, c := range f.Cases {
 		if !slices.Contains(suites, c.Suite) {

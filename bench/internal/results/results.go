@@ -53,11 +53,17 @@ const (
 // File is a per-suite result file or the merged latest.json.
 type File struct {
 	// Date is when the measurements finished, RFC 3339 in UTC.
-	Date    string  `json:"date"`
+	Date string `json:"date"`
+	// Commit is the commit whose code was measured: the last one that
+	// changed more than bench/results/, docs/ and Markdown pages (see
+	// hack/bench.sh). Every case of a file is from this commit.
+	Commit  string  `json:"commit,omitempty"`
 	Machine Machine `json:"machine"`
 	// Commands reproduce the figures, one per suite that was run.
 	Commands []string `json:"commands,omitempty"`
-	// Durations is how long each suite ran, in seconds.
+	// Durations is how long each suite ran, in seconds: in a merged file,
+	// the sum over the files merged (a resumed `make bench` merges one
+	// file per sitting).
 	Durations map[string]float64 `json:"duration_seconds,omitempty"`
 	Cases     []Case             `json:"cases"`
 	// Series are time series for plots; only in per-suite files.
@@ -208,6 +214,20 @@ func Write(path string, f File) error {
 	if err != nil {
 		return err
 	}
+	return writeAtomic(path, data)
+}
+
+// WriteCompact is Write without the indentation, for the files of a
+// results store, whose series have thousands of points.
+func WriteCompact(path string, f File) error {
+	data, err := json.Marshal(f)
+	if err != nil {
+		return err
+	}
+	return writeAtomic(path, data)
+}
+
+func writeAtomic(path string, data []byte) error {
 	data = append(data, '\n')
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
@@ -220,16 +240,21 @@ func Write(path string, f File) error {
 }
 
 // Merge combines per-suite files into one, as latest.json holds them: the
-// newest date, the machine of the first file that names one, the commands
-// and durations of all, and all cases, suites in the order of
-// CompareSuites. A case (suite, name, metric) in a later file replaces the
-// same case of an earlier one. Series are dropped.
+// newest date, the commit and the machine of the first file that names
+// one, the commands of all, each suite's durations summed, and all cases,
+// suites in the order of CompareSuites. A case (suite, name, metric) in a
+// later file replaces the same case of an earlier one. Series are
+// dropped. Callers check that the files are of one commit (report merge
+// does).
 func Merge(files ...File) File {
 	var out File
 	index := map[[3]string]int{}
 	for _, f := range files {
 		if out.Machine == (Machine{}) {
 			out.Machine = f.Machine
+		}
+		if out.Commit == "" {
+			out.Commit = f.Commit
 		}
 		if f.Date > out.Date {
 			out.Date = f.Date
@@ -243,7 +268,7 @@ func Merge(files ...File) File {
 			if out.Durations == nil {
 				out.Durations = map[string]float64{}
 			}
-			out.Durations[suite] = d
+			out.Durations[suite] += d
 		}
 		for _, c := range f.Cases {
 			key := [3]string{c.Suite, c.Name, c.Metric}

@@ -62,14 +62,18 @@ func TestMerge(t *testing.T) {
 		},
 		Series: []Series{{Suite: SuiteSchedulerPerf, Case: "empty", Points: [][2]float64{{1, 2}}}},
 	}
-	kwokOld := File{Date: "2026-01-01T00:00:00Z", Cases: []Case{{Suite: SuiteKwok, Name: "fill", Metric: "p99_seconds", Ratio: 1}}}
-	kwokNew := File{Date: "2026-01-01T00:00:00Z", Cases: []Case{{Suite: SuiteKwok, Name: "fill", Metric: "p99_seconds", Ratio: 1.2}}}
+	kwokOld := File{Date: "2026-01-01T00:00:00Z", Commit: "abc", Durations: map[string]float64{SuiteKwok: 100},
+		Cases: []Case{{Suite: SuiteKwok, Name: "fill", Metric: "p99_seconds", Ratio: 1}}}
+	// A later sitting of the same suite: its cases replace those before,
+	// its time adds to theirs.
+	kwokNew := File{Date: "2026-01-01T00:00:00Z", Durations: map[string]float64{SuiteKwok: 50},
+		Cases: []Case{{Suite: SuiteKwok, Name: "fill", Metric: "p99_seconds", Ratio: 1.2}}}
 
 	// kwokOld names no machine: the machine comes from the first file that does.
 	got := Merge(kwokOld, alloc, perf, kwokNew)
 	want := File{
-		Date: "2026-01-02T11:00:00Z", Machine: machine, Commands: []string{"make bench"},
-		Durations: map[string]float64{SuiteAllocator: 60, SuiteSchedulerPerf: 600},
+		Date: "2026-01-02T11:00:00Z", Commit: "abc", Machine: machine, Commands: []string{"make bench"},
+		Durations: map[string]float64{SuiteAllocator: 60, SuiteSchedulerPerf: 600, SuiteKwok: 150},
 		Cases: []Case{
 			{Suite: SuiteSchedulerPerf, Name: "empty", Metric: "pods_per_second", Ratio: 1.5},
 			{Suite: SuiteSchedulerPerf, Name: "match", Metric: "pods_per_second", Ratio: 2},
