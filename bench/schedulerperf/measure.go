@@ -133,9 +133,9 @@ var throughputMetrics = []struct{ bucket, metric string }{
 // Summarize turns the measurements of a suite run into result cases: per
 // case, the medians of average, p50 and p90 throughput of each scheduler
 // with their ratio, the target where the case has one, and the series for
-// plots. If both empty_500nodes and noclaims_empty_500nodes ran, it adds
-// each scheduler's DRA throughput as a share of the no-claims one (target:
-// drasched ≥ 50%).
+// plots. The share of DRA throughput in no-claims throughput is derived
+// when files are merged (results.Merge), since `make bench` runs each case
+// on its own.
 func Summarize(plan []Run, measured []Measurement) results.File {
 	f := results.File{Date: results.Now(), Machine: results.CurrentMachine()}
 	type key struct {
@@ -186,22 +186,6 @@ func Summarize(plan []Run, measured []Measurement) results.File {
 			}
 			f.Cases = append(f.Cases, rc)
 		}
-	}
-	share := func(s Scheduler) float64 {
-		dra := results.Median(values("empty_500nodes", s, "Average"))
-		none := results.Median(values("noclaims_empty_500nodes", s, "Average"))
-		if dra <= 0 || none <= 0 {
-			return 0
-		}
-		return dra / none
-	}
-	if up, ours := share(Upstream), share(Drasched); up > 0 && ours > 0 {
-		met := ours >= 0.5
-		f.Cases = append(f.Cases, results.Case{
-			Suite: results.SuiteSchedulerPerf, Name: "empty_500nodes", Metric: "share_of_no_claims",
-			Upstream: up, Drasched: ours, Ratio: results.Ratio(results.Higher, up, ours), Better: results.Higher,
-			Target: "drasched ≥ 50%", TargetMet: &met,
-		})
 	}
 	return f
 }

@@ -280,6 +280,9 @@ func Merge(files ...File) File {
 			out.Cases = append(out.Cases, c)
 		}
 	}
+	for _, s := range shares {
+		addShare(&out, s)
+	}
 	slices.SortStableFunc(out.Cases, func(a, b Case) int {
 		return CompareSuites(a.Suite, b.Suite)
 	})
@@ -287,6 +290,60 @@ func Merge(files ...File) File {
 		out.Cases = []Case{}
 	}
 	return out
+}
+
+// share is a metric derived from two cases, which may have run in
+// different sittings: each scheduler's Metric of Of as a fraction of its
+// Metric of Base.
+type share struct {
+	Suite, Of, Base, Metric, Name string
+	// AtLeast is drasched's target share.
+	AtLeast float64
+}
+
+// shares are the derived metrics Merge adds: scheduler_perf's DRA
+// throughput (empty_500nodes) as a share of the no-claims one on the same
+// cluster (noclaims_empty_500nodes), which upstream's blog puts at about a
+// third for the in-tree plugin.
+var shares = []share{{
+	Suite: SuiteSchedulerPerf, Of: "empty_500nodes", Base: "noclaims_empty_500nodes",
+	Metric: "pods_per_second", Name: "share_of_no_claims", AtLeast: 0.5,
+}}
+
+// addShare adds or replaces the share's case in f if both its cases are
+// there with both schedulers' values.
+func addShare(f *File, s share) {
+	var of, base *Case
+	at := -1
+	for i := range f.Cases {
+		c := &f.Cases[i]
+		if c.Suite != s.Suite {
+			continue
+		}
+		switch {
+		case c.Name == s.Of && c.Metric == s.Metric:
+			of = c
+		case c.Name == s.Base && c.Metric == s.Metric:
+			base = c
+		case c.Name == s.Of && c.Metric == s.Name:
+			at = i
+		}
+	}
+	if of == nil || base == nil || of.Upstream <= 0 || of.Drasched <= 0 || base.Upstream <= 0 || base.Drasched <= 0 {
+		return
+	}
+	up, ours := of.Upstream/base.Upstream, of.Drasched/base.Drasched
+	met := ours >= s.AtLeast
+	c := Case{
+		Suite: s.Suite, Name: s.Of, Metric: s.Name,
+		Upstream: up, Drasched: ours, Ratio: Ratio(Higher, up, ours), Better: Higher,
+		Target: fmt.Sprintf("drasched ≥ %.0f%%", s.AtLeast*100), TargetMet: &met,
+	}
+	if at >= 0 {
+		f.Cases[at] = c
+		return
+	}
+	f.Cases = append(f.Cases, c)
 }
 
 // CompareSuites orders suites as reports list them: scheduler_perf, kwok,

@@ -222,3 +222,34 @@ func TestFormatValue(t *testing.T) {
 		}
 	}
 }
+
+// TestMergeShare derives scheduler_perf's share of no-claims throughput
+// from cases that ran in different files (sittings), and recomputes it,
+// once, when a later file replaces one of them.
+func TestMergeShare(t *testing.T) {
+	perf := func(name string, upstream, drasched float64) File {
+		return File{Cases: []Case{NewCase(SuiteSchedulerPerf, name, "pods_per_second", Higher, []float64{upstream}, []float64{drasched})}}
+	}
+	shares := func(f File) []Case {
+		var out []Case
+		for _, c := range f.Cases {
+			if c.Metric == "share_of_no_claims" {
+				out = append(out, c)
+			}
+		}
+		return out
+	}
+	if got := shares(Merge(perf("empty_500nodes", 30, 40))); len(got) != 0 {
+		t.Errorf("a share without its no-claims case: %+v", got)
+	}
+	first := Merge(perf("empty_500nodes", 30, 40), perf("noclaims_empty_500nodes", 90, 80))
+	got := shares(first)
+	if len(got) != 1 || got[0].Name != "empty_500nodes" || got[0].Upstream != 30.0/90 || got[0].Drasched != 0.5 ||
+		got[0].TargetMet == nil || !*got[0].TargetMet {
+		t.Fatalf("share: %+v, want one on empty_500nodes, 33%% → 50%%, target met", got)
+	}
+	again := shares(Merge(first, perf("empty_500nodes", 30, 20)))
+	if len(again) != 1 || again[0].Drasched != 0.25 || *again[0].TargetMet {
+		t.Errorf("share after empty_500nodes ran again: %+v, want one, 25%%, target not met", again)
+	}
+}
