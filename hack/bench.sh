@@ -14,8 +14,9 @@
 #      the CPU seconds per pod and peak RSS of each scheduler process
 #      (hack/bench-kwok.sh).
 #
-# A full run takes about 4 hours on 2 cores, most of it upstream on 5000
-# nodes (both variants): it is not part of CI. Run a part of it with
+# A full run takes more than 6 hours on 2 cores (an estimate from the parts
+# measured 2026-11-27, docs/benchmarks.md), most of it upstream's kwok runs
+# (both variants): it is not part of CI. Run a part of it with
 # CASES (scheduler_perf), PLAN or NODES and CASES (kwok), e.g.
 #   PLAN="5000:fill,noclaims,churn,match" hack/bench-kwok.sh
 #
@@ -50,6 +51,7 @@ start=$(date +%s)
 # The code measured: everything but the results and the documentation.
 code=(. ':(exclude)bench/results' ':(exclude)docs' ':(exclude)*.md')
 commit=$(git log -1 --format=%H -- "${code[@]}" | cut -c1-12)
+dirty=$(git status --porcelain -- "${code[@]}")
 if [[ "${QUICK:-}" == 1 ]]; then
 	results_dir=bench/results/quick
 	runs="${RUNS:-1}"
@@ -57,9 +59,7 @@ if [[ "${QUICK:-}" == 1 ]]; then
 	count="${COUNT:-1}"
 	command="make bench QUICK=1"
 	doc=()
-	if [[ -n "$(git status --porcelain -- "${code[@]}")" ]]; then
-		commit=${commit}-dirty
-	fi
+	[[ -z "${dirty}" ]] || commit=${commit}-dirty
 	rm -rf "${results_dir}/store"
 else
 	results_dir=bench/results
@@ -68,9 +68,9 @@ else
 	count="${COUNT:-3}"
 	command="make bench"
 	doc=(-doc "${root}/docs/benchmarks.md")
-	if [[ -n "$(git status --porcelain -- "${code[@]}")" ]]; then
+	if [[ -n "${dirty}" ]]; then
 		echo "bench: make bench records its figures against a commit; commit (or stash) these changes first:" >&2
-		git status --short -- "${code[@]}" >&2
+		echo "${dirty}" >&2
 		exit 2
 	fi
 fi
@@ -113,7 +113,8 @@ if [[ " ${suites} " == *" scheduler_perf "* ]]; then
 		fi
 		log "scheduler_perf ${name}"
 		RUNS="${runs}" CASES="^${name//+/\\+}\$" BENCH_COMMAND="${command}" hack/bench-scheduler-perf.sh </dev/null || status=1
-		# Even a failed case has a result, with its error.
+		# Even a failed case has a result, with its error; a case no run
+		# of which measured anything is not done and runs again next time.
 		[[ ! -f "${out}/scheduler_perf/scheduler_perf.json" ]] || merge "${out}/scheduler_perf/scheduler_perf.json"
 	done <"${out}/scheduler_perf-cases.txt"
 fi

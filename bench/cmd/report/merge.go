@@ -214,7 +214,8 @@ func addToStore(store, commit string, files []results.File) ([]results.File, err
 
 // doneCases lists the names of the cases of suite in a merged file
 // (latest.json) that measured commit: what a resumed `make bench` skips.
-// A missing file has none.
+// A case counts only if some metric has a value for both schedulers, so
+// that one whose runs all failed runs again. A missing file has none.
 func doneCases(path, commit, suite string) ([]string, error) {
 	f, err := results.Read(path)
 	if errors.Is(err, os.ErrNotExist) {
@@ -228,7 +229,7 @@ func doneCases(path, commit, suite string) ([]string, error) {
 	}
 	var names []string
 	for _, c := range f.Cases {
-		if c.Suite == suite && !slices.Contains(names, c.Name) {
+		if c.Suite == suite && c.Upstream > 0 && c.Drasched > 0 && !slices.Contains(names, c.Name) {
 			names = append(names, c.Name)
 		}
 	}

@@ -237,6 +237,16 @@ func TestMergeStore(t *testing.T) {
 	if got := done("c2"); len(got) != 0 {
 		t.Errorf("done on c2, which measured nothing: %v", got)
 	}
+	// A case whose drasched runs all failed has no value for it: not
+	// done, so that the next sitting runs it again.
+	failed := kwokCase("churn_1000nodes")
+	failed.Cases[0].Drasched, failed.Cases[0].Ratio = 0, 0
+	if err := merge("c1", write("failed.json", failed)); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := done("c1"), []string{"fill_1000nodes", "fill_5000nodes"}; !slices.Equal(got, want) {
+		t.Errorf("done on c1 with a failed churn: %v, want %v", got, want)
+	}
 
 	// A file that says it measured another commit is refused, and the
 	// store keeps what it had.
@@ -245,8 +255,8 @@ func TestMergeStore(t *testing.T) {
 	if err := merge("c1", write("c.json", other)); err == nil || !strings.Contains(err.Error(), "c0") {
 		t.Errorf("merging a file of commit c0 as c1: %v, want an error naming c0", err)
 	}
-	if stored, _ := filepath.Glob(filepath.Join(store, "*.json")); len(stored) != 2 {
-		t.Errorf("store after the refused merge: %v, want the 2 files of c1", stored)
+	if stored, _ := filepath.Glob(filepath.Join(store, "*.json")); len(stored) != 3 {
+		t.Errorf("store after the refused merge: %v, want the 3 files of c1", stored)
 	}
 
 	// The next commit starts over: nothing of c1 stays in latest.json or
