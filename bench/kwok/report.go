@@ -186,17 +186,6 @@ const (
 	cpuPerPodFactor = 2
 )
 
-// scalingCases are the cases whose p50, p99 and CPU per pod are drawn
-// against the cluster size, one line per scheduler (and variant).
-var scalingCases = []string{caseFill, caseChurn}
-
-// Series metrics of the scaling plots: points (nodes, median).
-const (
-	metricScalingP50 = "scaling_p50_seconds"
-	metricScalingP99 = "scaling_p99_seconds"
-	metricScalingCPU = "scaling_cpu_seconds_per_pod"
-)
-
 // suiteFile turns the runs of the schedulers into the suite's file of the
 // results format: per cluster size, variant, case and metric the median of
 // each scheduler's runs, the targets drasched is held to (fill: p99 latency no
@@ -208,8 +197,8 @@ const (
 // within 10% of the ideal; gang and preempt_gang: no partly bound group;
 // no allocation errors), notes on what each workload is and on pods that were not bound,
 // and the series for plots (throughput over time, latency CDF, whole free
-// capacity over the churn, and latencies and CPU per pod against the
-// cluster size). The drasched column of the fragmentation cases is
+// capacity over the churn; bench/cmd/report derives the scaling plots from
+// the cases, results.ScalingSeries). The drasched column of the fragmentation cases is
 // drasched-bestfit's where it ran them.
 func suiteFile(runs []runResult, command string, seconds float64) (results.File, error) {
 	byGroup := map[runGroup][]runResult{}
@@ -243,7 +232,6 @@ func suiteFile(runs []runResult, command string, seconds float64) (results.File,
 		return f, fmt.Errorf("no case measured for both schedulers")
 	}
 	setTargets(&f, groups)
-	f.Series = append(f.Series, scalingSeries(byGroup)...)
 	return f, nil
 }
 
@@ -439,60 +427,6 @@ func formatSeconds(s float64) string {
 		return d.Round(10 * time.Microsecond).String()
 	}
 	return d.Round(time.Microsecond).String()
-}
-
-// scalingSeries are the points (nodes, median of the runs) of p50, p99 and
-// CPU per pod of the scaling cases, one series per scheduler and variant
-// ("upstream+pqh"), where a case ran on at least two cluster sizes.
-func scalingSeries(byGroup map[runGroup][]runResult) []results.Series {
-	type line struct{ name, scheduler, metric string }
-	points := map[line][][2]float64{}
-	var order []line
-	for g, runs := range byGroup {
-		for _, name := range scalingCases {
-			for _, s := range []string{upstream, drasched} {
-				var p50, p99, cpu []float64
-				for _, r := range runs {
-					c, ok := findCase(r, name)
-					if r.Scheduler != s || !ok || len(c.Latencies) == 0 {
-						continue
-					}
-					p50 = append(p50, percentile(c.Latencies, 0.5))
-					p99 = append(p99, percentile(c.Latencies, 0.99))
-					if c.CPUSeconds > 0 {
-						cpu = append(cpu, c.CPUSeconds/float64(len(c.Latencies)))
-					}
-				}
-				scheduler := s
-				if g.variant != "" {
-					scheduler += "+" + g.variant
-				}
-				for metric, values := range map[string][]float64{metricScalingP50: p50, metricScalingP99: p99, metricScalingCPU: cpu} {
-					if len(values) == 0 {
-						continue
-					}
-					l := line{name, scheduler, metric}
-					if _, ok := points[l]; !ok {
-						order = append(order, l)
-					}
-					points[l] = append(points[l], [2]float64{float64(g.nodes), results.Median(values)})
-				}
-			}
-		}
-	}
-	slices.SortFunc(order, func(a, b line) int {
-		return cmp.Or(cmp.Compare(a.name, b.name), cmp.Compare(a.metric, b.metric), cmp.Compare(a.scheduler, b.scheduler))
-	})
-	var series []results.Series
-	for _, l := range order {
-		pts := points[l]
-		if len(pts) < 2 {
-			continue
-		}
-		slices.SortFunc(pts, func(a, b [2]float64) int { return cmp.Compare(a[0], b[0]) })
-		series = append(series, results.Series{Suite: results.SuiteKwok, Case: l.name, Scheduler: l.scheduler, Run: 1, Metric: l.metric, Points: pts})
-	}
-	return series
 }
 
 func hasCase(runs []runResult, name string) bool {

@@ -539,7 +539,7 @@ func sizedRun(scheduler, variant string, nodes int, latency, cpu float64, rss ui
 // TestSuiteFileSizesAndVariants: cases carry their cluster size and
 // variant; on 5000 nodes fill's p99 is held against upstream's best of
 // both variants and churn's p50 against 100 ms; CPU per DRA pod against
-// CPU per plain pod; the scaling series have a point per size.
+// CPU per plain pod.
 func TestSuiteFileSizesAndVariants(t *testing.T) {
 	runs := []runResult{
 		// 1000 nodes: drasched 4× lower latencies, CPU 0.4 s per case.
@@ -615,22 +615,11 @@ func TestSuiteFileSizesAndVariants(t *testing.T) {
 		}
 	}
 
-	// Scaling: upstream and drasched on 1000 and 5000 nodes; the pqh
-	// variants have one size only, so no line.
-	lines := map[string][][2]float64{}
+	// The scaling plots come from the cases (results.ScalingSeries).
 	for _, s := range f.Series {
-		if strings.HasPrefix(s.Metric, "scaling_") {
-			lines[s.Case+" "+s.Scheduler+" "+s.Metric] = s.Points
+		if results.IsScalingMetric(s.Metric) {
+			t.Errorf("scaling series %s %s in a run's file", s.Case, s.Metric)
 		}
-	}
-	if got := lines["fill drasched "+metricScalingP99]; !cmp.Equal(got, [][2]float64{{1000, 0.4}, {5000, 0.16}}) {
-		t.Errorf("fill drasched p99 by nodes %v", got)
-	}
-	if got := lines["churn upstream "+metricScalingCPU]; !cmp.Equal(got, [][2]float64{{1000, 0.25}, {5000, 1}}) {
-		t.Errorf("churn upstream CPU per pod by nodes %v", got)
-	}
-	if len(lines) != 2*2*3 {
-		t.Errorf("%d scaling lines, want 12 (fill and churn, 2 schedulers, 3 metrics): %v", len(lines), slices.Collect(maps.Keys(lines)))
 	}
 }
 

@@ -67,7 +67,7 @@ func merge(out, doc, commit, store string, inputs []string) error {
 	if err := removePlots(filepath.Join(out, "plots")); err != nil {
 		return err
 	}
-	plots, err := drawPlots(filepath.Join(out, "plots"), files)
+	plots, err := drawPlots(filepath.Join(out, "plots"), plotSeries(files, merged))
 	if err != nil {
 		return err
 	}
@@ -85,6 +85,18 @@ func merge(out, doc, commit, store string, inputs []string) error {
 		return err
 	}
 	return replaceSection(doc, section)
+}
+
+// plotSeries are the files' series for the plots, their scaling series
+// replaced by those of the merged cases: the sizes of one commit may have
+// been measured in different files.
+func plotSeries(files []results.File, merged results.File) []results.File {
+	plotted := make([]results.File, 0, len(files)+1)
+	for _, f := range files {
+		f.Series = slices.DeleteFunc(slices.Clone(f.Series), func(s results.Series) bool { return results.IsScalingMetric(s.Metric) })
+		plotted = append(plotted, f)
+	}
+	return append(plotted, results.File{Series: results.ScalingSeries(merged)})
 }
 
 // writePlotLinks lists the plots, one line per kind: "Throughput over

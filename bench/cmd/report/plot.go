@@ -53,21 +53,15 @@ const (
 	metricWholeFreeGPUs  = "whole_free_gpus"
 )
 
-// Series metrics of the scaling plots: points (nodes, value), one series
-// per scheduler (and variant: "upstream+pqh"). A case's three are drawn as
-// one plot of three panels, <suite>_<case>_scaling.svg.
-const (
-	metricScalingP50 = "scaling_p50_seconds"
-	metricScalingP99 = "scaling_p99_seconds"
-	metricScalingCPU = "scaling_cpu_seconds_per_pod"
-	// metricScaling is the plotFile metric of the scaling plots.
-	metricScaling = "scaling"
-)
+// metricScaling is the plotFile metric of the scaling plots: a case's
+// three scaling series (results.ScalingSeries) are drawn as one plot of
+// three panels, <suite>_<case>_scaling.svg.
+const metricScaling = "scaling"
 
 var scalingPanels = []struct{ metric, y string }{
-	{metricScalingP50, "p50 latency (s)"},
-	{metricScalingP99, "p99 latency (s)"},
-	{metricScalingCPU, "CPU s per pod"},
+	{results.MetricScalingP50, "p50 latency (s)"},
+	{results.MetricScalingP99, "p99 latency (s)"},
+	{results.MetricScalingCPU, "CPU s per pod"},
 }
 
 // mainMetrics are the series metrics whose plot is a case's own,
@@ -130,7 +124,7 @@ func drawPlots(dir string, files []results.File) ([]plotFile, error) {
 	var scalingKeys []scalingKey
 	for _, f := range files {
 		for _, s := range f.Series {
-			if slices.ContainsFunc(scalingPanels, func(p struct{ metric, y string }) bool { return p.metric == s.Metric }) {
+			if results.IsScalingMetric(s.Metric) {
 				k := scalingKey{s.Suite, s.Case}
 				if _, ok := scaling[k]; !ok {
 					scalingKeys = append(scalingKeys, k)

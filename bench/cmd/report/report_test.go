@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -365,24 +366,35 @@ func TestFragmentationPlot(t *testing.T) {
 	}
 }
 
-// TestScalingPlot: a case's scaling series (p50, p99, CPU per pod against
-// the cluster size) make one plot of three panels, kwok_<case>_scaling.svg,
-// a line per scheduler and variant, linked from latest.md.
+// TestScalingPlot: the scaling series (p50, p99, CPU per pod against the
+// cluster size) come from the merged cases, so sizes measured in different
+// sittings of one commit (one store file each) make one plot of three
+// panels, kwok_<case>_scaling.svg, a line per scheduler and variant, linked
+// from latest.md; a file's own scaling series are not drawn.
 func TestScalingPlot(t *testing.T) {
 	dir := t.TempDir()
-	var series []results.Series
-	for _, scheduler := range []string{"upstream", "drasched", "upstream+pqh", "drasched+pqh"} {
-		for _, metric := range []string{metricScalingP50, metricScalingP99, metricScalingCPU} {
-			series = append(series, results.Series{Suite: results.SuiteKwok, Case: "fill", Scheduler: scheduler, Run: 1, Metric: metric,
-				Points: [][2]float64{{500, 0.1}, {1000, 0.2}, {5000, 1}}})
+	out, store := filepath.Join(dir, "results"), filepath.Join(dir, "store")
+	for i, nodes := range []int{500, 1000} {
+		f := results.File{Date: "2026-01-02T10:30:00Z"}
+		for _, name := range []string{"fill", "fill", "preempt"} {
+			name = fmt.Sprintf("%s_%dnodes", name, nodes)
+			if len(f.Cases) == 3 {
+				name += "+pqh"
+			}
+			for _, metric := range []string{"p50_seconds", "p99_seconds", "cpu_seconds_per_pod"} {
+				f.Cases = append(f.Cases, results.NewCase(results.SuiteKwok, name, metric, results.Lower, []float64{float64(nodes) / 1000}, []float64{0.1}))
+			}
+		}
+		// A run's own scaling series, of one size: stale once merged.
+		f.Series = []results.Series{{Suite: results.SuiteKwok, Case: "churn", Scheduler: "upstream", Run: 1, Metric: results.MetricScalingP99, Points: [][2]float64{{500, 1}, {1000, 2}}}}
+		in := filepath.Join(dir, fmt.Sprintf("kwok-%d.json", i))
+		if err := results.Write(in, f); err != nil {
+			t.Fatal(err)
+		}
+		if err := run([]string{"merge", "-out", out, "-commit", "abc", "-store", store, in}); err != nil {
+			t.Fatal(err)
 		}
 	}
-	kwok := results.File{
-		Date:   "2026-01-02T10:30:00Z",
-		Cases:  []results.Case{{Suite: results.SuiteKwok, Name: "fill_5000nodes", Metric: "p99_seconds", Upstream: 2, Drasched: 1, Ratio: 2, Better: results.Lower}},
-		Series: series,
-	}
-	out := mergeKwok(t, dir, kwok)
 	svg, err := os.ReadFile(filepath.Join(out, "plots", "kwok_fill_scaling.svg"))
 	if err != nil {
 		t.Fatal(err)
@@ -394,7 +406,7 @@ func TestScalingPlot(t *testing.T) {
 	}
 	entries, err := os.ReadDir(filepath.Join(out, "plots"))
 	if err != nil || len(entries) != 1 {
-		t.Errorf("plots %v (%v), want the one scaling plot", entries, err)
+		t.Errorf("plots %v (%v), want the one scaling plot (fill's; preempt is no scaling case, churn's series was a file's own)", entries, err)
 	}
 	md, err := os.ReadFile(filepath.Join(out, "latest.md"))
 	if err != nil {

@@ -253,3 +253,38 @@ func TestMergeShare(t *testing.T) {
 		t.Errorf("share after empty_500nodes ran again: %+v, want one, 25%%, target not met", again)
 	}
 }
+
+// TestScalingSeries: a point per size of each scaling case, scheduler and
+// variant, from the cases' medians; a line needs two sizes; other suites,
+// other cases and other metrics make none.
+func TestScalingSeries(t *testing.T) {
+	lower := func(name, metric string, upstream, drasched float64) Case {
+		return NewCase(SuiteKwok, name, metric, Lower, []float64{upstream}, []float64{drasched})
+	}
+	f := File{Cases: []Case{
+		lower("fill_5000nodes", "p99_seconds", 8, 0.5),
+		lower("fill_500nodes", "p99_seconds", 1, 0.25),
+		lower("fill_1000nodes", "p99_seconds", 2, 0.3),
+		lower("fill_1000nodes", "pods_per_second", 2, 0.3),
+		lower("churn_1000nodes+pqh", "cpu_seconds_per_pod", 0.01, 0.002),
+		lower("churn_5000nodes+pqh", "cpu_seconds_per_pod", 0.02, 0),
+		lower("noclaims_500nodes", "p50_seconds", 0.1, 0.1),
+		lower("preempt_500nodes", "p50_seconds", 1, 1),
+		lower("preempt_1000nodes", "p50_seconds", 1, 1),
+		{Suite: SuiteSchedulerPerf, Name: "fill_500nodes", Metric: "p50_seconds", Upstream: 1, Drasched: 1},
+		{Suite: SuiteSchedulerPerf, Name: "fill_1000nodes", Metric: "p50_seconds", Upstream: 1, Drasched: 1},
+	}}
+	got := map[string][][2]float64{}
+	for _, s := range ScalingSeries(f) {
+		got[s.Case+" "+s.Scheduler+" "+s.Metric] = s.Points
+	}
+	want := map[string][][2]float64{
+		"fill upstream " + MetricScalingP99: {{500, 1}, {1000, 2}, {5000, 8}},
+		"fill drasched " + MetricScalingP99: {{500, 0.25}, {1000, 0.3}, {5000, 0.5}},
+		// drasched+pqh has one size with a value: no line.
+		"churn upstream+pqh " + MetricScalingCPU: {{1000, 0.01}, {5000, 0.02}},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("scaling series (-want +got):\n%s", diff)
+	}
+}
