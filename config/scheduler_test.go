@@ -233,7 +233,7 @@ func TestDeployment(t *testing.T) {
 // The profile runs the real StructuredDRA plugin (pkg/plugins/dra), so this
 // also checks that it implements every extension point that
 // DynamicResources implements in this Kubernetes version, except those
-// listed in notImplemented.
+// listed in notImplemented, and at no other but those in added.
 //
 // It runs with 1.37's default feature gates and again with the workload
 // gates on, which add gang scheduling's plugins to both profiles and
@@ -298,6 +298,14 @@ profiles:
 		if notImplemented[point] {
 			renamedPlugins = slices.DeleteFunc(renamedPlugins, func(p schedconfig.Plugin) bool { return p.Name == pluginName })
 		}
+		if added[point] {
+			// Anywhere among the point's plugins: the order of those
+			// that do not depend on each other does not matter.
+			if !slices.ContainsFunc(gotPlugins, func(p schedconfig.Plugin) bool { return p.Name == pluginName }) {
+				t.Errorf("%s: no %s", point, pluginName)
+			}
+			gotPlugins = slices.DeleteFunc(slices.Clone(gotPlugins), func(p schedconfig.Plugin) bool { return p.Name == pluginName })
+		}
 		if diff := cmp.Diff(renamedPlugins, gotPlugins, sortPlugins); diff != "" {
 			t.Errorf("%s: plugins and weights (-default with %s +drasched):\n%s", point, pluginName, diff)
 			continue
@@ -328,6 +336,11 @@ profiles:
 // StructuredDRA leaves out: none since it implements PodGroupPostFilter for
 // gang scheduling (docs/scheduler.md, "Gang scheduling").
 var notImplemented = map[string]bool{}
+
+// added are the extension points StructuredDRA has and DynamicResources
+// has not: PreScore, which skips Score for pods with nothing to allocate
+// (pkg/plugins/dra/score.go).
+var added = map[string]bool{"PreScore": true}
 
 var sortPlugins = cmpopts.SortSlices(func(a, b schedconfig.Plugin) bool { return a.Name < b.Name })
 

@@ -139,6 +139,7 @@ var (
 	_ fwk.FilterPlugin             = &Plugin{}
 	_ fwk.PostFilterPlugin         = &Plugin{}
 	_ fwk.PodGroupPostFilterPlugin = &Plugin{}
+	_ fwk.PreScorePlugin           = &Plugin{}
 	_ fwk.ScorePlugin              = &Plugin{}
 	_ fwk.ReservePlugin            = &Plugin{}
 	_ fwk.PreBindPlugin            = &Plugin{}

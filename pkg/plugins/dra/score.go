@@ -2,6 +2,7 @@ package dra
 
 import (
 	"context"
+	"errors"
 
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
@@ -14,6 +15,26 @@ import (
 	"github.com/drasched/drasched/apis/config"
 	"github.com/drasched/drasched/pkg/allocator"
 )
+
+// PreScore skips Score for a pod with nothing to allocate: a pod without
+// claims, or one whose claims are all allocated (or whose PreFilter
+// skipped it). Score would give every node 0, and normalizing zeros keeps
+// them 0; skipping spares the framework a plugin call per feasible node of
+// every plain pod. Upstream's DynamicResources, which has no PreScore,
+// makes that call.
+func (pl *Plugin) PreScore(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, _ []fwk.NodeInfo) *fwk.Status {
+	s, err := getState(cs)
+	if errors.Is(err, fwk.ErrNotFound) {
+		return fwk.NewStatus(fwk.Skip)
+	}
+	if err != nil {
+		return statusError(klog.FromContext(ctx), err)
+	}
+	if s.allocator == nil {
+		return fwk.NewStatus(fwk.Skip)
+	}
+	return nil
+}
 
 // Score ranks nodes, first like upstream by the prioritized lists (a
 // subrequest earlier in firstAvailable scores more), then, as a tie

@@ -2,11 +2,13 @@ package dra
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 
 	"github.com/drasched/drasched/internal/builder"
@@ -121,6 +123,38 @@ func TestPrioritizedListScore(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			if got := prioritizedListScore(tc.claims, tc.results); got != tc.want {
 				t.Errorf("score %d, want %d", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestPreScore: Score is skipped for a pod with nothing to allocate (no
+// claims, all claims allocated, PreFilter skipped) and runs for one with a
+// claim to allocate.
+func TestPreScore(t *testing.T) {
+	objects := []runtime.Object{builder.MakeClass(gpuClass), builder.MakeSlice("node-a").Node("node-a").Devices(builder.Devices("gpu", 2, nil)...).Obj()}
+	for name, tc := range map[string]struct {
+		claims    []runtime.Object
+		pod       *v1.Pod
+		preFilter bool
+		wantSkip  bool
+	}{
+		"no claims":          {pod: podWithClaims(), preFilter: true, wantSkip: true},
+		"claim to allocate":  {claims: []runtime.Object{gpuClaim("gpu").Obj()}, pod: podWithClaims("gpu"), preFilter: true},
+		"claim allocated":    {claims: []runtime.Object{allocated(gpuClaim("gpu"), "gpu-0")}, pod: podWithClaims("gpu"), preFilter: true, wantSkip: true},
+		"no PreFilter state": {pod: podWithClaims(), wantSkip: true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			env := newPluginEnv(t, tc.pod, append(slices.Clone(objects), tc.claims...)...)
+			cs := framework.NewCycleState()
+			if tc.preFilter {
+				if _, status := env.plugin.PreFilter(env.ctx, cs, tc.pod, nil); status.Code() == fwk.Error || status.Code() == fwk.UnschedulableAndUnresolvable {
+					t.Fatalf("PreFilter: %v", status)
+				}
+			}
+			status := env.plugin.PreScore(env.ctx, cs, tc.pod, nil)
+			if got := status.IsSkip(); got != tc.wantSkip || (!got && !status.IsSuccess()) {
+				t.Errorf("PreScore: %v, want skip %v", status, tc.wantSkip)
 			}
 		})
 	}
