@@ -50,10 +50,15 @@
 # bench/results/.
 #
 # Usage: hack/bench-kwok.sh
-#   PLAN="N:CASES ..." the sizes and the cases of each (CASES comma-separated
-#                    or all); default: all cases on 1000 nodes, and fill,
-#                    noclaims and churn on 500, 2000 and 5000 nodes, match
-#                    too on 5000 (the scaling curve); QUICK=1: all on 100
+#   PLAN="N:CASES[/R] ..." the sizes and the cases of each (CASES
+#                    comma-separated, all for every case, -C leaving out C:
+#                    all,-noclaims), and at least R runs of them
+#                    (default RUNS); default: all cases on 1000 nodes, and
+#                    fill, noclaims and churn on 500, 2000 and 5000 nodes,
+#                    match too on 5000 (the scaling curve), noclaims in
+#                    entries of their own with 3 runs (medians: a plain pod's
+#                    cost is close to upstream's, and runs differ by more);
+#                    QUICK=1: all on 100
 #   NODES="N ..."    instead of PLAN: these sizes, each with CASES (or all)
 #                    nodes per cluster: a tenth each L40S and A100 MIG nodes,
 #                    the rest H100, 8 GPUs each
@@ -124,7 +129,7 @@ if [[ "${QUICK:-}" == 1 ]]; then
 	frag_lifetime=6
 	default_schedulers="upstream drasched drasched-bestfit"
 else
-	default_plan="1000:all 500:fill,noclaims,churn 2000:fill,noclaims,churn 5000:fill,noclaims,churn,match"
+	default_plan="1000:all,-noclaims 1000:noclaims/3 500:fill,churn 500:noclaims/3 2000:fill,churn 2000:noclaims/3 5000:fill,churn,match 5000:noclaims/3"
 	churn_rate=${CHURN_RATE:-20}
 	churn_duration=${CHURN_DURATION:-3m}
 	frag_steps=${FRAG_STEPS:-24}
@@ -321,6 +326,23 @@ run_scheduler() {
 	return "${rc}"
 }
 
+# plan_cases CASES: the cases of a PLAN entry (comma-separated), all
+# standing for every case, -C leaving out C.
+plan_cases() {
+	local c kept=() left_out=() every
+	IFS=, read -r -a every <<<"${all_cases}"
+	for c in ${1//,/ }; do
+		case "${c}" in
+		all) kept+=("${every[@]}") ;;
+		-*) left_out+=("${c#-}") ;;
+		*) kept+=("${c}") ;;
+		esac
+	done
+	for c in "${kept[@]}"; do
+		[[ " ${left_out[*]} " == *" ${c} "* ]] || echo "${c}"
+	done | paste -sd, -
+}
+
 # undone_cases NODES CASES: those of the cases (comma-separated) on NODES
 # nodes that DONE lacks for some scheduler variant of this run.
 undone_cases() {
@@ -353,11 +375,25 @@ status=0
 for entry in "${plan[@]}"; do
 	nodes=${entry%%:*}
 	cases=${entry#*:}
+	entry_runs=${runs}
+	if [[ "${cases}" == */* ]]; then
+		entry_runs=${cases##*/}
+		cases=${cases%/*}
+		[[ "${entry_runs}" =~ ^[1-9][0-9]*$ ]] || {
+			echo "kwok: PLAN: ${entry}: runs ${entry_runs} is not a number above 0" >&2
+			exit 2
+		}
+		entry_runs=$((entry_runs > runs ? entry_runs : runs))
+	fi
 	[[ "${nodes}" =~ ^[1-9][0-9]*$ && "${entry}" == *:* ]] || {
-		echo "kwok: PLAN: ${entry} is not NODES:CASES" >&2
+		echo "kwok: PLAN: ${entry} is not NODES:CASES[/RUNS]" >&2
 		exit 2
 	}
-	[[ "${cases}" != all ]] || cases=${all_cases}
+	cases=$(plan_cases "${cases}")
+	[[ -n "${cases}" ]] || {
+		echo "kwok: PLAN: ${entry}: no case left" >&2
+		exit 2
+	}
 	if [[ -n "${DONE:-}" ]]; then
 		cases=$(undone_cases "${nodes}" "${cases}")
 		if [[ -z "${cases}" ]]; then
@@ -373,7 +409,7 @@ for entry in "${plan[@]}"; do
 	plain_cases=$(tr ',' '\n' <<<"${cases}" | grep -vxF -f <(tr ',' '\n' <<<"${workload_cases}") | paste -sd, -) || true
 	gated_cases=$(tr ',' '\n' <<<"${cases}" | grep -xF -f <(tr ',' '\n' <<<"${workload_cases}") | paste -sd, -) || true
 	bestfit_cases=$(tr ',' '\n' <<<"${cases}" | grep -xE 'fragmentation|fragmentation_mig' | paste -sd, -) || true
-	for ((run = 1; run <= runs; run++)); do
+	for ((run = 1; run <= entry_runs; run++)); do
 		order=("${all_schedulers[@]}")
 		if ((run % 2 == 0)); then
 			order=()
