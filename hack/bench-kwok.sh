@@ -370,7 +370,7 @@ at_exit on_exit
 build
 all_cases=$("${bench}" cases | paste -sd, -)
 workload_cases=$("${bench}" cases --generic-workload | paste -sd, -)
-log "${runs} run(s) per scheduler of ${plan[*]}; schedulers ${schedulers}; fill at most ${fill_pods} pods, churn ${churn_rate} pods/s for ${churn_duration}, fragmentation ${frag_steps} steps of pods living ${frag_lifetime} (seed ${frag_seed})"
+log "plan ${plan[*]}; schedulers ${schedulers}; fill at most ${fill_pods} pods, churn ${churn_rate} pods/s for ${churn_duration}, fragmentation ${frag_steps} steps of pods living ${frag_lifetime} (seed ${frag_seed})"
 status=0
 for entry in "${plan[@]}"; do
 	nodes=${entry%%:*}
@@ -409,6 +409,7 @@ for entry in "${plan[@]}"; do
 	plain_cases=$(tr ',' '\n' <<<"${cases}" | grep -vxF -f <(tr ',' '\n' <<<"${workload_cases}") | paste -sd, -) || true
 	gated_cases=$(tr ',' '\n' <<<"${cases}" | grep -xF -f <(tr ',' '\n' <<<"${workload_cases}") | paste -sd, -) || true
 	bestfit_cases=$(tr ',' '\n' <<<"${cases}" | grep -xE 'fragmentation|fragmentation_mig' | paste -sd, -) || true
+	log "${nodes} nodes: ${cases}, ${entry_runs} run(s) per scheduler"
 	for ((run = 1; run <= entry_runs; run++)); do
 		order=("${all_schedulers[@]}")
 		if ((run % 2 == 0)); then

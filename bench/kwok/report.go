@@ -109,12 +109,12 @@ func wholeFreeMetric(name string) string {
 }
 
 var metrics = []metric{
-	{"pods_per_second", results.Higher, func(c caseResult) float64 {
+	{results.MetricPodsPerSecond, results.Higher, func(c caseResult) float64 {
 		return sample{latencies: c.Latencies, seconds: c.Seconds}.podsPerSecond()
 	}, nil},
-	{"p50_seconds", results.Lower, func(c caseResult) float64 { return percentile(c.Latencies, 0.5) }, nil},
-	{"p90_seconds", results.Lower, func(c caseResult) float64 { return percentile(c.Latencies, 0.9) }, nil},
-	{"p99_seconds", results.Lower, func(c caseResult) float64 { return percentile(c.Latencies, 0.99) }, nil},
+	{results.MetricP50, results.Lower, func(c caseResult) float64 { return percentile(c.Latencies, 0.5) }, nil},
+	{results.MetricP90, results.Lower, func(c caseResult) float64 { return percentile(c.Latencies, 0.9) }, nil},
+	{results.MetricP99, results.Lower, func(c caseResult) float64 { return percentile(c.Latencies, 0.99) }, nil},
 	{metricAllocationErrors, results.Lower, func(c caseResult) float64 { return float64(c.AllocationErrors) }, caseNames},
 	// The high-priority pods bound, and at what cost: fewer evictions for
 	// the same pods bound is better.
@@ -138,21 +138,17 @@ var metrics = []metric{
 	{metricIdealWholeFreeGPUs, results.Higher, func(c caseResult) float64 { return float64(c.IdealWholeFree) }, []string{caseFragmentationMIG}},
 }
 
-// Metrics of the scheduler's cost (cost cases; runs with --scheduler-pid):
-// CPU seconds of its process per pod bound, and its peak RSS.
-const (
-	metricCPUPerPod = "cpu_seconds_per_pod"
-	metricPeakRSS   = "peak_rss_bytes"
-)
-
+// costMetrics are the scheduler's cost (cost cases; runs with
+// --scheduler-pid): CPU seconds of its process per pod bound, and its peak
+// RSS.
 var costMetrics = []metric{
-	{metricCPUPerPod, results.Lower, func(c caseResult) float64 {
+	{results.MetricCPUPerPod, results.Lower, func(c caseResult) float64 {
 		if len(c.Latencies) == 0 {
 			return 0
 		}
 		return c.CPUSeconds / float64(len(c.Latencies))
 	}, costCases},
-	{metricPeakRSS, results.Lower, func(c caseResult) float64 { return float64(c.PeakRSSBytes) }, costCases},
+	{results.MetricPeakRSS, results.Lower, func(c caseResult) float64 { return float64(c.PeakRSSBytes) }, costCases},
 }
 
 // runGroup is the runs of one cluster size and one variant of the
@@ -301,15 +297,15 @@ func groupCases(f *results.File, g runGroup, runs []runResult) error {
 				dr = append(dr, m.value(c))
 			}
 			// Runs without the scheduler's process measured have no cost.
-			if (m.name == metricCPUPerPod || m.name == metricPeakRSS) && (slices.Contains(up, 0) || slices.Contains(dr, 0)) {
+			if (m.name == results.MetricCPUPerPod || m.name == results.MetricPeakRSS) && (slices.Contains(up, 0) || slices.Contains(dr, 0)) {
 				continue
 			}
 			c := results.NewCase(results.SuiteKwok, reported, m.name, m.better, up, dr)
 			switch {
-			case m.name == "p99_seconds" && name == caseFill:
+			case m.name == results.MetricP99 && name == caseFill:
 				c.Target = "p99 ≤ upstream's"
 				c.TargetMet = ptr.To(c.Drasched > 0 && c.Upstream > 0 && c.Drasched <= c.Upstream)
-			case m.name == metricPeakRSS:
+			case m.name == results.MetricPeakRSS:
 				c.Target = "≤ upstream's"
 				c.TargetMet = ptr.To(c.Drasched <= c.Upstream)
 			case m.name == metricHighPriorityBound && name == casePreempt:
@@ -361,7 +357,7 @@ func groupCases(f *results.File, g runGroup, runs []runResult) error {
 					continue
 				}
 				f.Series = append(f.Series,
-					results.Series{Suite: results.SuiteKwok, Case: reported, Scheduler: s, Run: r.Run, Metric: "pods_per_second", Points: throughputSeries(c.BoundAt)},
+					results.Series{Suite: results.SuiteKwok, Case: reported, Scheduler: s, Run: r.Run, Metric: results.MetricPodsPerSecond, Points: throughputSeries(c.BoundAt)},
 					results.Series{Suite: results.SuiteKwok, Case: reported, Scheduler: s, Run: r.Run, Metric: metricLatencyCDF, Points: cdfSeries(c.Latencies, cdfPoints)})
 			}
 		}
@@ -394,21 +390,21 @@ func setTargets(f *results.File, groups []runGroup) {
 		return nil
 	}
 	for _, g := range groups {
-		if fill := find(g.caseName(caseFill), "p99_seconds"); fill != nil && g.nodes >= targetNodes {
+		if fill := find(g.caseName(caseFill), results.MetricP99); fill != nil && g.nodes >= targetNodes {
 			best := fill.Upstream
 			for _, other := range groups {
-				if c := find(other.caseName(caseFill), "p99_seconds"); other.nodes == g.nodes && c != nil && c.Upstream > 0 {
+				if c := find(other.caseName(caseFill), results.MetricP99); other.nodes == g.nodes && c != nil && c.Upstream > 0 {
 					best = min(best, c.Upstream)
 				}
 			}
 			fill.Target = fmt.Sprintf("p99 ≥ %d× lower than upstream's best, %s", fillP99Factor, formatSeconds(best))
 			fill.TargetMet = ptr.To(fill.Drasched > 0 && fill.Drasched*fillP99Factor <= best)
 		}
-		if churn := find(g.caseName(caseChurn), "p50_seconds"); churn != nil && g.nodes >= targetNodes {
+		if churn := find(g.caseName(caseChurn), results.MetricP50); churn != nil && g.nodes >= targetNodes {
 			churn.Target = fmt.Sprintf("drasched p50 ≤ %s", formatSeconds(churnP50Seconds))
 			churn.TargetMet = ptr.To(churn.Drasched > 0 && churn.Drasched <= churnP50Seconds)
 		}
-		fill, plain := find(g.caseName(caseFill), metricCPUPerPod), find(g.caseName(caseNoClaims), metricCPUPerPod)
+		fill, plain := find(g.caseName(caseFill), results.MetricCPUPerPod), find(g.caseName(caseNoClaims), results.MetricCPUPerPod)
 		if fill != nil && plain != nil {
 			fill.Target = fmt.Sprintf("drasched ≤ %d× its CPU per plain pod (noclaims), %s", cpuPerPodFactor, formatSeconds(plain.Drasched))
 			fill.TargetMet = ptr.To(fill.Drasched <= cpuPerPodFactor*plain.Drasched)

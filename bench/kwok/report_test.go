@@ -590,17 +590,17 @@ func TestSuiteFileSizesAndVariants(t *testing.T) {
 		t.Errorf("churn_1000nodes has target %q; only 5000 nodes have one", churn.Target)
 	}
 	// CPU per pod: cpu/4 pods, noclaims half of it.
-	cpu := get("fill_5000nodes", metricCPUPerPod)
+	cpu := get("fill_5000nodes", results.MetricCPUPerPod)
 	if cpu.Upstream != 1 || cpu.Drasched != 0.5 || cpu.Ratio != 2 || cpu.TargetMet == nil || !*cpu.TargetMet {
 		t.Errorf("fill_5000nodes CPU per pod: %+v", cpu)
 	}
-	if plain := get("noclaims_5000nodes", metricCPUPerPod); plain.Drasched != 0.25 || plain.Target != "" {
+	if plain := get("noclaims_5000nodes", results.MetricCPUPerPod); plain.Drasched != 0.25 || plain.Target != "" {
 		t.Errorf("noclaims_5000nodes CPU per pod: %+v", plain)
 	}
-	if rss := get("fill_5000nodes", metricPeakRSS); rss.TargetMet == nil || *rss.TargetMet {
+	if rss := get("fill_5000nodes", results.MetricPeakRSS); rss.TargetMet == nil || *rss.TargetMet {
 		t.Errorf("fill_5000nodes peak RSS %+v: drasched's is above upstream's, want missed", rss)
 	}
-	if rss := get("fill_5000nodes+pqh", metricPeakRSS); rss.TargetMet == nil || !*rss.TargetMet {
+	if rss := get("fill_5000nodes+pqh", results.MetricPeakRSS); rss.TargetMet == nil || !*rss.TargetMet {
 		t.Errorf("fill_5000nodes+pqh peak RSS %+v, want met", rss)
 	}
 
@@ -631,7 +631,7 @@ func TestSuiteFileWithoutCost(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, c := range f.Cases {
-		if c.Metric == metricCPUPerPod || c.Metric == metricPeakRSS {
+		if c.Metric == results.MetricCPUPerPod || c.Metric == results.MetricPeakRSS {
 			t.Errorf("case %s has %s without a measurement", c.Name, c.Metric)
 		}
 	}

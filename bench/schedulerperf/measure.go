@@ -125,7 +125,7 @@ func readProgress(r io.Reader) ([][2]float64, error) {
 
 // throughputMetrics map scheduler_perf's buckets to result metrics.
 var throughputMetrics = []struct{ bucket, metric string }{
-	{"Average", "pods_per_second"},
+	{"Average", results.MetricPodsPerSecond},
 	{"Perc50", "pods_per_second_p50"},
 	{"Perc90", "pods_per_second_p90"},
 }
@@ -161,7 +161,7 @@ func Summarize(plan []Run, measured []Measurement) results.File {
 		if len(m.Progress) > 0 {
 			f.Series = append(f.Series, results.Series{
 				Suite: results.SuiteSchedulerPerf, Case: r.Case.Name, Scheduler: string(r.Scheduler),
-				Run: r.Index, Metric: "pods_per_second", Points: m.Progress,
+				Run: r.Index, Metric: results.MetricPodsPerSecond, Points: m.Progress,
 			})
 		}
 	}

@@ -42,7 +42,7 @@ const variantSuffix = "+pqh"
 // Series metrics with plots of their own kind.
 const (
 	// metricThroughput series are (seconds, pods/s) over time.
-	metricThroughput = "pods_per_second"
+	metricThroughput = results.MetricPodsPerSecond
 	// metricLatencyCDF series are (latency in seconds, fraction of pods
 	// bound within it): a distribution, not a time series.
 	metricLatencyCDF = "latency_cdf"

@@ -18,7 +18,7 @@ var SuiteTitles = map[string]string{
 // MetricTitles are column headings of metrics in Markdown; unknown metrics
 // appear under their own names.
 var MetricTitles = map[string]string{
-	"pods_per_second":     "pods/s (average)",
+	MetricPodsPerSecond:   "pods/s (average)",
 	"pods_per_second_p50": "pods/s (p50)",
 	"pods_per_second_p90": "pods/s (p90)",
 	"share_of_no_claims":  "share of no-claims pods/s",
@@ -26,13 +26,13 @@ var MetricTitles = map[string]string{
 	"bytes_per_op":        "B/op",
 	"allocs_per_op":       "allocs/op",
 	"cpu_seconds_per_op":  "CPU/op",
-	"p50_seconds":         "p50 latency",
-	"p90_seconds":         "p90 latency",
-	"p99_seconds":         "p99 latency",
+	MetricP50:             "p50 latency",
+	MetricP90:             "p90 latency",
+	MetricP99:             "p99 latency",
 	"allocation_errors":   "allocation errors",
 	// The scheduler process's cost (kwok).
-	"cpu_seconds_per_pod": "scheduler CPU per pod",
-	"peak_rss_bytes":      "scheduler peak RSS",
+	MetricCPUPerPod:       "scheduler CPU per pod",
+	MetricPeakRSS:         "scheduler peak RSS",
 	"high_priority_bound": "high-priority pods bound",
 	"preempted_pods":      "pods preempted",
 	"wasted_gpus":         "GPUs evicted for nothing",

@@ -40,6 +40,24 @@ const (
 	SuiteCapacity = "capacity"
 )
 
+// Metrics that more than one package names: the suites that measure them
+// (bench/kwok, bench/schedulerperf), the scaling series and the report's
+// plots. Their values are the JSON's metric names.
+const (
+	// MetricPodsPerSecond is a case's average throughput, and the metric
+	// of its throughput-over-time series.
+	MetricPodsPerSecond = "pods_per_second"
+	// MetricP50, MetricP90 and MetricP99 are percentiles of the pods'
+	// scheduling latency (kwok: creation to binding).
+	MetricP50 = "p50_seconds"
+	MetricP90 = "p90_seconds"
+	MetricP99 = "p99_seconds"
+	// MetricCPUPerPod and MetricPeakRSS are the scheduler process's cost
+	// (kwok): CPU seconds per pod bound, and its peak resident memory.
+	MetricCPUPerPod = "cpu_seconds_per_pod"
+	MetricPeakRSS   = "peak_rss_bytes"
+)
+
 // Better says which direction of a metric is an improvement.
 type Better string
 
@@ -307,7 +325,7 @@ type share struct {
 // third for the in-tree plugin.
 var shares = []share{{
 	Suite: SuiteSchedulerPerf, Of: "empty_500nodes", Base: "noclaims_empty_500nodes",
-	Metric: "pods_per_second", Name: "share_of_no_claims", AtLeast: 0.5,
+	Metric: MetricPodsPerSecond, Name: "share_of_no_claims", AtLeast: 0.5,
 }}
 
 // addShare adds or replaces the share's case in f if both its cases are

@@ -15,15 +15,15 @@ const (
 	MetricScalingCPU = "scaling_cpu_seconds_per_pod"
 )
 
-// ScalingCases are the kwok cases drawn against the cluster size: DRA pods
+// scalingCases are the kwok cases drawn against the cluster size: DRA pods
 // all at once (fill), plain pods (noclaims) and a steady stream (churn).
-var ScalingCases = []string{"fill", "noclaims", "churn"}
+var scalingCases = []string{"fill", "noclaims", "churn"}
 
 // scalingMetrics maps a kwok case's metric to its scaling series' metric.
 var scalingMetrics = map[string]string{
-	"p50_seconds":         MetricScalingP50,
-	"p99_seconds":         MetricScalingP99,
-	"cpu_seconds_per_pod": MetricScalingCPU,
+	MetricP50:       MetricScalingP50,
+	MetricP99:       MetricScalingP99,
+	MetricCPUPerPod: MetricScalingCPU,
 }
 
 // sizedName is a kwok case's name: <case>_<nodes>nodes, +<variant> for a
@@ -41,7 +41,7 @@ func ScalingSeries(f File) []Series {
 	for _, c := range f.Cases {
 		m := sizedName.FindStringSubmatch(c.Name)
 		metric, ok := scalingMetrics[c.Metric]
-		if c.Suite != SuiteKwok || m == nil || !ok || !slices.Contains(ScalingCases, m[1]) {
+		if c.Suite != SuiteKwok || m == nil || !ok || !slices.Contains(scalingCases, m[1]) {
 			continue
 		}
 		nodes, err := strconv.Atoi(m[2])
