@@ -403,13 +403,13 @@ func (c *Cache) matches(ctx context.Context, expr *compiled, ps *preparedSlice, 
 	if expr.result.Error != nil {
 		return false, expr.result.Error
 	}
-	slot := &ps.matches.results(expr.id, len(ps.celDevices)).outcomes[i]
+	slot := &ps.matches.results(expr.id, len(ps.slice.Spec.Devices)).outcomes[i]
 	if outcome := slot.Load(); outcome != nil {
 		c.stats.matchHits.Add(1)
 		return outcome.match, outcome.err
 	}
 	c.stats.matchMisses.Add(1)
-	match, _, err := expr.result.DeviceMatches(ctx, ps.celDevices[i])
+	match, _, err := expr.result.DeviceMatches(ctx, ps.celDevice(i))
 	if err != nil {
 		err = cel.EnhanceRuntimeError(err)
 		if ctx.Err() == nil {

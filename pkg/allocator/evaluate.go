@@ -4,7 +4,6 @@ import (
 	"fmt"
 
 	resourceapi "k8s.io/api/resource/v1"
-	"k8s.io/dynamic-resource-allocation/cel"
 	"k8s.io/klog/v2"
 )
 
@@ -100,7 +99,7 @@ func (s *search) attribute(rd *requestData, c cand, name resourceapi.FullyQualif
 	if expr.result.Error != nil {
 		return nil, fmt.Errorf("compile derived attribute %s failed: %w", name, expr.result.Error)
 	}
-	results := c.ps.matches.results(expr.id, len(c.ps.celDevices))
+	results := c.ps.matches.results(expr.id, len(c.ps.slice.Spec.Devices))
 	slot := &results.outcomes[c.i]
 	if outcome := slot.Load(); outcome != nil {
 		s.a.cache.stats.matchHits.Add(1)
@@ -110,13 +109,7 @@ func (s *search) attribute(rd *requestData, c cand, name resourceapi.FullyQualif
 		return outcome.attr, nil
 	}
 	s.a.cache.stats.matchMisses.Add(1)
-	device := c.device()
-	attr, _, err := expr.result.EvaluateDerivedAttribute(s.ctx, cel.Device{
-		Driver:                   c.ps.slice.Spec.Driver,
-		AllowMultipleAllocations: device.AllowMultipleAllocations,
-		Attributes:               device.Attributes,
-		Capacity:                 device.Capacity,
-	})
+	attr, _, err := expr.result.EvaluateDerivedAttribute(s.ctx, c.ps.celDevice(c.i))
 	if err != nil {
 		if s.ctx.Err() == nil {
 			slot.Store(&evalOutcome{err: err})

@@ -26,8 +26,6 @@ type preparedSlice struct {
 	driver, pool draapi.UniqueString
 	// ids[i] identifies Spec.Devices[i] the way upstream's allocator does.
 	ids []structured.DeviceID
-	// celDevices[i] is the CEL input for Spec.Devices[i].
-	celDevices []cel.Device
 
 	perDeviceNodeSelection  bool
 	usesCompatibilityGroups bool
@@ -46,7 +44,10 @@ type preparedSlice struct {
 	sliceSelectorOnce sync.Once
 	sliceSelector     *nodeaffinity.NodeSelector
 	sliceSelectorErr  error
-	deviceSelectors   []lazySelector
+	// deviceSelectors[i] is Spec.Devices[i]'s parsed node selector; nil
+	// unless the slice selects nodes per device, which few do: every
+	// cached slice would pay for it.
+	deviceSelectors []lazySelector
 
 	// Equivalence classes are computed lazily, only when the search needs
 	// them (after a failure).
@@ -148,19 +149,14 @@ func prepareSlice(s *resourceapi.ResourceSlice) *preparedSlice {
 		perDeviceNodeSelection: ptr.Deref(s.Spec.PerDeviceNodeSelection, false),
 		hasSharedCounters:      len(s.Spec.SharedCounters) > 0,
 		ids:                    make([]structured.DeviceID, len(s.Spec.Devices)),
-		celDevices:             make([]cel.Device, len(s.Spec.Devices)),
-		deviceSelectors:        make([]lazySelector, len(s.Spec.Devices)),
+	}
+	if ps.perDeviceNodeSelection {
+		ps.deviceSelectors = make([]lazySelector, len(s.Spec.Devices))
 	}
 	seen := make(map[string]struct{}, len(s.Spec.Devices))
 	for i := range s.Spec.Devices {
 		device := &s.Spec.Devices[i]
 		ps.ids[i] = structured.DeviceID{Driver: ps.driver, Pool: ps.pool, Device: uniqueString(device.Name)}
-		ps.celDevices[i] = cel.Device{
-			Driver:                   s.Spec.Driver,
-			AllowMultipleAllocations: device.AllowMultipleAllocations,
-			Attributes:               device.Attributes,
-			Capacity:                 device.Capacity,
-		}
 		if device.BindingConditions != nil {
 			ps.hasBindingConditionsField = true
 		}
@@ -175,6 +171,20 @@ func prepareSlice(s *resourceapi.ResourceSlice) *preparedSlice {
 		seen[device.Name] = struct{}{}
 	}
 	return ps
+}
+
+// celDevice is the CEL input for device i. It is built for each
+// evaluation instead of kept: it only copies references out of the
+// device, and a cache miss is rare, while a copy per device of every
+// cached slice would be held for as long as the slice.
+func (ps *preparedSlice) celDevice(i int) cel.Device {
+	device := &ps.slice.Spec.Devices[i]
+	return cel.Device{
+		Driver:                   ps.slice.Spec.Driver,
+		AllowMultipleAllocations: device.AllowMultipleAllocations,
+		Attributes:               device.Attributes,
+		Capacity:                 device.Capacity,
+	}
 }
 
 // uniqueString converts like upstream's v1 → internal conversion: the empty
