@@ -60,6 +60,11 @@
 // their pool's counters are, like CEL results, computed once and kept with
 // the slice and the pool.
 //
+// What the Cache keeps costs memory while no DRA pod is scheduled: about
+// 2.3 KB per GPU node of eight devices once a pod has been filtered on it
+// (BenchmarkCacheAtRest). A prepared slice therefore keeps per device only
+// what the hot path reads (its ID); the CEL input is built per evaluation.
+//
 // # Logging
 //
 // Contextual logging only: V(5) once per call, V(6) for progress, V(7) for
@@ -72,7 +77,7 @@
 //	tiers.go               upstream's allocator variants as switches on the one search, and picking one
 //	classlist.go           ClassList: a list of DeviceClasses as a structured.DeviceClassLister
 //	cache.go               Cache: compiled CEL, prepared slices, CEL results per slice version, node views
-//	prepare.go             a ResourceSlice prepared once: device IDs, CEL inputs, capacity, node selection
+//	prepare.go             a ResourceSlice prepared once: device IDs, capacity, node selection
 //	pools.go               the pools and candidate devices a node sees, kept per node, and the slice index
 //	requests.go            claims and requests prepared once per Allocator: classes, selectors, validation
 //	search.go              the first-fit backtracking search: slots, placement and undo, symmetry
@@ -101,4 +106,5 @@
 //	explain_test.go        Explain's reasons, and its context
 //	tiers_test.go          the tiers against upstream's variants
 //	bench_test.go          BenchmarkAllocate and BenchmarkExplain, ours against upstream
+//	memory_test.go         BenchmarkCacheAtRest: the heap the Cache keeps per node between cycles
 package allocator
