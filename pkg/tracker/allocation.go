@@ -24,6 +24,27 @@ func NewAllocatedState() structured.AllocatedState {
 // count what evicting a pod would free, the same way the devices were
 // counted as taken.
 func AddAllocation(state *structured.AllocatedState, allocation *resourceapi.AllocationResult, consumableCapacity bool) {
+	eachTaken(allocation, consumableCapacity,
+		func(id structured.DeviceID) { state.AllocatedDevices.Insert(id) },
+		func(id structured.SharedDeviceID) { state.AllocatedSharedDeviceIDs.Insert(id) },
+		state.AggregatedCapacity.Insert)
+}
+
+// RemoveAllocation takes out of state what AddAllocation added for the same
+// allocation: preemption's dry runs put victims back one at a time.
+// Devices are taken by one claim each, so removing one claim's devices
+// cannot free another's.
+func RemoveAllocation(state *structured.AllocatedState, allocation *resourceapi.AllocationResult, consumableCapacity bool) {
+	eachTaken(allocation, consumableCapacity,
+		func(id structured.DeviceID) { state.AllocatedDevices.Delete(id) },
+		func(id structured.SharedDeviceID) { state.AllocatedSharedDeviceIDs.Delete(id) },
+		state.AggregatedCapacity.Remove)
+}
+
+// eachTaken calls device, share and capacity for what the allocation
+// takes, by AddAllocation's rule.
+func eachTaken(allocation *resourceapi.AllocationResult, consumableCapacity bool,
+	device func(structured.DeviceID), share func(structured.SharedDeviceID), capacity func(structured.DeviceConsumedCapacity)) {
 	if allocation == nil {
 		return
 	}
@@ -33,12 +54,12 @@ func AddAllocation(state *structured.AllocatedState, allocation *resourceapi.All
 		}
 		id := structured.MakeDeviceID(result.Driver, result.Pool, result.Device)
 		if consumableCapacity && result.ShareID != nil {
-			state.AllocatedSharedDeviceIDs.Insert(structured.MakeSharedDeviceID(id, result.ShareID))
+			share(structured.MakeSharedDeviceID(id, result.ShareID))
 			if result.ConsumedCapacity != nil {
-				state.AggregatedCapacity.Insert(structured.NewDeviceConsumedCapacity(id, result.ConsumedCapacity))
+				capacity(structured.NewDeviceConsumedCapacity(id, result.ConsumedCapacity))
 			}
 			continue
 		}
-		state.AllocatedDevices.Insert(id)
+		device(id)
 	}
 }

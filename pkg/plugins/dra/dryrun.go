@@ -28,7 +28,11 @@ package dra
 //     (allocator.WithEdits; with allocator: upstream, upstream's allocator
 //     on the edited state), so the answer is upstream's for that state.
 //     The nominations stay counted: a dry run cannot free what another
-//     preemptor was promised.
+//     preemptor was promised. The freed devices are kept as pods are
+//     removed and added back, and the edited allocator is built once per
+//     set of edits: pod-group preemption dry-runs every pod of the group
+//     on every node, and then adds thousands of victims back one by one,
+//     so neither may cost the number of victims or of claims.
 //   - In DefaultPreemption's dry run (the preemption plugin's
 //     SelectVictimsOnNode names the node) the fit is not kept for Reserve:
 //     the last successful Filter's allocation is what the pod gets once
@@ -46,13 +50,13 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"slices"
 	"sync"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/dynamic-resource-allocation/resourceclaim"
 	"k8s.io/dynamic-resource-allocation/structured"
 	"k8s.io/klog/v2"
@@ -72,8 +76,33 @@ type dryRun struct {
 	// claims are the claims of each removed pod as they were when it was
 	// removed, by pod UID.
 	claims map[types.UID][]*resourceapi.ResourceClaim
+	// freed are the claims that the removed pods free (frees), by UID,
+	// and freedState the devices they take, both kept by RemovePod and
+	// AddPod.
+	freed      map[types.UID]*resourceapi.ResourceClaim
+	freedState structured.AllocatedState
+	// shared: removed, claims, freed and freedState are those of the
+	// state this one was cloned from, copied before this one changes
+	// them (own). The framework clones a state for every Filter call on
+	// a node with nominated pods, and pod-group preemption's states hold
+	// thousands of victims.
+	shared bool
+
+	// mutex guards alloc and allocInFlight: in pod-group preemption's
+	// simulation, Filter runs for several nodes at once on one state.
+	mutex sync.Mutex
 	// alloc is the allocator for the current edits, built on first use.
+	// It sees freedState, which the next edit changes in place: the
+	// framework edits a state only between its Filter calls, and a clone,
+	// which shares alloc and the edits, lives within one framework call
+	// on the state it was cloned from.
 	alloc nodeAllocator
+	// allocInFlight are the allocations in flight that alloc counts, in
+	// pod-group preemption's simulation.
+	allocInFlight map[types.UID]*resourceapi.AllocationResult
+	// live is the allocated state that the simulation's states allocate
+	// on, shared by the states of one simulation.
+	live *liveState
 	// node is the node DefaultPreemption dry-runs; "" in other states.
 	node string
 	// fit is what the last successful Filter of DefaultPreemption's dry
@@ -85,23 +114,87 @@ type dryRun struct {
 	simulation bool
 }
 
-// clone copies the edits for a clone of the state; the clone of a state
-// without edits gets an empty dryRun, ready to be edited.
+// clone returns the edits for a clone of the state, shared until one of
+// them is edited; the clone of a state without edits gets an empty dryRun,
+// ready to be edited.
 func (d *dryRun) clone() *dryRun {
-	c := &dryRun{
-		removed: map[types.UID]*v1.Pod{},
-		claims:  map[types.UID][]*resourceapi.ResourceClaim{},
-		fit:     &fitCell{},
-	}
-	if d != nil {
-		maps.Copy(c.removed, d.removed)
-		maps.Copy(c.claims, d.claims)
-		c.alloc, c.node, c.simulation = d.alloc, d.node, d.simulation
-		if d.fit != nil {
-			c.fit = d.fit
+	if d == nil {
+		return &dryRun{
+			removed:    map[types.UID]*v1.Pod{},
+			claims:     map[types.UID][]*resourceapi.ResourceClaim{},
+			freed:      map[types.UID]*resourceapi.ResourceClaim{},
+			freedState: tracker.NewAllocatedState(),
+			fit:        &fitCell{},
 		}
 	}
+	c := &dryRun{
+		removed:    d.removed,
+		claims:     d.claims,
+		freed:      d.freed,
+		freedState: d.freedState,
+		shared:     true,
+		live:       d.live,
+		node:       d.node,
+		fit:        d.fit,
+		simulation: d.simulation,
+	}
+	if c.fit == nil {
+		c.fit = &fitCell{}
+	}
+	d.mutex.Lock()
+	c.alloc, c.allocInFlight = d.alloc, d.allocInFlight
+	d.mutex.Unlock()
 	return c
+}
+
+// own copies the edits that the state shares with the one it was cloned
+// from, before it changes them.
+func (d *dryRun) own() {
+	if !d.shared {
+		return
+	}
+	d.removed, d.claims, d.freed = maps.Clone(d.removed), maps.Clone(d.claims), maps.Clone(d.freed)
+	freedState := tracker.NewAllocatedState()
+	addState(&freedState, d.freedState)
+	d.freedState, d.shared = freedState, false
+}
+
+// remove takes pods off with their claims and updates what they free.
+func (pl *Plugin) remove(d *dryRun, pods map[types.UID]*v1.Pod) {
+	d.own()
+	for uid, pod := range pods {
+		d.removed[uid] = pod
+		d.claims[uid] = pl.claimsOfPod(pod)
+	}
+	for uid := range pods {
+		pl.updateFreed(d, d.claims[uid])
+	}
+	d.edited()
+}
+
+// updateFreed adds the claims that the removed pods now free to the freed
+// ones, and takes out those they no longer free.
+func (pl *Plugin) updateFreed(d *dryRun, claims []*resourceapi.ResourceClaim) {
+	now := time.Now()
+	for _, claim := range claims {
+		frees := pl.frees(claim, d.removed, now)
+		old, freed := d.freed[claim.UID]
+		switch {
+		case frees && !freed:
+			d.freed[claim.UID] = claim
+			tracker.AddAllocation(&d.freedState, claim.Status.Allocation, pl.fts.EnableDRAConsumableCapacity)
+		case !frees && freed:
+			delete(d.freed, claim.UID)
+			tracker.RemoveAllocation(&d.freedState, old.Status.Allocation, pl.fts.EnableDRAConsumableCapacity)
+		}
+	}
+}
+
+// edited drops the allocator of the previous edits.
+func (d *dryRun) edited() {
+	d.mutex.Lock()
+	defer d.mutex.Unlock()
+	d.alloc, d.allocInFlight = nil, nil
 }
 
 // removedPods returns the pods the dry run took off.
@@ -169,9 +262,7 @@ func (pl *Plugin) RemovePod(ctx context.Context, cs fwk.CycleState, _ *v1.Pod, p
 		return status
 	}
 	pod := podInfoToRemove.GetPod()
-	d.removed[pod.UID] = pod
-	d.claims[pod.UID] = pl.claimsOfPod(pod)
-	d.alloc = nil
+	pl.remove(d, map[types.UID]*v1.Pod{pod.UID: pod})
 	return nil
 }
 
@@ -185,9 +276,12 @@ func (pl *Plugin) AddPod(ctx context.Context, cs fwk.CycleState, _ *v1.Pod, podI
 	}
 	pod := podInfoToAdd.GetPod()
 	if _, ok := d.removed[pod.UID]; ok {
+		d.own()
+		claims := d.claims[pod.UID]
 		delete(d.removed, pod.UID)
 		delete(d.claims, pod.UID)
-		d.alloc = nil
+		pl.updateFreed(d, claims)
+		d.edited()
 	}
 	return nil
 }
@@ -209,30 +303,20 @@ func (pl *Plugin) editable(ctx context.Context, cs fwk.CycleState) (*stateData, 
 	if s.dryRun == nil {
 		s.dryRun = (*dryRun)(nil).clone()
 		s.dryRun.simulation = true
+		s.dryRun.live = &liveState{}
 	}
 	return s, s.dryRun, nil
 }
 
-// freedClaims returns the claims of the removed pods that they free: those
-// reserved only for removed pods, once each, unless the pods are stuck
-// terminating.
+// freedClaims returns the claims that the removed pods free, by UID.
 func (pl *Plugin) freedClaims(d *dryRun) []*resourceapi.ResourceClaim {
 	if d == nil {
 		return nil
 	}
-	var freed []*resourceapi.ResourceClaim
-	seen := sets.New[types.UID]()
-	now := time.Now()
-	for uid, pod := range d.removed {
-		if pl.stuck(pod, now) {
-			continue
-		}
-		for _, claim := range d.claims[uid] {
-			if !seen.Has(claim.UID) && freedBy(claim, d.removed) {
-				seen.Insert(claim.UID)
-				freed = append(freed, claim)
-			}
-		}
+	uids := slices.Sorted(maps.Keys(d.freed))
+	freed := make([]*resourceapi.ResourceClaim, 0, len(uids))
+	for _, uid := range uids {
+		freed = append(freed, d.freed[uid])
 	}
 	return freed
 }
@@ -250,11 +334,10 @@ func (pl *Plugin) stuck(pod *v1.Pod, now time.Time) bool {
 // allocated state: the claims the dry run's victims free, and the devices
 // of the nominations that the pod yields to, which no victim frees.
 func (pl *Plugin) edits(s *stateData) allocator.Edits {
-	edits := allocator.Edits{Freed: tracker.NewAllocatedState(), Added: s.nominated}
-	for _, claim := range pl.freedClaims(s.dryRun) {
-		tracker.AddAllocation(&edits.Freed, claim.Status.Allocation, pl.fts.EnableDRAConsumableCapacity)
+	if s.dryRun == nil {
+		return allocator.Edits{Freed: tracker.NewAllocatedState(), Added: s.nominated}
 	}
-	return edits
+	return allocator.Edits{Freed: s.dryRun.freedState, Added: s.nominated}
 }
 
 // claimsOfPod returns the claims a pod on a node holds: those of its spec
@@ -270,58 +353,149 @@ func (pl *Plugin) claimsOfPod(pod *v1.Pod) []*resourceapi.ResourceClaim {
 	return claims
 }
 
-// freedBy: the claim is allocated and reserved only for removed pods, so
-// the claim controller deallocates (or deletes) it once they are gone.
-func freedBy(claim *resourceapi.ResourceClaim, removed map[types.UID]*v1.Pod) bool {
+// frees: the claim is allocated and reserved only for removed pods, so the
+// claim controller deallocates (or deletes) it once they are gone, and
+// one of them is not stuck terminating.
+func (pl *Plugin) frees(claim *resourceapi.ResourceClaim, removed map[types.UID]*v1.Pod, now time.Time) bool {
 	if claim.Status.Allocation == nil || len(claim.Status.ReservedFor) == 0 {
 		return false
 	}
+	going := false
 	for _, consumer := range claim.Status.ReservedFor {
 		if consumer.APIGroup != "" || consumer.Resource != "pods" {
 			return false
 		}
-		if _, ok := removed[consumer.UID]; !ok {
+		pod, ok := removed[consumer.UID]
+		if !ok {
+			return false
+		}
+		going = going || !pl.stuck(pod, now)
+	}
+	return going
+}
+
+// dryRunAllocator returns the allocator for the state's edits, built once
+// per set of edits.
+//
+// In pod-group preemption's simulation the set of edits includes the
+// allocations in flight: the evaluator re-filters the group's pods one
+// after the other while it adds victims back, and reserves each pod that
+// fits before it filters the next, but each pod's state was made when the
+// pods before it had their first devices. A pod that fits on other devices
+// now holds those; without them, the next pod took the same devices, and a
+// victim the group needs was spared. The group's pods that fit before this
+// one hold their devices in flight, some of them devices that a victim's
+// claim frees: they are taken whatever the victims free.
+func (pl *Plugin) dryRunAllocator(ctx context.Context, s *stateData) (nodeAllocator, error) {
+	d := s.dryRun
+	var inFlight map[types.UID]*resourceapi.AllocationResult
+	if d.simulation {
+		inFlight = pl.inFlightAllocations()
+	}
+	d.mutex.Lock()
+	defer d.mutex.Unlock()
+	if d.alloc != nil && (!d.simulation || sameAllocations(d.allocInFlight, inFlight)) {
+		return d.alloc, nil
+	}
+	edits := pl.edits(s)
+	var a nodeAllocator
+	var err error
+	if d.simulation {
+		added := tracker.NewAllocatedState()
+		addState(&added, edits.Added)
+		for _, allocation := range inFlight {
+			tracker.AddAllocation(&added, allocation, pl.fts.EnableDRAConsumableCapacity)
+		}
+		edits.Added = added
+		a, err = d.live.allocator(ctx, pl, s, inFlight, edits)
+	} else {
+		a, err = pl.allocatorWith(ctx, s, edits)
+	}
+	if err != nil {
+		return nil, err
+	}
+	d.alloc, d.allocInFlight = a, inFlight
+	return a, nil
+}
+
+// inFlightAllocations returns the allocations in flight, by the UID they
+// are in flight under.
+func (pl *Plugin) inFlightAllocations() map[types.UID]*resourceapi.AllocationResult {
+	uids := pl.tracker.InFlight()
+	out := make(map[types.UID]*resourceapi.AllocationResult, len(uids))
+	for _, uid := range uids {
+		if allocation := pl.tracker.PendingAllocation(uid); allocation != nil {
+			out[uid] = allocation
+		}
+	}
+	return out
+}
+
+// sameAllocations: a and b hold the same allocations under the same UIDs.
+// An allocation in flight is not changed in place, so comparing pointers
+// suffices.
+func sameAllocations(a, b map[types.UID]*resourceapi.AllocationResult) bool {
+	return len(a) == len(b) && covers(a, b)
+}
+
+// covers: every allocation of b is in a, under the same UID.
+func covers(a, b map[types.UID]*resourceapi.AllocationResult) bool {
+	for uid, allocation := range b {
+		if a[uid] != allocation {
 			return false
 		}
 	}
 	return true
 }
 
-// dryRunAllocator returns the allocator for the state's edits, built once
-// per set of edits.
-//
-// In pod-group preemption's simulation it is built anew for every Filter,
-// from the tracker's allocated state as it is then: the evaluator
-// re-filters the group's pods one after the other while it adds victims
-// back, and reserves each pod that fits before it filters the next, but
-// each pod's state was made when the pods before it had their first
-// devices. A pod that fits on other devices now holds those; without
-// them, the next pod took the same devices, and a victim the group needs
-// was spared.
-func (pl *Plugin) dryRunAllocator(ctx context.Context, s *stateData) (nodeAllocator, error) {
-	d := s.dryRun
-	if d.alloc != nil {
-		return d.alloc, nil
-	}
-	if d.simulation {
-		// The group's pods that fit before this one hold their devices
-		// in flight, some of them devices that a victim's claim frees:
-		// they are taken whatever the victims free.
-		edits := pl.edits(s)
-		added := tracker.NewAllocatedState()
-		addState(&added, edits.Added)
-		for _, uid := range pl.tracker.InFlight() {
-			tracker.AddAllocation(&added, pl.tracker.PendingAllocation(uid), pl.fts.EnableDRAConsumableCapacity)
+// liveState is the tracker's allocated state as pod-group preemption's
+// simulation allocates on it: gathered once for all the states of one
+// simulation, not for each pod and node it filters (a gather copies every
+// allocated device). It stays valid while the allocations that were in
+// flight when it was gathered stay in flight: the simulation's own
+// allocations come and go after that, and its states add those that are
+// in flight at each Filter (dryRunAllocator). Allocations that the API
+// server reports meanwhile are not seen until the next gather; the
+// simulation only chooses victims, and the pods' scheduling cycles
+// allocate on the state of their own.
+type liveState struct {
+	mutex sync.Mutex
+	// state and slices are what was gathered; base is drasched's
+	// allocator on them, nil with allocator: upstream.
+	state  *structured.AllocatedState
+	slices []*resourceapi.ResourceSlice
+	base   *allocator.Allocator
+	// inFlight are the allocations in flight when state was gathered.
+	inFlight map[types.UID]*resourceapi.AllocationResult
+}
+
+// allocator returns an allocator of the cycle's kind on the live state
+// with edits, gathering the state again if an allocation it counted as in
+// flight is no longer (inFlight are those in flight now).
+func (l *liveState) allocator(ctx context.Context, pl *Plugin, s *stateData, inFlight map[types.UID]*resourceapi.AllocationResult, edits allocator.Edits) (nodeAllocator, error) {
+	l.mutex.Lock()
+	defer l.mutex.Unlock()
+	if l.state == nil || !covers(inFlight, l.inFlight) {
+		state, err := pl.tracker.AllocatedState(ctx)
+		if err != nil {
+			return nil, err
 		}
-		edits.Added = added
-		return pl.liveAllocator(ctx, s, edits)
+		slices, err := pl.tracker.Slices()
+		if err != nil {
+			return nil, fmt.Errorf("list resource slices: %w", err)
+		}
+		var base *allocator.Allocator
+		if _, ours := s.allocator.(*allocator.Allocator); ours {
+			if base, err = allocator.New(ctx, pl.features, *state, pl.tracker.DeviceClasses(), slices, pl.allocatorOptions()); err != nil {
+				return nil, err
+			}
+		}
+		l.state, l.slices, l.base, l.inFlight = state, slices, base, inFlight
 	}
-	a, err := pl.allocatorWith(ctx, s, pl.edits(s))
-	if err != nil {
-		return nil, err
+	if l.base != nil {
+		return l.base.WithEdits(edits), nil
 	}
-	d.alloc = a
-	return a, nil
+	return structured.NewAllocator(ctx, pl.features, editedState(l.state, edits), pl.tracker.DeviceClasses(), l.slices, pl.celCache())
 }
 
 // liveAllocator returns an allocator of the cycle's kind on the tracker's

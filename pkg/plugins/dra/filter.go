@@ -137,6 +137,9 @@ func (pl *Plugin) Filter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, no
 		// Preemption's dry run: the state's edits (dryrun.go).
 		var err error
 		if a, err = pl.dryRunAllocator(allocCtx, s); err != nil {
+			if ctx.Err() != nil {
+				return statusStopped(ctx, logger, pod, node)
+			}
 			return statusError(logger, err, "pod", klog.KObj(pod), "node", klog.KObj(node))
 		}
 	}
@@ -152,7 +155,7 @@ func (pl *Plugin) Filter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, no
 		// Only this node fails.
 		return statusUnschedulable(logger, []string{err.Error()}, "pod", klog.KObj(pod), "node", klog.KObj(node))
 	case ctx.Err() != nil:
-		return statusUnschedulable(logger, []string{fmt.Sprintf("asked by caller to stop allocating devices: %v", context.Cause(ctx))}, "pod", klog.KObj(pod), "node", klog.KObj(node))
+		return statusStopped(ctx, logger, pod, node)
 	case err != nil:
 		// Something is wrong with a claim or class (a CEL runtime error,
 		// say); every node would fail the same way.
@@ -178,6 +181,13 @@ func (pl *Plugin) Filter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, no
 	}
 	s.results.store(node.Name, results)
 	return nil
+}
+
+// statusStopped is Filter's answer when its caller stopped it: the
+// framework cancels the Filter calls still running once it has found
+// enough nodes, and an error from any of them would fail the whole cycle.
+func statusStopped(ctx context.Context, logger klog.Logger, pod *v1.Pod, node *v1.Node) *fwk.Status {
+	return statusUnschedulable(logger, []string{fmt.Sprintf("asked by caller to stop allocating devices: %v", context.Cause(ctx))}, "pod", klog.KObj(pod), "node", klog.KObj(node))
 }
 
 // explain turns the allocator's failure reasons into the status reasons of

@@ -455,6 +455,10 @@ type simulation struct {
 
 	once    sync.Once
 	removed map[types.UID]*v1.Pod
+
+	// live is the allocated state that the states of the simulation
+	// allocate on.
+	live liveState
 }
 
 // newSimulation notes the pods with claims on every node, before pod-group
@@ -513,9 +517,7 @@ func (sim *simulation) removedPods() map[types.UID]*v1.Pod {
 func (sim *simulation) dryRun(pl *Plugin) *dryRun {
 	d := (*dryRun)(nil).clone()
 	d.simulation = true
-	for uid, pod := range sim.removedPods() {
-		d.removed[uid] = pod
-		d.claims[uid] = pl.claimsOfPod(pod)
-	}
+	d.live = &sim.live
+	pl.remove(d, sim.removedPods())
 	return d
 }
