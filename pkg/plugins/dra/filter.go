@@ -138,7 +138,7 @@ func (pl *Plugin) Filter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, no
 		var err error
 		if a, err = pl.dryRunAllocator(allocCtx, s); err != nil {
 			if ctx.Err() != nil {
-				return statusStopped(ctx, logger, pod, node)
+				return statusStopped(logger, context.Cause(ctx), pod, node)
 			}
 			return statusError(logger, err, "pod", klog.KObj(pod), "node", klog.KObj(node))
 		}
@@ -155,7 +155,7 @@ func (pl *Plugin) Filter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, no
 		// Only this node fails.
 		return statusUnschedulable(logger, []string{err.Error()}, "pod", klog.KObj(pod), "node", klog.KObj(node))
 	case ctx.Err() != nil:
-		return statusStopped(ctx, logger, pod, node)
+		return statusStopped(logger, context.Cause(ctx), pod, node)
 	case err != nil:
 		// Something is wrong with a claim or class (a CEL runtime error,
 		// say); every node would fail the same way.
@@ -186,8 +186,8 @@ func (pl *Plugin) Filter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, no
 // statusStopped is Filter's answer when its caller stopped it: the
 // framework cancels the Filter calls still running once it has found
 // enough nodes, and an error from any of them would fail the whole cycle.
-func statusStopped(ctx context.Context, logger klog.Logger, pod *v1.Pod, node *v1.Node) *fwk.Status {
-	return statusUnschedulable(logger, []string{fmt.Sprintf("asked by caller to stop allocating devices: %v", context.Cause(ctx))}, "pod", klog.KObj(pod), "node", klog.KObj(node))
+func statusStopped(logger klog.Logger, cause error, pod *v1.Pod, node *v1.Node) *fwk.Status {
+	return statusUnschedulable(logger, []string{fmt.Sprintf("asked by caller to stop allocating devices: %v", cause)}, "pod", klog.KObj(pod), "node", klog.KObj(node))
 }
 
 // explain turns the allocator's failure reasons into the status reasons of
