@@ -20,12 +20,19 @@ import (
 type Edits struct {
 	Freed structured.AllocatedState
 	Added structured.AllocatedState
+	// AlsoAdded is taken as Added is, kept apart so that a caller whose
+	// additions change often (allocations in flight) on top of a larger
+	// set that does not (nominations) need not copy the larger one each
+	// time. A device in both counts once; capacity in both adds up.
+	AlsoAdded structured.AllocatedState
 }
 
 func (e *Edits) empty() bool {
-	return e == nil ||
-		len(e.Freed.AllocatedDevices) == 0 && len(e.Freed.AllocatedSharedDeviceIDs) == 0 && len(e.Freed.AggregatedCapacity) == 0 &&
-			len(e.Added.AllocatedDevices) == 0 && len(e.Added.AllocatedSharedDeviceIDs) == 0 && len(e.Added.AggregatedCapacity) == 0
+	return e == nil || emptyState(e.Freed) && emptyState(e.Added) && emptyState(e.AlsoAdded)
+}
+
+func emptyState(s structured.AllocatedState) bool {
+	return len(s.AllocatedDevices) == 0 && len(s.AllocatedSharedDeviceIDs) == 0 && len(s.AggregatedCapacity) == 0
 }
 
 // WithEdits returns an allocator for the same cycle and inputs that sees
@@ -52,9 +59,9 @@ func (a *Allocator) WithEdits(edits Edits) *Allocator {
 		return e
 	}
 	e.edits = &edits
-	if len(edits.Freed.AggregatedCapacity) > 0 || len(edits.Added.AggregatedCapacity) > 0 {
+	if len(edits.Freed.AggregatedCapacity) > 0 || len(edits.Added.AggregatedCapacity) > 0 || len(edits.AlsoAdded.AggregatedCapacity) > 0 {
 		e.capacity = map[structured.DeviceID]structured.ConsumedCapacity{}
-		ids := sets.KeySet(edits.Freed.AggregatedCapacity).Union(sets.KeySet(edits.Added.AggregatedCapacity))
+		ids := sets.KeySet(edits.Freed.AggregatedCapacity).Union(sets.KeySet(edits.Added.AggregatedCapacity)).Union(sets.KeySet(edits.AlsoAdded.AggregatedCapacity))
 		for id := range ids {
 			c := structured.NewConsumedCapacityCollection()
 			if base, ok := a.state.AggregatedCapacity[id]; ok {
@@ -64,6 +71,9 @@ func (a *Allocator) WithEdits(edits Edits) *Allocator {
 				c.Remove(structured.DeviceConsumedCapacity{DeviceID: id, ConsumedCapacity: freed})
 			}
 			if added, ok := edits.Added.AggregatedCapacity[id]; ok {
+				c.Insert(structured.DeviceConsumedCapacity{DeviceID: id, ConsumedCapacity: added})
+			}
+			if added, ok := edits.AlsoAdded.AggregatedCapacity[id]; ok {
 				c.Insert(structured.DeviceConsumedCapacity{DeviceID: id, ConsumedCapacity: added})
 			}
 			// nil: nothing consumed after the edits.
@@ -91,7 +101,7 @@ func (a *Allocator) allocatedWhole(id structured.DeviceID) bool {
 	if a.edits == nil {
 		return a.state.AllocatedDevices.Has(id)
 	}
-	if a.edits.Added.AllocatedDevices.Has(id) {
+	if a.edits.Added.AllocatedDevices.Has(id) || a.edits.AlsoAdded.AllocatedDevices.Has(id) {
 		return true
 	}
 	return a.state.AllocatedDevices.Has(id) && !a.edits.Freed.AllocatedDevices.Has(id)
@@ -122,6 +132,9 @@ func (a *Allocator) sharedDevices() sets.Set[structured.DeviceID] {
 		}
 		if a.edits != nil {
 			for id := range a.edits.Added.AllocatedSharedDeviceIDs {
+				a.shared.Insert(id.GetDeviceID())
+			}
+			for id := range a.edits.AlsoAdded.AllocatedSharedDeviceIDs {
 				a.shared.Insert(id.GetDeviceID())
 			}
 		}

@@ -36,12 +36,15 @@ func TestWithEdits(t *testing.T) {
 		if len(edits.Added.AllocatedDevices)+len(edits.Added.AllocatedSharedDeviceIDs)+len(edits.Added.AggregatedCapacity) > 0 {
 			outcomes["added"]++
 		}
+		if len(edits.AlsoAdded.AllocatedDevices)+len(edits.AlsoAdded.AllocatedSharedDeviceIDs)+len(edits.AlsoAdded.AggregatedCapacity) > 0 {
+			outcomes["also added"]++
+		}
 		if len(edits.Freed.AggregatedCapacity)+len(edits.Added.AggregatedCapacity) > 0 {
 			outcomes["capacity"]++
 		}
 	}
 	t.Logf("instances with edits: %v", outcomes)
-	for _, o := range []string{"freed", "added", "capacity"} {
+	for _, o := range []string{"freed", "added", "also added", "capacity"} {
 		if outcomes[o] == 0 {
 			t.Errorf("no instance had %s edits; the test lost coverage", o)
 		}
@@ -91,26 +94,44 @@ func splitState(seed uint64, inst *randinst.Instance) (structured.AllocatedState
 		}
 	}
 	before := newState()
-	edits := allocator.Edits{Freed: newState(), Added: newState()}
+	edits := allocator.Edits{Freed: newState(), Added: newState(), AlsoAdded: newState()}
+	// added is Added or AlsoAdded, by chance; a device or share may be in
+	// both, and counts once.
+	added := func() []*structured.AllocatedState {
+		switch x := r.Float64(); {
+		case x < 0.4:
+			return []*structured.AllocatedState{&edits.Added}
+		case x < 0.8:
+			return []*structured.AllocatedState{&edits.AlsoAdded}
+		default:
+			return []*structured.AllocatedState{&edits.Added, &edits.AlsoAdded}
+		}
+	}
 	state := inst.State
 	for id := range state.AllocatedDevices {
 		if r.Float64() < 0.3 {
-			edits.Added.AllocatedDevices.Insert(id)
+			for _, a := range added() {
+				a.AllocatedDevices.Insert(id)
+			}
 		} else {
 			before.AllocatedDevices.Insert(id)
 		}
 	}
 	for id := range state.AllocatedSharedDeviceIDs {
 		if r.Float64() < 0.3 {
-			edits.Added.AllocatedSharedDeviceIDs.Insert(id)
+			for _, a := range added() {
+				a.AllocatedSharedDeviceIDs.Insert(id)
+			}
 		} else {
 			before.AllocatedSharedDeviceIDs.Insert(id)
 		}
 	}
 	for id, consumed := range state.AggregatedCapacity {
 		switch x := r.Float64(); {
-		case x < 0.3:
+		case x < 0.15:
 			edits.Added.AggregatedCapacity[id] = consumed.Clone()
+		case x < 0.3:
+			edits.AlsoAdded.AggregatedCapacity[id] = consumed.Clone()
 		case x < 0.6:
 			// Twice before, once freed.
 			before.AggregatedCapacity.Insert(structured.DeviceConsumedCapacity{DeviceID: id, ConsumedCapacity: consumed})

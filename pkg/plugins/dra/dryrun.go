@@ -401,12 +401,12 @@ func (pl *Plugin) dryRunAllocator(ctx context.Context, s *stateData) (nodeAlloca
 	var a nodeAllocator
 	var err error
 	if d.simulation {
-		added := tracker.NewAllocatedState()
-		addState(&added, edits.Added)
+		// Apart from the nominations, which are many more and do not
+		// change: a rebuild costs the allocations in flight.
+		edits.AlsoAdded = tracker.NewAllocatedState()
 		for _, allocation := range inFlight {
-			tracker.AddAllocation(&added, allocation, pl.fts.EnableDRAConsumableCapacity)
+			tracker.AddAllocation(&edits.AlsoAdded, allocation, pl.fts.EnableDRAConsumableCapacity)
 		}
-		edits.Added = added
 		a, err = d.live.allocator(ctx, pl, s, inFlight, edits)
 	} else {
 		a, err = pl.allocatorWith(ctx, s, edits)
@@ -533,16 +533,15 @@ func (pl *Plugin) allocatorWith(ctx context.Context, s *stateData, edits allocat
 // allocator: upstream, which cannot take edits.
 func editedState(state *structured.AllocatedState, edits allocator.Edits) structured.AllocatedState {
 	out := structured.AllocatedState{
-		AllocatedDevices:         state.AllocatedDevices.Clone().Difference(edits.Freed.AllocatedDevices).Union(edits.Added.AllocatedDevices),
-		AllocatedSharedDeviceIDs: state.AllocatedSharedDeviceIDs.Clone().Difference(edits.Freed.AllocatedSharedDeviceIDs).Union(edits.Added.AllocatedSharedDeviceIDs),
+		AllocatedDevices:         state.AllocatedDevices.Clone().Difference(edits.Freed.AllocatedDevices),
+		AllocatedSharedDeviceIDs: state.AllocatedSharedDeviceIDs.Clone().Difference(edits.Freed.AllocatedSharedDeviceIDs),
 		AggregatedCapacity:       state.AggregatedCapacity.Clone(),
 	}
 	for id, c := range edits.Freed.AggregatedCapacity {
 		out.AggregatedCapacity.Remove(structured.DeviceConsumedCapacity{DeviceID: id, ConsumedCapacity: c})
 	}
-	for id, c := range edits.Added.AggregatedCapacity {
-		out.AggregatedCapacity.Insert(structured.DeviceConsumedCapacity{DeviceID: id, ConsumedCapacity: c})
-	}
+	addState(&out, edits.Added)
+	addState(&out, edits.AlsoAdded)
 	return out
 }
 
