@@ -13,6 +13,7 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
@@ -286,9 +287,17 @@ func (r *runner) fill(c *caseResult, names []string, start time.Time) {
 }
 
 // verify checks the allocations in the namespace with kwokcluster.Verify.
-// Claims are listed before pods: while no pod is being bound, a pod in the
-// list has had its claims since before the claims were listed.
+// Pods are listed before and after the claims, and only those bound in
+// both lists, the same pod and not being deleted, are checked against the
+// claims: a pod bound before the claims were listed got its claims
+// allocated before that (PreBind writes them before Bind), and one that
+// preemption evicts meanwhile may have lost them. Binding goes on after a
+// case in the preemption cases, so no list is taken while none is.
 func (r *runner) verify(ctx context.Context) []error {
+	before, err := r.client.CoreV1().Pods(r.cfg.Namespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return []error{fmt.Errorf("list pods: %w", err)}
+	}
 	claims, err := r.client.ResourceV1().ResourceClaims(r.cfg.Namespace).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return []error{fmt.Errorf("list claims: %w", err)}
@@ -301,11 +310,30 @@ func (r *runner) verify(ctx context.Context) []error {
 	if err != nil {
 		return []error{fmt.Errorf("list nodes: %w", err)}
 	}
-	pods, err := r.client.CoreV1().Pods(r.cfg.Namespace).List(ctx, metav1.ListOptions{})
+	after, err := r.client.CoreV1().Pods(r.cfg.Namespace).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return []error{fmt.Errorf("list pods: %w", err)}
 	}
-	return kwokcluster.Verify(kwokcluster.Cluster{Pods: pods.Items, Claims: claims.Items, Slices: resourceSlices.Items, Nodes: nodes.Items})
+	pods := stablyBound(before.Items, after.Items)
+	return kwokcluster.Verify(kwokcluster.Cluster{Pods: pods, Claims: claims.Items, Slices: resourceSlices.Items, Nodes: nodes.Items})
+}
+
+// stablyBound returns the pods bound in before that are in after too, the
+// same pod on the same node and not being deleted.
+func stablyBound(before, after []corev1.Pod) []corev1.Pod {
+	later := map[types.UID]*corev1.Pod{}
+	for i := range after {
+		later[after[i].UID] = &after[i]
+	}
+	var out []corev1.Pod
+	for _, pod := range before {
+		p, ok := later[pod.UID]
+		if pod.Spec.NodeName == "" || pod.DeletionTimestamp != nil || !ok || p.Spec.NodeName != pod.Spec.NodeName || p.DeletionTimestamp != nil {
+			continue
+		}
+		out = append(out, pod)
+	}
+	return out
 }
 
 // cleanup deletes the pods of the namespace and waits until their claims
