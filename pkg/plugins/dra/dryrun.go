@@ -48,7 +48,6 @@ package dra
 
 import (
 	"context"
-	"fmt"
 	"maps"
 	"slices"
 	"sync"
@@ -476,13 +475,9 @@ func (l *liveState) allocator(ctx context.Context, pl *Plugin, s *stateData, inF
 	l.mutex.Lock()
 	defer l.mutex.Unlock()
 	if l.state == nil || !covers(inFlight, l.inFlight) {
-		state, err := pl.tracker.AllocatedState(ctx)
+		state, slices, err := pl.gather(ctx)
 		if err != nil {
 			return nil, err
-		}
-		slices, err := pl.tracker.Slices()
-		if err != nil {
-			return nil, fmt.Errorf("list resource slices: %w", err)
 		}
 		var base *allocator.Allocator
 		if _, ours := s.allocator.(*allocator.Allocator); ours {
@@ -501,22 +496,7 @@ func (l *liveState) allocator(ctx context.Context, pl *Plugin, s *stateData, inF
 // liveAllocator returns an allocator of the cycle's kind on the tracker's
 // allocated state as it is now, with edits.
 func (pl *Plugin) liveAllocator(ctx context.Context, s *stateData, edits allocator.Edits) (nodeAllocator, error) {
-	state, err := pl.tracker.AllocatedState(ctx)
-	if err != nil {
-		return nil, err
-	}
-	slices, err := pl.tracker.Slices()
-	if err != nil {
-		return nil, fmt.Errorf("list resource slices: %w", err)
-	}
-	if _, ours := s.allocator.(*allocator.Allocator); !ours {
-		return structured.NewAllocator(ctx, pl.features, editedState(state, edits), pl.tracker.DeviceClasses(), slices, pl.celCache())
-	}
-	a, err := allocator.New(ctx, pl.features, *state, pl.tracker.DeviceClasses(), slices, pl.allocatorOptions())
-	if err != nil {
-		return nil, err
-	}
-	return a.WithEdits(edits), nil
+	return (&liveState{}).allocator(ctx, pl, s, nil, edits)
 }
 
 // allocatorWith returns the cycle's allocator with edits of the cycle's

@@ -89,15 +89,7 @@ func TestSimulationGathersOnce(t *testing.T) {
 	nodeInfo.SetNode(nodeA)
 	edit := func(pod *v1.Pod, remove bool) {
 		t.Helper()
-		var status *fwk.Status
-		if remove {
-			status = env.plugin.RemovePod(env.ctx, cs, preemptor, podInfo(t, pod), nodeInfo)
-		} else {
-			status = env.plugin.AddPod(env.ctx, cs, preemptor, podInfo(t, pod), nodeInfo)
-		}
-		if !status.IsSuccess() {
-			t.Fatalf("edit %s: %v", pod.Name, status)
-		}
+		editDryRun(t, env, cs, preemptor, pod, remove)
 	}
 	// filter runs Filter on 20 goroutines at once, as the framework runs
 	// it for 20 nodes.
@@ -233,15 +225,7 @@ func TestDryRunFreedIncremental(t *testing.T) {
 	}
 	edit := func(pod *v1.Pod, remove bool) {
 		t.Helper()
-		var status *fwk.Status
-		if remove {
-			status = env.plugin.RemovePod(env.ctx, cs, preemptor, podInfo(t, pod), nodeInfo)
-		} else {
-			status = env.plugin.AddPod(env.ctx, cs, preemptor, podInfo(t, pod), nodeInfo)
-		}
-		if !status.IsSuccess() {
-			t.Fatalf("edit %s: %v", pod.Name, status)
-		}
+		editDryRun(t, env, cs, preemptor, pod, remove)
 	}
 
 	edit(pods[0], true)
@@ -274,6 +258,23 @@ func TestDryRunFreedIncremental(t *testing.T) {
 		pod := pods[rng.IntN(len(pods))]
 		edit(pod, rng.IntN(2) == 0)
 		check(fmt.Sprintf("random step %d", i), nil)
+	}
+}
+
+// editDryRun removes the pod from the preemptor's state on node-a, as
+// preemption's dry run does, or adds it back.
+func editDryRun(t *testing.T, env *nominationEnv, cs fwk.CycleState, preemptor, pod *v1.Pod, remove bool) {
+	t.Helper()
+	nodeInfo := framework.NewNodeInfo()
+	nodeInfo.SetNode(nodeA)
+	var status *fwk.Status
+	if remove {
+		status = env.plugin.RemovePod(env.ctx, cs, preemptor, podInfo(t, pod), nodeInfo)
+	} else {
+		status = env.plugin.AddPod(env.ctx, cs, preemptor, podInfo(t, pod), nodeInfo)
+	}
+	if !status.IsSuccess() {
+		t.Fatalf("edit %s: %v", pod.Name, status)
 	}
 }
 

@@ -249,13 +249,9 @@ func (pl *Plugin) newAllocator(ctx context.Context, s *stateData, upstream bool)
 	if err := pl.fence.WaitHandover(ctx); err != nil {
 		return nil, err
 	}
-	state, err := pl.tracker.AllocatedState(ctx)
+	state, slices, err := pl.gather(ctx)
 	if err != nil {
 		return nil, err
-	}
-	slices, err := pl.tracker.Slices()
-	if err != nil {
-		return nil, fmt.Errorf("list resource slices: %w", err)
 	}
 	s.base = state
 	nominated := allocator.Edits{Added: s.nominated}
@@ -268,6 +264,20 @@ func (pl *Plugin) newAllocator(ctx context.Context, s *stateData, upstream bool)
 		return a, err
 	}
 	return a.WithEdits(nominated), nil
+}
+
+// gather returns the tracker's allocated state and ResourceSlices as they
+// are now.
+func (pl *Plugin) gather(ctx context.Context) (*structured.AllocatedState, []*resourceapi.ResourceSlice, error) {
+	state, err := pl.tracker.AllocatedState(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	slices, err := pl.tracker.Slices()
+	if err != nil {
+		return nil, nil, fmt.Errorf("list resource slices: %w", err)
+	}
+	return state, slices, nil
 }
 
 // explainer returns drasched's allocator for the cycle's inputs, for
