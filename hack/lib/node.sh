@@ -504,6 +504,10 @@ evictionHard:
   nodefs.inodesFree: 1%
 syncFrequency: 10s
 fileCheckFrequency: 10s
+# A heartbeat in the Node's status every minute, ±30 s (default 5m), so
+# that a test waiting for one after a kubelet restart has one within two
+# minutes even when it missed the report the kubelet sends as it starts.
+nodeStatusReportFrequency: 1m
 EOF
 }
 

@@ -129,6 +129,7 @@ func TestLifecycle(t *testing.T) {
 		plugin := c.pluginPod(t)
 		specs := c.specModTimes(t)
 		prepared := c.preparedClaims(t)
+		heartbeat := c.nodeHeartbeat(t)
 
 		restart := exec.CommandContext(t.Context(), filepath.Join(c.repo, "hack", "node.sh"), "restart-kubelet")
 		if out, err := restart.CombinedOutput(); err != nil {
@@ -137,7 +138,7 @@ func TestLifecycle(t *testing.T) {
 		// The restarted kubelet has synced its pods: it reports them
 		// again (a new Ready transition is not needed, the status update
 		// is). Wait for its heartbeat, then look.
-		c.waitNodeHeartbeat(t)
+		c.waitNodeHeartbeat(t, heartbeat)
 		c.expectUnchanged(t, running)
 		c.expectUnchanged(t, plugin)
 		if diff := c.specModTimes(t); !maps.Equal(diff, specs) {
@@ -195,24 +196,46 @@ func TestLifecycle(t *testing.T) {
 	})
 }
 
-// waitNodeHeartbeat waits for a heartbeat of the node's kubelet newer than
-// now.
-func (c *cluster) waitNodeHeartbeat(t *testing.T) {
+// nodeHeartbeat is the last heartbeat of the node's kubelet: the time of
+// its Ready condition's last status report.
+func (c *cluster) nodeHeartbeat(t *testing.T) time.Time {
 	t.Helper()
-	since := time.Now().Add(-time.Second)
+	node, err := c.client.CoreV1().Nodes().Get(t.Context(), c.nodeName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("get node: %v", err)
+	}
+	for _, cond := range node.Status.Conditions {
+		if cond.Type == corev1.NodeReady {
+			return cond.LastHeartbeatTime.Time
+		}
+	}
+	t.Fatalf("node %s has no Ready condition", c.nodeName)
+	return time.Time{}
+}
+
+// waitNodeHeartbeat waits for a Ready heartbeat of the node's kubelet
+// later than before, a heartbeat that nodeHeartbeat took.
+//
+// It compares with the kubelet's own earlier report, not with the clock:
+// a restarted kubelet reports its status once soon after it starts, which
+// may be before hack/node.sh restart-kubelet returns, and after that only
+// on a change or every nodeStatusReportFrequency (hack/lib/node.sh); and
+// the API keeps the time in whole seconds.
+func (c *cluster) waitNodeHeartbeat(t *testing.T, before time.Time) {
+	t.Helper()
 	err := poll(t.Context(), 2*time.Minute, func() (bool, error) {
 		node, err := c.client.CoreV1().Nodes().Get(t.Context(), c.nodeName, metav1.GetOptions{})
 		if err != nil {
 			return false, err
 		}
 		for _, cond := range node.Status.Conditions {
-			if cond.Type == "Ready" {
-				return cond.Status == "True" && cond.LastHeartbeatTime.After(since), nil
+			if cond.Type == corev1.NodeReady {
+				return cond.Status == corev1.ConditionTrue && cond.LastHeartbeatTime.After(before), nil
 			}
 		}
 		return false, nil
 	})
 	if err != nil {
-		t.Fatalf("no heartbeat of the restarted kubelet: %v", err)
+		t.Fatalf("no heartbeat of the restarted kubelet after %s: %v", before.Format(time.RFC3339), err)
 	}
 }
