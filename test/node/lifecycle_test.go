@@ -204,13 +204,21 @@ func (c *cluster) nodeHeartbeat(t *testing.T) time.Time {
 	if err != nil {
 		t.Fatalf("get node: %v", err)
 	}
-	for _, cond := range node.Status.Conditions {
-		if cond.Type == corev1.NodeReady {
-			return cond.LastHeartbeatTime.Time
+	ready := readyCondition(node)
+	if ready == nil {
+		t.Fatalf("node %s has no Ready condition", c.nodeName)
+	}
+	return ready.LastHeartbeatTime.Time
+}
+
+// readyCondition is the node's Ready condition, or nil.
+func readyCondition(node *corev1.Node) *corev1.NodeCondition {
+	for i := range node.Status.Conditions {
+		if node.Status.Conditions[i].Type == corev1.NodeReady {
+			return &node.Status.Conditions[i]
 		}
 	}
-	t.Fatalf("node %s has no Ready condition", c.nodeName)
-	return time.Time{}
+	return nil
 }
 
 // waitNodeHeartbeat waits for a Ready heartbeat of the node's kubelet
@@ -228,12 +236,8 @@ func (c *cluster) waitNodeHeartbeat(t *testing.T, before time.Time) {
 		if err != nil {
 			return false, err
 		}
-		for _, cond := range node.Status.Conditions {
-			if cond.Type == corev1.NodeReady {
-				return cond.Status == corev1.ConditionTrue && cond.LastHeartbeatTime.After(before), nil
-			}
-		}
-		return false, nil
+		ready := readyCondition(node)
+		return ready != nil && ready.Status == corev1.ConditionTrue && ready.LastHeartbeatTime.After(before), nil
 	})
 	if err != nil {
 		t.Fatalf("no heartbeat of the restarted kubelet after %s: %v", before.Format(time.RFC3339), err)
