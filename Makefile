@@ -206,6 +206,10 @@ conformance-integration: ## Run only upstream's DRA integration suite with Struc
 bench: ## Run scheduler_perf, kwok and allocator benchmarks, drasched and upstream side by side; results in bench/results, resumed case by case on the same commit (QUICK=1: quick subset; SUITES="scheduler_perf allocator kwok").
 	QUICK=$(QUICK) hack/bench.sh
 
+.PHONY: bench-report
+bench-report: ## Make bench/results (latest.json, latest.md, plots) and docs/benchmarks.md's results again from bench/results/store, measuring nothing: after a change to the report.
+	cd bench/cmd/report && $(GO) run . merge -out $(CURDIR)/bench/results -store $(CURDIR)/bench/results/store -doc $(CURDIR)/docs/benchmarks.md
+
 .PHONY: bench-scheduler-perf
 bench-scheduler-perf: ## Run upstream's scheduler_perf DRA workloads with DynamicResources and with StructuredDRA (CASES=regexp RUNS=n).
 	hack/bench-scheduler-perf.sh

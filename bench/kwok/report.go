@@ -168,30 +168,15 @@ func (g runGroup) caseName(name string) string {
 	return n
 }
 
-// The benchmark's targets on the largest clusters.
-const (
-	// targetNodes is the cluster size the targets are set for.
-	targetNodes = 5000
-	// fillP99Factor: drasched's fill p99 at least this many times lower
-	// than upstream's best (at its defaults or with PreQueueingHints).
-	fillP99Factor = 10
-	// churnP50Seconds: drasched's churn p50 at most this.
-	churnP50Seconds = 0.1
-	// cpuPerPodFactor: drasched's CPU per DRA pod (fill) at most this many
-	// times its CPU per plain pod (noclaims).
-	cpuPerPodFactor = 2
-)
-
 // suiteFile turns the runs of the schedulers into the suite's file of the
 // results format: per cluster size, variant, case and metric the median of
 // each scheduler's runs, the targets drasched is held to (fill: p99 latency no
-// worse than upstream's, on 5000 nodes 10× lower than upstream's best;
-// churn on 5000 nodes: p50 ≤ 100 ms; CPU per DRA pod ≤ 2× per plain pod;
-// peak RSS ≤ upstream's; preempt: every high-priority pod bound;
+// worse than upstream's; peak RSS ≤ upstream's; preempt: every high-priority pod bound;
 // preempt_gang: every gang bound, no GPU evicted for nothing;
 // fragmentation: BestFit at least twice upstream's whole free nodes and
 // within 10% of the ideal; gang and preempt_gang: no partly bound group;
-// no allocation errors), notes on what each workload is and on pods that were not bound,
+// no allocation errors; and those that relate cases, results.SetKwokTargets),
+// notes on what each workload is and on pods that were not bound,
 // and the series for plots (throughput over time, latency CDF, whole free
 // capacity over the churn; bench/cmd/report derives the scaling plots from
 // the cases, results.ScalingSeries). The drasched column of the fragmentation cases is
@@ -227,7 +212,7 @@ func suiteFile(runs []runResult, command string, seconds float64) (results.File,
 		}
 		return f, fmt.Errorf("no case measured for both schedulers")
 	}
-	setTargets(&f, groups)
+	results.SetKwokTargets(&f)
 	return f, nil
 }
 
@@ -374,55 +359,6 @@ func groupCases(f *results.File, g runGroup, runs []runResult) error {
 		}
 	}
 	return nil
-}
-
-// setTargets sets the targets that compare a group's case with another
-// group's or case: on targetNodes nodes and more, fill's p99 against
-// upstream's best of the default and +pqh runs, and churn's p50; in every
-// group, fill's CPU per pod against noclaims'.
-func setTargets(f *results.File, groups []runGroup) {
-	find := func(name, metric string) *results.Case {
-		for i := range f.Cases {
-			if f.Cases[i].Name == name && f.Cases[i].Metric == metric {
-				return &f.Cases[i]
-			}
-		}
-		return nil
-	}
-	for _, g := range groups {
-		if fill := find(g.caseName(caseFill), results.MetricP99); fill != nil && g.nodes >= targetNodes {
-			best := fill.Upstream
-			for _, other := range groups {
-				if c := find(other.caseName(caseFill), results.MetricP99); other.nodes == g.nodes && c != nil && c.Upstream > 0 {
-					best = min(best, c.Upstream)
-				}
-			}
-			fill.Target = fmt.Sprintf("p99 ≥ %d× lower than upstream's best, %s", fillP99Factor, formatSeconds(best))
-			fill.TargetMet = ptr.To(fill.Drasched > 0 && fill.Drasched*fillP99Factor <= best)
-		}
-		if churn := find(g.caseName(caseChurn), results.MetricP50); churn != nil && g.nodes >= targetNodes {
-			churn.Target = fmt.Sprintf("drasched p50 ≤ %s", formatSeconds(churnP50Seconds))
-			churn.TargetMet = ptr.To(churn.Drasched > 0 && churn.Drasched <= churnP50Seconds)
-		}
-		fill, plain := find(g.caseName(caseFill), results.MetricCPUPerPod), find(g.caseName(caseNoClaims), results.MetricCPUPerPod)
-		if fill != nil && plain != nil {
-			fill.Target = fmt.Sprintf("drasched ≤ %d× its CPU per plain pod (noclaims), %s", cpuPerPodFactor, formatSeconds(plain.Drasched))
-			fill.TargetMet = ptr.To(fill.Drasched <= cpuPerPodFactor*plain.Drasched)
-		}
-	}
-}
-
-// formatSeconds prints a duration of seconds to three significant digits
-// or so: 1m15.163s, 2.17ms.
-func formatSeconds(s float64) string {
-	d := time.Duration(s * float64(time.Second))
-	switch {
-	case d >= time.Second:
-		return d.Round(time.Millisecond).String()
-	case d >= time.Millisecond:
-		return d.Round(10 * time.Microsecond).String()
-	}
-	return d.Round(time.Microsecond).String()
 }
 
 func hasCase(runs []runResult, name string) bool {

@@ -570,7 +570,7 @@ func TestSuiteFileSizesAndVariants(t *testing.T) {
 	// Upstream's best p99 on 5000 nodes is pqh's 4·0.5 = 2 s; drasched's
 	// 0.16 s is 12.5× lower, drasched+pqh's 0.24 s only 8.3×.
 	fill := get("fill_5000nodes", "p99_seconds")
-	if fill.Upstream != 8 || fill.TargetMet == nil || !*fill.TargetMet || !strings.Contains(fill.Target, "10× lower than upstream's best, 2s") {
+	if fill.Upstream != 8 || fill.TargetMet == nil || !*fill.TargetMet || !strings.Contains(fill.Target, "10× lower than upstream's best, 2.00 s") {
 		t.Errorf("fill_5000nodes p99: %+v", fill)
 	}
 	if pqh := get("fill_5000nodes+pqh", "p99_seconds"); pqh.Upstream != 2 || pqh.TargetMet == nil || *pqh.TargetMet {

@@ -76,8 +76,10 @@ func run(args []string) error {
 		if err := fs.Parse(args[1:]); err != nil {
 			return err
 		}
-		if *out == "" || fs.NArg() == 0 {
-			return errors.New("usage: report merge -out DIR [-doc docs/benchmarks.md] [-commit C [-store STORE]] SUITE.json [SUITE.json]")
+		// With a store and no suite file, what the store holds is merged
+		// again: after a change to the report, without measuring.
+		if *out == "" || (fs.NArg() == 0 && *store == "") {
+			return errors.New("usage: report merge -out DIR [-doc docs/benchmarks.md] [-commit C [-store STORE]] SUITE.json [SUITE.json]; report merge -out DIR -store STORE [-doc ...]")
 		}
 		return merge(*out, *doc, *commit, *store, fs.Args())
 	case "done":

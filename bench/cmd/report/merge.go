@@ -24,7 +24,8 @@ const (
 // (a file that names another is an error). With a store folder the inputs
 // join the files already there, all of one commit, and everything stored
 // is merged; a store that holds another commit's files is emptied first,
-// so that latest.json never mixes commits.
+// so that latest.json never mixes commits. A store and no inputs merges
+// what the store holds again, as it is (make bench-report).
 func merge(out, doc, commit, store string, inputs []string) error {
 	var files []results.File
 	for _, path := range inputs {
@@ -40,7 +41,13 @@ func merge(out, doc, commit, store string, inputs []string) error {
 		}
 		files = append(files, f)
 	}
-	if store != "" {
+	if store != "" && len(inputs) == 0 {
+		// Merged again as it is: the commit is the one stored.
+		var err error
+		if files, err = readStore(store); err != nil {
+			return err
+		}
+	} else if store != "" {
 		if commit == "" {
 			return errors.New("a store needs the commit measured (-commit)")
 		}
@@ -48,6 +55,9 @@ func merge(out, doc, commit, store string, inputs []string) error {
 		if files, err = addToStore(store, commit, files); err != nil {
 			return err
 		}
+	}
+	if len(files) == 0 {
+		return errors.New("nothing to merge: no suite file given or stored")
 	}
 	for _, f := range files[1:] {
 		if f.Commit != files[0].Commit {
@@ -180,18 +190,13 @@ func replaceSection(path, section string) error {
 // those there, removing those first if they measured another commit, and
 // returns everything the store then holds, oldest first.
 func addToStore(store, commit string, files []results.File) ([]results.File, error) {
-	paths, err := filepath.Glob(filepath.Join(store, "*.json"))
+	paths, err := storePaths(store)
 	if err != nil {
 		return nil, err
 	}
-	slices.Sort(paths)
-	var stored []results.File
-	for _, path := range paths {
-		f, err := results.Read(path)
-		if err != nil {
-			return nil, err
-		}
-		stored = append(stored, f)
+	stored, err := readStore(store)
+	if err != nil {
+		return nil, err
 	}
 	if len(stored) > 0 && slices.ContainsFunc(stored, func(f results.File) bool { return f.Commit != commit }) {
 		fmt.Fprintf(os.Stderr, "report: %s held the results of commit %s; starting over for commit %s\n", store, stored[0].Commit, commit)
@@ -219,6 +224,30 @@ func addToStore(store, commit string, files []results.File) ([]results.File, err
 			return nil, err
 		}
 		next++
+		stored = append(stored, f)
+	}
+	return stored, nil
+}
+
+// storePaths are the store's files, oldest first.
+func storePaths(store string) ([]string, error) {
+	paths, err := filepath.Glob(filepath.Join(store, "*.json"))
+	slices.Sort(paths)
+	return paths, err
+}
+
+// readStore reads the store's files, oldest first.
+func readStore(store string) ([]results.File, error) {
+	paths, err := storePaths(store)
+	if err != nil {
+		return nil, err
+	}
+	var stored []results.File
+	for _, path := range paths {
+		f, err := results.Read(path)
+		if err != nil {
+			return nil, err
+		}
 		stored = append(stored, f)
 	}
 	return stored, nil

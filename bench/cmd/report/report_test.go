@@ -285,6 +285,32 @@ func TestMergeStore(t *testing.T) {
 	if err := run([]string{"merge", "-out", out, "-store", store, write("e.json", kwokCase("x"))}); err == nil {
 		t.Error("a store without -commit: no error")
 	}
+
+	// Merged again from the store alone (after a change to the report):
+	// the same cases of the same commit, the store as it was.
+	before, _ := filepath.Glob(filepath.Join(store, "*.json"))
+	if err := os.Remove(filepath.Join(out, "latest.json")); err != nil {
+		t.Fatal(err)
+	}
+	if err := run([]string{"merge", "-out", out, "-store", store}); err != nil {
+		t.Fatal(err)
+	}
+	again, err := results.Read(filepath.Join(out, "latest.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.Commit != "c2" || len(again.Cases) != 1 || again.Cases[0].Name != "match_1000nodes" {
+		t.Errorf("merged again from the store: commit %q, cases %+v; want c2's match_1000nodes only", again.Commit, again.Cases)
+	}
+	if after, _ := filepath.Glob(filepath.Join(store, "*.json")); !slices.Equal(before, after) {
+		t.Errorf("store after merging it again: %v, want it unchanged, %v", after, before)
+	}
+	if err := run([]string{"merge", "-out", out, "-store", t.TempDir()}); err == nil || !strings.Contains(err.Error(), "nothing to merge") {
+		t.Errorf("an empty store merged again: %v, want nothing to merge", err)
+	}
+	if err := run([]string{"merge", "-out", out}); err == nil || !strings.Contains(err.Error(), "usage") {
+		t.Errorf("merge without a file or a store: %v, want usage", err)
+	}
 }
 
 func TestPlotPath(t *testing.T) {

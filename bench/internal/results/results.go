@@ -261,7 +261,9 @@ func writeAtomic(path string, data []byte) error {
 // newest date, the commit and the machine of the first file that names
 // one, the commands of all, each suite's durations summed, and all cases,
 // suites in the order of CompareSuites. A case (suite, name, metric) in a
-// later file replaces the same case of an earlier one. Series are
+// later file replaces the same case of an earlier one. The derived
+// shares are added and the kwok targets that relate cases set again
+// (SetKwokTargets): their cases may come from different files. Series are
 // dropped. Callers check that the files are of one commit (report merge
 // does).
 func Merge(files ...File) File {
@@ -301,6 +303,7 @@ func Merge(files ...File) File {
 	for _, s := range shares {
 		addShare(&out, s)
 	}
+	SetKwokTargets(&out)
 	slices.SortStableFunc(out.Cases, func(a, b Case) int {
 		return CompareSuites(a.Suite, b.Suite)
 	})
