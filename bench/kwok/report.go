@@ -170,8 +170,8 @@ func (g runGroup) caseName(name string) string {
 
 // suiteFile turns the runs of the schedulers into the suite's file of the
 // results format: per cluster size, variant, case and metric the median of
-// each scheduler's runs, the targets drasched is held to (fill: p99 latency no
-// worse than upstream's; peak RSS ≤ upstream's; preempt: every high-priority pod bound;
+// each scheduler's runs, the targets drasched is held to (peak RSS ≤
+// upstream's; preempt: every high-priority pod bound;
 // preempt_gang: every gang bound, no GPU evicted for nothing;
 // fragmentation: BestFit at least twice upstream's whole free nodes and
 // within 10% of the ideal; gang and preempt_gang: no partly bound group;
@@ -287,9 +287,6 @@ func groupCases(f *results.File, g runGroup, runs []runResult) error {
 			}
 			c := results.NewCase(results.SuiteKwok, reported, m.name, m.better, up, dr)
 			switch {
-			case m.name == results.MetricP99 && name == caseFill:
-				c.Target = "p99 ≤ upstream's"
-				c.TargetMet = ptr.To(c.Drasched > 0 && c.Upstream > 0 && c.Drasched <= c.Upstream)
 			case m.name == results.MetricPeakRSS:
 				c.Target = "≤ upstream's"
 				c.TargetMet = ptr.To(c.Drasched <= c.Upstream)

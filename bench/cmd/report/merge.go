@@ -47,6 +47,9 @@ func merge(out, doc, commit, store string, inputs []string) error {
 		if files, err = readStore(store); err != nil {
 			return err
 		}
+		if commit != "" && slices.ContainsFunc(files, func(f results.File) bool { return f.Commit != commit }) {
+			return fmt.Errorf("%s holds the results of commit %s, not %s", store, files[0].Commit, commit)
+		}
 	} else if store != "" {
 		if commit == "" {
 			return errors.New("a store needs the commit measured (-commit)")

@@ -305,6 +305,9 @@ func TestMergeStore(t *testing.T) {
 	if after, _ := filepath.Glob(filepath.Join(store, "*.json")); !slices.Equal(before, after) {
 		t.Errorf("store after merging it again: %v, want it unchanged, %v", after, before)
 	}
+	if err := run([]string{"merge", "-out", out, "-commit", "c1", "-store", store}); err == nil || !strings.Contains(err.Error(), "c2") {
+		t.Errorf("the store of c2 merged again as c1: %v, want an error naming c2", err)
+	}
 	if err := run([]string{"merge", "-out", out, "-store", t.TempDir()}); err == nil || !strings.Contains(err.Error(), "nothing to merge") {
 		t.Errorf("an empty store merged again: %v, want nothing to merge", err)
 	}

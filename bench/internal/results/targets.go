@@ -28,8 +28,8 @@ const (
 )
 
 // SetKwokTargets sets the kwok targets that relate cases: fill's p99
-// against upstream's best of all variants and churn's p50 on targetNodes
-// nodes and more, fill's CPU per pod against noclaims' of the same size
+// against upstream's (on targetNodes nodes and more: upstream's best of
+// all variants, by fillP99Factor), churn's p50 on targetNodes nodes and more, fill's CPU per pod against noclaims' of the same size
 // and variant, and noclaims' pods/s and p99 against upstream's. A target
 // whose other case is missing is not set.
 //
@@ -62,7 +62,9 @@ func SetKwokTargets(f *File) {
 	for _, k := range keys {
 		c := &f.Cases[index[k]]
 		switch {
-		case k.name == "fill" && k.metric == MetricP99 && k.nodes >= targetNodes:
+		case k.name == "fill" && k.metric == MetricP99 && k.nodes < targetNodes:
+			setTarget(c, "p99 ≤ upstream's", c.Drasched > 0 && c.Upstream > 0 && c.Drasched <= c.Upstream)
+		case k.name == "fill" && k.metric == MetricP99:
 			best := c.Upstream
 			for _, other := range keys {
 				if o := f.Cases[index[other]]; other.name == k.name && other.nodes == k.nodes && other.metric == k.metric && o.Upstream > 0 {

@@ -22,8 +22,10 @@ func TestSetKwokTargetsAcrossFiles(t *testing.T) {
 		// +pqh's 30 s 13×.
 		kwok("fill_5000nodes", MetricP99, Lower, 600, 50),
 		kwok("fill_5000nodes+pqh", MetricP99, Lower, 400, 30),
-		// No noclaims at 1,000 nodes: no CPU target there.
+		// No noclaims at 1,000 nodes: no CPU target there. Below 5,000
+		// nodes fill's p99 is held to upstream's own.
 		kwok("fill_1000nodes", MetricCPUPerPod, Lower, 0.2, 0.02),
+		kwok("fill_1000nodes", MetricP99, Lower, 30, 31),
 	}}
 	plain := File{Cases: []Case{
 		kwok("noclaims_5000nodes", MetricCPUPerPod, Lower, 0.004, 0.004),
@@ -60,6 +62,7 @@ func TestSetKwokTargetsAcrossFiles(t *testing.T) {
 	check(merged, "fill_5000nodes+pqh", MetricCPUPerPod, "1.50 ms", true)
 	check(merged, "fill_5000nodes", MetricP99, "10× lower than upstream's best, 6.7 min", false)
 	check(merged, "fill_5000nodes+pqh", MetricP99, "10× lower than upstream's best, 6.7 min", true)
+	check(merged, "fill_1000nodes", MetricP99, "p99 ≤ upstream's", false)
 	check(merged, "noclaims_5000nodes", MetricPodsPerSecond, "pods/s ratio ≥ 0.95×", true)
 	check(merged, "noclaims_5000nodes", MetricP99, "p99 ratio ≥ 0.95×", false)
 	for _, c := range []Case{
