@@ -4,18 +4,20 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/drasched/drasched/bench/internal/results"
 )
 
 // Case names, in the order in which a run measures them.
 const (
-	caseFill    = "fill"
-	caseChurn   = "churn"
+	caseFill    = results.KwokFill
+	caseChurn   = results.KwokChurn
 	caseMatch   = "match"
 	caseMIG     = "mig"
 	casePreempt = "preempt"
 	// caseNoClaims is fill's pods without their claims, on the same
 	// cluster: what a plain pod costs the scheduler, beside a DRA pod.
-	caseNoClaims = "noclaims"
+	caseNoClaims = results.KwokNoClaims
 	// caseFragmentation and caseFragmentationMIG: see fragmentation.go;
 	// caseGang: see gang.go; casePreemptGang: see preemptgang.go.
 )

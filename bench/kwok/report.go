@@ -161,11 +161,7 @@ type runGroup struct {
 }
 
 func (g runGroup) caseName(name string) string {
-	n := fmt.Sprintf("%s_%dnodes", name, g.nodes)
-	if g.variant != "" {
-		n += "+" + g.variant
-	}
-	return n
+	return results.KwokCaseName(name, g.nodes, g.variant)
 }
 
 // suiteFile turns the runs of the schedulers into the suite's file of the

@@ -2,6 +2,7 @@ package results
 
 import (
 	"cmp"
+	"fmt"
 	"regexp"
 	"slices"
 	"strconv"
@@ -15,9 +16,30 @@ const (
 	MetricScalingCPU = "scaling_cpu_seconds_per_pod"
 )
 
-// scalingCases are the kwok cases drawn against the cluster size: DRA pods
-// all at once (fill), plain pods (noclaims) and a steady stream (churn).
-var scalingCases = []string{"fill", "noclaims", "churn"}
+// The kwok cases that results knows by name, for the scaling plots and
+// the targets that relate cases (bench/kwok names its cases with them).
+const (
+	// KwokFill is DRA pods created all at once.
+	KwokFill = "fill"
+	// KwokNoClaims is fill's pods without their claims.
+	KwokNoClaims = "noclaims"
+	// KwokChurn is a steady stream of DRA pods on a partly full cluster.
+	KwokChurn = "churn"
+)
+
+// scalingCases are the kwok cases drawn against the cluster size.
+var scalingCases = []string{KwokFill, KwokNoClaims, KwokChurn}
+
+// KwokCaseName is a kwok case's name in the results:
+// <case>_<nodes>nodes, +<variant> for a variant of the schedulers, so that
+// sizes and variants stand in one file. sizedName parses it.
+func KwokCaseName(name string, nodes int, variant string) string {
+	n := fmt.Sprintf("%s_%dnodes", name, nodes)
+	if variant != "" {
+		n += "+" + variant
+	}
+	return n
+}
 
 // scalingMetrics maps a kwok case's metric to its scaling series' metric.
 var scalingMetrics = map[string]string{
@@ -26,8 +48,7 @@ var scalingMetrics = map[string]string{
 	MetricCPUPerPod: MetricScalingCPU,
 }
 
-// sizedName is a kwok case's name: <case>_<nodes>nodes, +<variant> for a
-// variant of the schedulers.
+// sizedName parses a kwok case's name (KwokCaseName).
 var sizedName = regexp.MustCompile(`^(.+)_([0-9]+)nodes(?:\+(.+))?$`)
 
 // ScalingSeries derives the scaling series of the scaling cases from a
