@@ -37,6 +37,8 @@
 //     upstream's DefaultPreemption with claim nomination, bounded waits,
 //     pod-group preemption for devices, and a message that says which
 //     devices the victims free;
+//   - compact.go: the ResourceSlice informer's transform, which keeps the
+//     scheduler's copies smaller;
 //   - metrics.go: the plugin's metrics and the observation of upstream's
 //     DRA metrics.
 //
@@ -226,7 +228,12 @@ func newPlugin(ctx context.Context, obj runtime.Object, fh fwk.Handle, opts Proc
 	if err := pl.indexPodsByClaim(fh.ProfileName()); err != nil {
 		return nil, err
 	}
-	if err := pl.nodeLocal.start(fh.SharedInformerFactory().Resource().V1().ResourceSlices().Informer()); err != nil {
+	slices := fh.SharedInformerFactory().Resource().V1().ResourceSlices().Informer()
+	if err := compactSlices(slices); err != nil {
+		// Only memory: the slices are the same, as decoded.
+		klog.FromContext(ctx).Info("ResourceSlices are cached as decoded", "err", err)
+	}
+	if err := pl.nodeLocal.start(slices); err != nil {
 		return nil, err
 	}
 	if err := pl.setupExtendedResources(ctx, fh.SharedInformerFactory(), fh.SharedDRAManager(), fh.ProfileName()); err != nil {

@@ -179,6 +179,9 @@ func testPlugin(t *testing.T, ctx context.Context, client *fake.Clientset, facto
 	if err := pl.setupExtendedResources(ctx, factory, nil, "test"); err != nil {
 		t.Fatal(err)
 	}
+	if err := compactSlices(factory.Resource().V1().ResourceSlices().Informer()); err != nil {
+		t.Fatal(err)
+	}
 	if err := pl.nodeLocal.start(factory.Resource().V1().ResourceSlices().Informer()); err != nil {
 		t.Fatal(err)
 	}

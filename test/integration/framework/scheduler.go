@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 
+	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/informers"
@@ -139,6 +140,12 @@ func (s *Scheduler) TrackerState() (inFlight []types.UID, allocated sets.Set[str
 		return nil, nil, err
 	}
 	return t.InFlight(), state.AllocatedDevices, nil
+}
+
+// CachedSlice returns the scheduler's copy of a ResourceSlice, as its
+// informer keeps it.
+func (s *Scheduler) CachedSlice(name string) (*resourceapi.ResourceSlice, error) {
+	return s.informerFactory.Resource().V1().ResourceSlices().Lister().Get(name)
 }
 
 // Stop stops the scheduler and waits until its scheduling loop and informers
