@@ -92,6 +92,40 @@ func NodeSlices(gpus []device.GPU, node *corev1.Node) ([]*resourceapi.ResourceSl
 	return objs, nil
 }
 
+// FleetSlices returns the kwok benchmark's mix of size nodes, eight H100
+// nodes and one each of L40S and A100 MIG in ten (at least one of each
+// kind), named prefix-kind-i, with the ResourceSlices the GPU driver
+// publishes for them: the fleet of the allocator's and the plugin's memory
+// benchmarks. inventoryDir is config/inventory.
+func FleetSlices(ctx context.Context, inventoryDir, prefix string, size int) ([]*corev1.Node, []*resourceapi.ResourceSlice, error) {
+	var nodes []*corev1.Node
+	var slices []*resourceapi.ResourceSlice
+	for _, kind := range []struct {
+		file   string
+		tenths int
+	}{
+		{"h100-hgx-8.yaml", 8},
+		{"l40s-8-pcie-switch.yaml", 1},
+		{"a100-mig-8.yaml", 1},
+	} {
+		inventory := filepath.Join(inventoryDir, kind.file)
+		gpus, err := Discover(ctx, inventory)
+		if err != nil {
+			return nil, nil, err
+		}
+		for i := range max(size*kind.tenths/10, 1) {
+			node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-%s-%d", prefix, InventoryName(inventory), i)}}
+			objs, err := NodeSlices(gpus, node)
+			if err != nil {
+				return nil, nil, err
+			}
+			nodes = append(nodes, node)
+			slices = append(slices, objs...)
+		}
+	}
+	return nodes, slices, nil
+}
+
 // CreateNode creates the node and publishes the slices that the driver
 // would publish for its GPUs; it returns how many slices it created.
 func CreateNode(ctx context.Context, client kubernetes.Interface, node *corev1.Node, gpus []device.GPU) (int, error) {

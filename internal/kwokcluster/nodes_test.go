@@ -154,3 +154,41 @@ func TestCreateNode(t *testing.T) {
 		t.Error("pool not complete")
 	}
 }
+
+// The fleet has the benchmark's mix, at least one node of each kind, and
+// every node's slices name it; a missing inventory is an error.
+func TestFleetSlices(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	for size, want := range map[int]map[string]int{
+		20: {"h100-hgx-8": 16, "l40s-8-pcie-switch": 2, "a100-mig-8": 2},
+		1:  {"h100-hgx-8": 1, "l40s-8-pcie-switch": 1, "a100-mig-8": 1},
+	} {
+		nodes, slices, err := FleetSlices(ctx, "../../config/inventory", "fleet", size)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]int{}
+		names := map[string]bool{}
+		for _, node := range nodes {
+			kind := strings.TrimPrefix(node.Name[:strings.LastIndex(node.Name, "-")], "fleet-")
+			got[kind]++
+			names[node.Name] = true
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("size %d: nodes by kind (-want +got):\n%s", size, diff)
+		}
+		published := map[string]bool{}
+		for _, slice := range slices {
+			if slice.Spec.NodeName == nil || !names[*slice.Spec.NodeName] {
+				t.Fatalf("size %d: slice %s is not on a node of the fleet", size, slice.Name)
+			}
+			published[*slice.Spec.NodeName] = true
+		}
+		if len(published) != len(nodes) {
+			t.Errorf("size %d: %d of %d nodes have slices", size, len(published), len(nodes))
+		}
+	}
+	if _, _, err := FleetSlices(ctx, t.TempDir(), "fleet", 10); err == nil {
+		t.Error("FleetSlices with no inventory files: no error")
+	}
+}

@@ -93,29 +93,9 @@ func BenchmarkCacheAtRest(b *testing.B) {
 // Node names start with prefix.
 func kwokFleet(b *testing.B, prefix string, size int) ([]*v1.Node, []*resourceapi.ResourceSlice) {
 	b.Helper()
-	var nodes []*v1.Node
-	var slices []*resourceapi.ResourceSlice
-	for _, kind := range []struct {
-		inventory string
-		tenths    int
-	}{
-		{"../../config/inventory/h100-hgx-8.yaml", 8},
-		{"../../config/inventory/l40s-8-pcie-switch.yaml", 1},
-		{"../../config/inventory/a100-mig-8.yaml", 1},
-	} {
-		gpus, err := kwokcluster.Discover(context.Background(), kind.inventory)
-		if err != nil {
-			b.Fatal(err)
-		}
-		for i := range size * kind.tenths / 10 {
-			node := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-%s-%d", prefix, kwokcluster.InventoryName(kind.inventory), i)}}
-			objs, err := kwokcluster.NodeSlices(gpus, node)
-			if err != nil {
-				b.Fatal(err)
-			}
-			nodes = append(nodes, node)
-			slices = append(slices, objs...)
-		}
+	nodes, slices, err := kwokcluster.FleetSlices(context.Background(), "../../config/inventory", prefix, size)
+	if err != nil {
+		b.Fatal(err)
 	}
 	return nodes, slices
 }

@@ -21,43 +21,21 @@ import (
 	"github.com/drasched/drasched/internal/kwokcluster"
 )
 
-// fleetInventories are the kwok benchmark's node kinds, eight H100 nodes
-// and one each of L40S and A100 MIG in ten (bench/kwok).
-var fleetInventories = []struct {
-	file   string
-	tenths int
-}{
-	{"../../../config/inventory/h100-hgx-8.yaml", 8},
-	{"../../../config/inventory/l40s-8-pcie-switch.yaml", 1},
-	{"../../../config/inventory/a100-mig-8.yaml", 1},
-}
-
 // fleetSlices are the ResourceSlices of the kwok fleet on nodes (at least
 // one of each kind), as the GPU driver publishes them, with the
 // managedFields entry that the API server adds.
 func fleetSlices(tb testing.TB, nodes int) []*resourceapi.ResourceSlice {
 	tb.Helper()
-	var slices []*resourceapi.ResourceSlice
-	for _, kind := range fleetInventories {
-		gpus, err := kwokcluster.Discover(context.Background(), kind.file)
-		if err != nil {
-			tb.Fatal(err)
-		}
-		for i := range max(nodes*kind.tenths/10, 1) {
-			node := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-%d", kwokcluster.InventoryName(kind.file), i)}}
-			objs, err := kwokcluster.NodeSlices(gpus, node)
-			if err != nil {
-				tb.Fatal(err)
-			}
-			for _, slice := range objs {
-				slice.ManagedFields = []metav1.ManagedFieldsEntry{{
-					Manager: "gpu-kubelet-plugin", Operation: metav1.ManagedFieldsOperationUpdate,
-					APIVersion: "resource.k8s.io/v1", FieldsType: "FieldsV1",
-					FieldsV1: metav1.NewFieldsV1(`{"f:spec":{"f:devices":{}}}`),
-				}}
-			}
-			slices = append(slices, objs...)
-		}
+	_, slices, err := kwokcluster.FleetSlices(context.Background(), "../../../config/inventory", "node", nodes)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for _, slice := range slices {
+		slice.ManagedFields = []metav1.ManagedFieldsEntry{{
+			Manager: "gpu-kubelet-plugin", Operation: metav1.ManagedFieldsOperationUpdate,
+			APIVersion: "resource.k8s.io/v1", FieldsType: "FieldsV1",
+			FieldsV1: metav1.NewFieldsV1(`{"f:spec":{"f:devices":{}}}`),
+		}}
 	}
 	return slices
 }
