@@ -181,7 +181,7 @@ func createNodes(ctx context.Context, client kubernetes.Interface, out io.Writer
 	created := 0 // slices, guarded by mutex
 	err := parallelize(ctx, workers, nodes, "nodes not created", func(n node) error {
 		obj := kwokcluster.NodeObject(n.name, inventories[n.kind], slicesFrom)
-		count, err := kwokcluster.CreateNode(ctx, client, obj, devices[n.kind])
+		count, err := kwokcluster.CreateNode(ctx, client, obj, kwokcluster.NodeGPUs(devices[n.kind], n.name))
 		mutex.Lock()
 		defer mutex.Unlock()
 		created += count

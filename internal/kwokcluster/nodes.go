@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
+	"github.com/google/uuid"
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -92,6 +94,28 @@ func NodeSlices(gpus []device.GPU, node *corev1.Node) ([]*resourceapi.ResourceSl
 	return objs, nil
 }
 
+// NodeGPUs returns gpus with UUIDs of the node's own, derived from the
+// node's name and the inventory's UUIDs (name-based, so the same in every
+// run). Nodes built from one inventory file would otherwise all have the
+// same GPUs, which real nodes never do; a scheduler that keeps equal
+// strings once would then hold less of a simulated fleet than of a real
+// one. MIG devices' names carry their UUIDs, so they change too.
+func NodeGPUs(gpus []device.GPU, node string) []device.GPU {
+	nodeUUID := func(prefix, inventoryUUID string) string {
+		return prefix + uuid.NewSHA1(uuid.NameSpaceOID, []byte(node+"/"+inventoryUUID)).String()
+	}
+	out := make([]device.GPU, len(gpus))
+	for i, g := range gpus {
+		g.UUID = nodeUUID("GPU-", g.UUID)
+		g.MIG = slices.Clone(g.MIG)
+		for j := range g.MIG {
+			g.MIG[j].UUID = nodeUUID("MIG-", g.MIG[j].UUID)
+		}
+		out[i] = g
+	}
+	return out
+}
+
 // FleetSlices returns the kwok benchmark's mix of size nodes, eight H100
 // nodes and one each of L40S and A100 MIG in ten (at least one of each
 // kind), named prefix-kind-i, with the ResourceSlices the GPU driver
@@ -115,7 +139,7 @@ func FleetSlices(ctx context.Context, inventoryDir, prefix string, size int) ([]
 		}
 		for i := range max(size*kind.tenths/10, 1) {
 			node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-%s-%d", prefix, InventoryName(inventory), i)}}
-			objs, err := NodeSlices(gpus, node)
+			objs, err := NodeSlices(NodeGPUs(gpus, node.Name), node)
 			if err != nil {
 				return nil, nil, err
 			}

@@ -17,6 +17,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/drasched/drasched/pkg/driver/gpu"
+	"github.com/drasched/drasched/pkg/driver/gpu/device"
 )
 
 func slice(node string, generation, count int64) resourceapi.ResourceSlice {
@@ -187,8 +188,65 @@ func TestFleetSlices(t *testing.T) {
 		if len(published) != len(nodes) {
 			t.Errorf("size %d: %d of %d nodes have slices", size, len(published), len(nodes))
 		}
+		// Like real nodes, no two have a GPU with the same UUID.
+		uuids := map[string]string{}
+		for _, slice := range slices {
+			for _, d := range slice.Spec.Devices {
+				id := d.Attributes["uuid"].StringValue
+				if id == nil {
+					t.Fatalf("size %d: device %s of slice %s has no UUID", size, d.Name, slice.Name)
+				}
+				if other, ok := uuids[*id]; ok && other != *slice.Spec.NodeName {
+					t.Errorf("size %d: UUID %s on nodes %s and %s", size, *id, other, *slice.Spec.NodeName)
+				}
+				uuids[*id] = *slice.Spec.NodeName
+			}
+		}
 	}
 	if _, _, err := FleetSlices(ctx, t.TempDir(), "fleet", 10); err == nil {
 		t.Error("FleetSlices with no inventory files: no error")
+	}
+}
+
+// Each node's GPUs have UUIDs of their own, valid ones, the same in every
+// run, and the inventory's GPUs stay as they were.
+func TestNodeGPUs(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	gpus, err := Discover(ctx, "../../config/inventory/a100-mig-8.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	inventory := fmt.Sprint(gpus)
+	uuids := func(gpus []device.GPU) []string {
+		var out []string
+		for _, g := range gpus {
+			out = append(out, g.UUID)
+			for _, m := range g.MIG {
+				out = append(out, m.UUID)
+			}
+		}
+		return out
+	}
+	a, b := NodeGPUs(gpus, "node-a"), NodeGPUs(gpus, "node-b")
+	seen := map[string]string{}
+	for node, gpus := range map[string][]device.GPU{"node-a": a, "node-b": b, "inventory": gpus} {
+		if err := device.Validate(gpus); err != nil {
+			t.Errorf("%s: %v", node, err)
+		}
+		for _, id := range uuids(gpus) {
+			if other, ok := seen[id]; ok {
+				t.Errorf("UUID %s on %s and %s", id, other, node)
+			}
+			seen[id] = node
+		}
+	}
+	if len(uuids(gpus)) < 9 {
+		t.Fatalf("want an inventory with MIG devices, got %d UUIDs", len(uuids(gpus)))
+	}
+	if diff := cmp.Diff(uuids(a), uuids(NodeGPUs(gpus, "node-a"))); diff != "" {
+		t.Errorf("node-a's UUIDs differ between calls (-first +second):\n%s", diff)
+	}
+	if got := fmt.Sprint(gpus); got != inventory {
+		t.Errorf("the inventory's GPUs changed:\nbefore %s\nafter  %s", inventory, got)
 	}
 }
