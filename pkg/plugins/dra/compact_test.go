@@ -3,6 +3,7 @@ package dra
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"runtime"
 	"strings"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
@@ -112,8 +114,83 @@ func TestCompactSliceShares(t *testing.T) {
 		t.Fatalf("device %s has no attribute %s", da.Name, product)
 	}
 	same("attribute value", *da.Attributes[product].StringValue, *db.Attributes[product].StringValue)
-	if da.Attributes[product].StringValue == db.Attributes[product].StringValue {
-		t.Error("two devices share an attribute's value pointer: a change to one would change the other")
+	for name, attribute := range da.Attributes {
+		other := db.Attributes[name]
+		switch {
+		case attribute.StringValue != nil && *attribute.StringValue == *other.StringValue && attribute.StringValue != other.StringValue,
+			attribute.VersionValue != nil && *attribute.VersionValue == *other.VersionValue && attribute.VersionValue != other.VersionValue,
+			attribute.IntValue != nil && *attribute.IntValue == *other.IntValue && attribute.IntValue != other.IntValue,
+			attribute.BoolValue != nil && *attribute.BoolValue == *other.BoolValue && attribute.BoolValue != other.BoolValue:
+			t.Errorf("attribute %s: equal values, two copies", name)
+		}
+	}
+	uuid := resourceapi.QualifiedName("uuid")
+	if *da.Attributes[uuid].StringValue == *db.Attributes[uuid].StringValue {
+		t.Errorf("two GPUs have the UUID %s", *da.Attributes[uuid].StringValue)
+	}
+	if len(da.Capacity) == 0 || reflect.ValueOf(da.Capacity).UnsafePointer() != reflect.ValueOf(db.Capacity).UnsafePointer() {
+		t.Errorf("the equal capacities of two H100s are two maps: %v, %v", da.Capacity, db.Capacity)
+	}
+	// The A100s' memory slices: counter sets and what MIG devices consume.
+	var counters []map[string]resourceapi.Counter
+	for _, slice := range slices {
+		if len(slice.Spec.SharedCounters) > 0 {
+			if _, err := compactSlice(slice); err != nil {
+				t.Fatal(err)
+			}
+			counters = append(counters, slice.Spec.SharedCounters[0].Counters)
+		}
+	}
+	if len(counters) < 2 || reflect.ValueOf(counters[0]).UnsafePointer() != reflect.ValueOf(counters[1]).UnsafePointer() {
+		t.Errorf("the equal counter sets of two A100s are not one map (%d sets)", len(counters))
+	}
+}
+
+// Maps whose values print alike but differ (1000m and 1) are not shared:
+// a slice keeps its own values exactly as decoded.
+func TestCompactSliceSharesEqualMapsOnly(t *testing.T) {
+	device := func(memory string) *resourceapi.ResourceSlice {
+		return &resourceapi.ResourceSlice{Spec: resourceapi.ResourceSliceSpec{Devices: []resourceapi.Device{{
+			Name:     "gpu-0",
+			Capacity: map[resourceapi.QualifiedName]resourceapi.DeviceCapacity{"memory": {Value: resource.MustParse(memory)}},
+		}}}}
+	}
+	a, b := device("1000m"), device("1")
+	ma, mb := a.Spec.Devices[0].Capacity["memory"].Value, b.Spec.Devices[0].Capacity["memory"].Value
+	if ma.String() != mb.String() {
+		t.Fatal("want two quantities that print alike")
+	}
+	want := b.DeepCopy()
+	for _, slice := range []*resourceapi.ResourceSlice{a, b} {
+		if _, err := compactSlice(slice); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !reflect.DeepEqual(want, b) {
+		t.Errorf("the second slice took the first one's capacity (-want +got):\n%s", cmp.Diff(want, b))
+	}
+}
+
+// A full table starts over: what it returns is still the value asked for,
+// and it never holds more than its limit.
+func TestTableStartsOver(t *testing.T) {
+	tbl := table[int, *int]{limit: 4}
+	for round := range 3 {
+		for i := range 10 {
+			value := i
+			got := tbl.share(i, &value, nil)
+			if *got != i {
+				t.Fatalf("round %d: share(%d) = %d", round, i, *got)
+			}
+			if len(tbl.entries) > tbl.limit {
+				t.Fatalf("round %d: %d entries, limit %d", round, len(tbl.entries), tbl.limit)
+			}
+		}
+	}
+	// The last ones asked for are shared.
+	nine := 9
+	if got := tbl.share(9, &nine, nil); got == &nine {
+		t.Error("9 was just shared, got a new copy")
 	}
 }
 
