@@ -89,6 +89,9 @@
 #                    --authorization-always-allow-paths=/healthz,/debug/pprof/*"
 #                    and `go tool pprof -seconds 60
 #                    https+insecure://127.0.0.1:10259/debug/pprof/profile`
+#   CLUSTER_ARGS     more kwokctl flags for every cluster, e.g. to see the
+#                    API server's watch cache drop a watcher that reads
+#                    too slowly: "--extra-args kube-apiserver=v=1"
 #   BENCH_COMMAND    the command recorded in the results as how to reproduce them
 #   DONE=FILE        skip the cases whose results FILE names, one per line
 #                    as in the results (fill_1000nodes, fill_1000nodes+pqh):
@@ -278,6 +281,8 @@ run_scheduler() {
 	[[ -z "${gates}" ]] || cluster_args+=(--kube-feature-gates "${gates}")
 	[[ -z "${scheduler_gates}" ]] || scheduler_args+=(--feature-gates="${scheduler_gates}")
 	[[ -z "${runtime_config}" ]] || cluster_args+=(--kube-runtime-config "${runtime_config}")
+	# shellcheck disable=SC2206 # CLUSTER_ARGS are words
+	cluster_args+=(${CLUSTER_ARGS:-})
 	# The run's name: its scheduler, size, and "workload" where it is the
 	# cluster of the cases with PodGroups.
 	name=${s}-${nodes}nodes
