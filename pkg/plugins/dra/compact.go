@@ -102,11 +102,11 @@ func shareAttributes(m map[resourceapi.QualifiedName]resourceapi.DeviceAttribute
 	}
 	out := make(map[resourceapi.QualifiedName]resourceapi.DeviceAttribute, len(m))
 	for name, attribute := range m {
-		if attribute.IntValue != nil {
-			attribute.IntValue = sharedInts.share(*attribute.IntValue, attribute.IntValue, nil)
+		if p := attribute.IntValue; p != nil {
+			attribute.IntValue = sharedInts.share(*p, nil, func() *int64 { return p })
 		}
-		if attribute.BoolValue != nil {
-			attribute.BoolValue = sharedBools.share(*attribute.BoolValue, attribute.BoolValue, nil)
+		if p := attribute.BoolValue; p != nil {
+			attribute.BoolValue = sharedBools.share(*p, nil, func() *bool { return p })
 		}
 		if attribute.StringValue != nil {
 			attribute.StringValue = shareString(attribute.StringValue)
@@ -122,17 +122,17 @@ func shareAttributes(m map[resourceapi.QualifiedName]resourceapi.DeviceAttribute
 // shareString returns the shared pointer to an interned copy of *s.
 func shareString(s *string) *string {
 	value := intern(*s)
-	if shared := sharedStrings.lookup(value); shared != nil {
-		return shared
-	}
-	p := new(string)
-	*p = value
-	return sharedStrings.share(value, p, nil)
+	return sharedStrings.share(value, nil, func() *string {
+		p := new(string)
+		*p = value
+		return p
+	})
 }
 
 // The tables of shared values. sharedCapacities and sharedCounters hold
-// maps by their text (capacityText, counterText); the maps are compared
-// whole before one is shared, so the text only has to tell most maps apart.
+// maps by the text of their entries (their text functions); the maps are
+// compared whole before one is shared, so the text only has to tell most
+// maps apart.
 var (
 	sharedInts       = table[int64, *int64]{limit: 1024}
 	sharedBools      = table[bool, *bool]{limit: 2}
@@ -162,25 +162,20 @@ type table[K comparable, V any] struct {
 	entries map[K]V
 }
 
-// lookup returns the shared value of key, or the zero value.
-func (t *table[K, V]) lookup(key K) V {
+// share returns the shared value of key if there is one and equal accepts
+// it (nil: values of equal keys are equal); otherwise build's value, which
+// becomes the shared one. build runs only then, so a value found costs no
+// copy.
+func (t *table[K, V]) share(key K, equal func(shared V) bool, build func() V) V {
 	t.mutex.Lock()
 	defer t.mutex.Unlock()
-	return t.entries[key]
-}
-
-// share returns the shared value of key if there is one and equal says it
-// equals value (nil: values of equal keys are equal); otherwise value,
-// which becomes the shared one.
-func (t *table[K, V]) share(key K, value V, equal func(shared, value V) bool) V {
-	t.mutex.Lock()
-	defer t.mutex.Unlock()
-	if shared, ok := t.entries[key]; ok && (equal == nil || equal(shared, value)) {
+	if shared, ok := t.entries[key]; ok && (equal == nil || equal(shared)) {
 		return shared
 	}
 	if t.entries == nil || len(t.entries) >= t.limit {
 		t.entries = make(map[K]V, t.limit)
 	}
+	value := build()
 	t.entries[key] = value
 	return value
 }
@@ -216,9 +211,6 @@ func (t *mapTable[K, V]) share(m map[K]V) map[K]V {
 		key.WriteString(text)
 		key.WriteByte(0)
 	}
-	equal := func(shared, m map[K]V) bool { return reflect.DeepEqual(shared, m) }
-	if shared := t.table.lookup(key.String()); shared != nil && equal(shared, m) {
-		return shared
-	}
-	return t.table.share(key.String(), internKeys(m), equal)
+	equal := func(shared map[K]V) bool { return reflect.DeepEqual(shared, m) }
+	return t.table.share(key.String(), equal, func() map[K]V { return internKeys(m) })
 }

@@ -234,7 +234,7 @@ func TestTableStartsOver(t *testing.T) {
 	for round := range 3 {
 		for i := range 10 {
 			value := i
-			got := tbl.share(i, &value, nil)
+			got := tbl.share(i, nil, func() *int { return &value })
 			if *got != i {
 				t.Fatalf("round %d: share(%d) = %d", round, i, *got)
 			}
@@ -245,7 +245,7 @@ func TestTableStartsOver(t *testing.T) {
 	}
 	// The last ones asked for are shared.
 	nine := 9
-	if got := tbl.share(9, &nine, nil); got == &nine {
+	if got := tbl.share(9, nil, func() *int { return &nine }); got == &nine {
 		t.Error("9 was just shared, got a new copy")
 	}
 }
