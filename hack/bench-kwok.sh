@@ -56,7 +56,7 @@
 #                    (default RUNS); default: all cases on 1000 nodes, and
 #                    fill, noclaims and churn on 500, 2000 and 5000 nodes,
 #                    match too on 5000 (the scaling curve), noclaims in
-#                    entries of their own with 3 runs (medians: a plain pod's
+#                    entries of their own with 5 runs (medians: a plain pod's
 #                    cost is close to upstream's, and runs differ by more);
 #                    QUICK=1: all on 100
 #   NODES="N ..."    instead of PLAN: these sizes, each with CASES (or all)
@@ -115,7 +115,12 @@
 # of 5 that is 100 writes/s on 5000 nodes, as many as the benchmark's own
 # on 2 cores, so the factor grows with the cluster (nodes/200, at least 5),
 # keeping the renewals at 20/s or fewer; kube-controller-manager's
-# node-monitor periods grow with it, so no node goes NotReady. kwokctl's
+# node-monitor periods grow with it, so no node goes NotReady. Before the
+# scheduler starts, `kwok warm` grows the API server's pod watch cache to
+# the capacity a cluster serving this load has (it sizes each new watch's
+# event channel from it: 10 events on a fresh cluster, which made the API
+# server close the scheduler's pod watch when a case created its pods at
+# once, bench/kwok/warm.go). kwokctl's
 # state and the logs go to _output/bench/kwok; everything is torn down on
 # exit, also on failure or Ctrl-C.
 set -euo pipefail
@@ -132,7 +137,7 @@ if [[ "${QUICK:-}" == 1 ]]; then
 	frag_lifetime=6
 	default_schedulers="upstream drasched drasched-bestfit"
 else
-	default_plan="1000:all,-noclaims 1000:noclaims/3 500:fill,churn 500:noclaims/3 2000:fill,churn 2000:noclaims/3 5000:fill,churn,match 5000:noclaims/3"
+	default_plan="1000:all,-noclaims 1000:noclaims/5 500:fill,churn 500:noclaims/5 2000:fill,churn 2000:noclaims/5 5000:fill,churn,match 5000:noclaims/5"
 	churn_rate=${CHURN_RATE:-20}
 	churn_duration=${CHURN_DURATION:-3m}
 	frag_steps=${FRAG_STEPS:-24}
@@ -306,6 +311,7 @@ run_scheduler() {
 	kwokctl get kubeconfig --name "${cluster}" >"${kubeconfig}"
 	chmod 600 "${kubeconfig}"
 	"${bench}" nodes --kubeconfig "${kubeconfig}" --nodes "${nodes}" >&2
+	"${bench}" warm --kubeconfig "${kubeconfig}" >&2
 
 	"${bench}" scheduler-config --kubeconfig "${kubeconfig}" "${config_args[@]}" --out "${config}"
 	log "${name} run ${run}: starting ${binaries[${s}]#"${root}"/}${scheduler_gates:+ --feature-gates=${scheduler_gates}}"

@@ -18,7 +18,7 @@
 # measured 2026-11-27, docs/benchmarks.md), most of it upstream's kwok runs
 # (both variants): it is not part of CI. Run a part of it with
 # CASES (scheduler_perf), PLAN or NODES and CASES (kwok), e.g.
-#   PLAN="5000:fill,churn,match 5000:noclaims/3" hack/bench-kwok.sh
+#   PLAN="5000:fill,churn,match 5000:noclaims/5" hack/bench-kwok.sh
 #
 # Resuming: a full run records its figures against a commit, the last one
 # that changed more than bench/results/, docs/ and Markdown pages (a run

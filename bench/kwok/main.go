@@ -5,6 +5,9 @@
 //	kwok nodes             creates the GPU nodes (a mix of H100, L40S and
 //	                       A100 MIG nodes, 8 GPUs each, ResourceSlices built
 //	                       by pkg/driver/gpu) and waits until they are ready
+//	kwok warm              grows the API server's pod watch cache to what a
+//	                       busy cluster's has, before the scheduler starts
+//	                       (warm.go)
 //	kwok scheduler-config  writes the configuration of upstream's
 //	                       kube-scheduler or of drasched for the cluster,
 //	                       both with the same schedulerName and client QPS
@@ -100,6 +103,7 @@ func newCommand() *cobra.Command {
 	root.PersistentFlags().IntVar(&burst, "burst", burst, "Client burst of the benchmark and of both schedulers.")
 	root.AddCommand(
 		newNodesCommand(client),
+		newWarmCommand(client),
 		newSchedulerConfigCommand(&kubeconfig, &qps, &burst),
 		newRunCommand(client),
 		newReportCommand(),
