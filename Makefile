@@ -203,7 +203,7 @@ conformance-integration: ## Run only upstream's DRA integration suite with Struc
 	ENTRIES="$(ENTRIES)" hack/conformance-integration.sh $(if $(RUN),-test.run '$(RUN)')
 
 .PHONY: bench
-bench: ## Run scheduler_perf, kwok and allocator benchmarks, drasched and upstream side by side; results in bench/results, resumed case by case on the same commit (QUICK=1: quick subset; SUITES="scheduler_perf allocator kwok").
+bench: ## Run scheduler_perf, kwok and allocator benchmarks, drasched and upstream side by side; results in bench/results/next, resumed case by case on the same commit, replacing bench/results once the whole plan is measured (QUICK=1: quick subset; SUITES="scheduler_perf allocator kwok").
 	QUICK=$(QUICK) hack/bench.sh
 
 .PHONY: bench-report

@@ -23,12 +23,21 @@
 # Resuming: a full run records its figures against a commit, the last one
 # that changed more than bench/results/, docs/ and Markdown pages (a run
 # refuses a tree with such changes uncommitted). Each suite's part is merged
-# into bench/results/ as soon as it ends (a scheduler_perf case, the
+# into bench/results/next/ as soon as it ends (a scheduler_perf case, the
 # allocator, a kwok PLAN entry): its file joins those of the same commit in
-# bench/results/store/ and latest.json is merged from all of them. Run
-# again on the same commit, `make bench` skips every case latest.json
-# already holds for it, so one commit's results accumulate over sittings;
-# on another commit it starts over (bench/cmd/report merge -store).
+# bench/results/next/store/ and next/latest.json is merged from all of
+# them. Run again on the same commit, `make bench` skips every case
+# next/latest.json already holds for it, so one commit's results accumulate
+# over sittings; on another commit it starts over (bench/cmd/report merge
+# -store).
+#
+# Staging: the figures stay in bench/results/next/ until a sitting ends
+# with the whole plan measured on their commit (every suite and case, no
+# SUITES, CASES, PLAN or NODES narrowing the run, no part failed); then
+# they replace bench/results/'s (store, latest.json, latest.md, plots) and
+# the results section of docs/benchmarks.md. So bench/results/ and the page
+# always show one whole run of one commit, and a run of many sittings lands
+# as it goes without hiding the last whole one.
 #
 # QUICK=1 runs the quick scheduler_perf cases once per scheduler, the
 # allocator benchmarks briefly and kwok on 100 nodes, writes
@@ -62,12 +71,12 @@ if [[ "${QUICK:-}" == 1 ]]; then
 	[[ -z "${dirty}" ]] || commit=${commit}-dirty
 	rm -rf "${results_dir}/store"
 else
-	results_dir=bench/results
+	results_dir=bench/results/next
 	runs="${RUNS:-2}"
 	benchtime="${BENCHTIME:-1s}"
 	count="${COUNT:-3}"
 	command="make bench"
-	doc=(-doc "${root}/docs/benchmarks.md")
+	doc=()
 	if [[ -n "${dirty}" ]]; then
 		echo "bench: make bench records its figures against a commit; commit (or stash) these changes first:" >&2
 		echo "${dirty}" >&2
@@ -100,6 +109,18 @@ done_cases() {
 merge() {
 	report merge -out "${root}/${results_dir}" -commit "${commit}" -store "${root}/${results_dir}/store" "${doc[@]}" "$1" || status=1
 }
+
+# A whole run of this commit has landed already (staged and promoted):
+# what runs now adds to it.
+if [[ "${QUICK:-}" != 1 ]]; then
+	for suite in scheduler_perf allocator kwok; do
+		if [[ -n "$(report "done" -commit "${commit}" -suite "${suite}" "${root}/bench/results/latest.json")" ]]; then
+			results_dir=bench/results
+			doc=(-doc "${root}/docs/benchmarks.md")
+			break
+		fi
+	done
+fi
 
 log "measuring commit ${commit}; results in ${results_dir}"
 if [[ " ${suites} " == *" scheduler_perf "* ]]; then
@@ -144,6 +165,27 @@ if [[ " ${suites} " == *" kwok "* ]]; then
 		# Failed cases are in the file, with their allocation errors.
 		[[ ! -f "${out}/kwok/kwok.json" ]] || merge "${out}/kwok/kwok.json"
 	done < <(PRINT_PLAN=1 hack/bench-kwok.sh)
+fi
+
+# promote: the staged figures, a whole run of one commit, become
+# bench/results/'s and the page's (Staging, at the top).
+promote() {
+	local files=("${root}/${results_dir}"/store/*.json)
+	log "the whole plan is measured on ${commit}: ${results_dir} replaces bench/results"
+	report merge -out "${root}/bench/results" -commit "${commit}" -store "${root}/bench/results/store" \
+		-doc "${root}/docs/benchmarks.md" "${files[@]}" || return 1
+	rm -rf "${root:?}/${results_dir}"
+	results_dir=bench/results
+}
+
+# The whole plan: nothing narrowed the run, and every part of it ran now
+# or had run on this commit before, none failing.
+if [[ "${results_dir}" == bench/results/next ]]; then
+	if ((status == 0)) && [[ -z "${SUITES:-}${CASES:-}${PLAN:-}${NODES:-}" ]]; then
+		promote || status=1
+	else
+		log "not the whole plan (or a part failed): the figures of ${commit} stay in ${results_dir}"
+	fi
 fi
 
 if [[ -f "${results_dir}/latest.md" ]]; then
