@@ -107,8 +107,8 @@ func TestNominationVictimClaimGainsConsumer(t *testing.T) {
 // requeued after a failed attempt, goes through backoff, so the queue may
 // offer it the GPU first, as upstream's does with any resource freed off
 // a preemptor's nominated node. The preemptor then waits for its victim
-// until its nomination's bound and preempts the later pod
-// (TestNominationStuckVictimBounded).
+// until its nomination's bound and preempts the later pod, as
+// TestNominationStuckVictimBounded checks with a pod already bound there.
 func TestNominationNotPinnedByStuckVictim(t *testing.T) {
 	p := setupPreemption(t)
 	class := p.CreateClass("gpu")
