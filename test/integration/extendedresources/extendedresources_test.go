@@ -197,6 +197,25 @@ func TestExtendedResources(t *testing.T) {
 			allocated.Name:   e.staleClaim(t, allocated, node.Name, "gpu-0", "gpu-1").Name,
 			unallocated.Name: e.staleClaim(t, unallocated, node.Name).Name,
 		}
+		// A restarted scheduler has the claims in its cache before it
+		// schedules; this one must too, or it could schedule a pod before
+		// its claim informer delivers the stale claim (both are watched
+		// apart) and rightly create a second claim.
+		e.WaitFor(framework.Timeout, "the scheduler's cache to hold the stale claims", func(context.Context) (bool, string, error) {
+			for pod, name := range stale {
+				cached, err := e.sched.CachedClaim(e.Namespace, name)
+				if apierrors.IsNotFound(err) {
+					return false, fmt.Sprintf("claim %s of pod %s not cached", name, pod), nil
+				}
+				if err != nil {
+					return false, "", err
+				}
+				if pod == allocated.Name && cached.Status.Allocation == nil {
+					return false, fmt.Sprintf("claim %s cached without its allocation", name), nil
+				}
+			}
+			return true, "", nil
+		})
 		for _, pod := range []*v1.Pod{allocated, unallocated} {
 			pod.Spec.SchedulingGates = nil
 			if _, err := e.Client.CoreV1().Pods(e.Namespace).Update(e.Ctx, pod, metav1.UpdateOptions{}); err != nil {
@@ -221,6 +240,7 @@ func TestExtendedResources(t *testing.T) {
 		}) {
 			t.Errorf("claims %v, want two new ones, none of %v", names(claims), stale)
 		}
+		e.VerifyAllocations()
 	})
 
 	t.Run("same as upstream", func(t *testing.T) {

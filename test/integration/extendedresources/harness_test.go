@@ -33,7 +33,8 @@ const upstreamScheduler = "upstream"
 // backs the test's extended resource.
 type env struct {
 	*framework.Env
-	hook *preBindHook
+	hook  *preBindHook
+	sched *framework.Scheduler
 	// class is the name of the DeviceClass that backs resource.
 	class    string
 	resource v1.ResourceName
@@ -48,7 +49,7 @@ func setup(t *testing.T) *env {
 	e := &env{Env: framework.SetupWith(t, framework.SetupOptions{NoClaimController: true})}
 	e.hook = &preBindHook{client: e.Client, claimsSeen: map[string][]string{}, failed: map[string]bool{}}
 	upstream := upstreamProfile(t)
-	e.StartScheduler(framework.SchedulerOptions{
+	e.sched = e.StartScheduler(framework.SchedulerOptions{
 		Configure: func(cfg *schedconfig.KubeSchedulerConfiguration) {
 			// Retries after errors come quickly; requeueing after
 			// unschedulable attempts still needs a queueing hint, since

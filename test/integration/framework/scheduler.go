@@ -148,6 +148,12 @@ func (s *Scheduler) CachedSlice(name string) (*resourceapi.ResourceSlice, error)
 	return s.informerFactory.Resource().V1().ResourceSlices().Lister().Get(name)
 }
 
+// CachedClaim returns the scheduler's copy of a ResourceClaim, as its
+// informer keeps it.
+func (s *Scheduler) CachedClaim(namespace, name string) (*resourceapi.ResourceClaim, error) {
+	return s.informerFactory.Resource().V1().ResourceClaims().Lister().ResourceClaims(namespace).Get(name)
+}
+
 // Stop stops the scheduler and waits until its scheduling loop and informers
 // have ended. It does not wait for binding goroutines under way: their next
 // API call fails with the cancelled context, but a request already sent may
