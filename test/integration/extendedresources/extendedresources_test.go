@@ -200,7 +200,8 @@ func TestExtendedResources(t *testing.T) {
 		// A restarted scheduler has the claims in its cache before it
 		// schedules; this one must too, or it could schedule a pod before
 		// its claim informer delivers the stale claim (both are watched
-		// apart) and rightly create a second claim.
+		// apart) and rightly create a second claim. The lister reads the
+		// store PreFilter's index of claims for extended resources is on.
 		e.WaitFor(framework.Timeout, "the scheduler's cache to hold the stale claims", func(context.Context) (bool, string, error) {
 			for pod, name := range stale {
 				cached, err := e.sched.CachedClaim(e.Namespace, name)
