@@ -65,10 +65,10 @@ const (
 	// EndLost: the pod is no longer nominated to the node: the scheduler
 	// cleared its nomination (a preemptor of higher priority did).
 	EndLost EndReason = "NominationLost"
-	// EndUnusable: the nomination can no longer be honoured: a victim's
-	// claim gained a consumer, a nominated device is held by a claim that
-	// is not a victim's, or the victims are gone and the pod still does
-	// not fit.
+	// EndUnusable: the nomination can no longer be honoured: a pod of
+	// higher priority took a nominated device, a victim's claim gained a
+	// consumer, a nominated device is held by a claim that is not a
+	// victim's, or the victims are gone and the pod still does not fit.
 	EndUnusable EndReason = "Unusable"
 	// EndExpired: the victims did not go within the bound.
 	EndExpired EndReason = "Expired"

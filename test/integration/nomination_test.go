@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -365,4 +366,74 @@ func TestGangNominationStuckVictimBounded(t *testing.T) {
 		t.Errorf("evicted %v besides the stuck pod, want v20 and v30", gone)
 	}
 	p.WaitForConsistentAllocations()
+}
+
+// A nomination ends on the event that makes it impossible: a pod of
+// higher priority takes the nominated GPU, and the preemptor preempts
+// elsewhere at once instead of waiting for its nomination's bound.
+//
+// Node a's only GPU is held by low, which a finalizer keeps terminating
+// after mid preempts it; mid is nominated to a. Then hog, of top priority,
+// takes most of a's CPU, so that mid no longer fits on a whatever the GPU
+// does, and high, pinned to a and of more priority than mid, waits for the
+// same GPU. Node b's GPU is held by low-b, and b is opened to mid. When low
+// goes, high takes a's GPU: mid's nomination can no longer be honoured,
+// and mid must preempt low-b now. (Before: mid's nomination waited for
+// low's claim by its device, which high's claim now held, so mid waited
+// until the nomination's bound, here ten minutes.)
+func TestNominationEndsWhenDeviceTaken(t *testing.T) {
+	const pool = "drasched.dev/test-pool"
+	p := setupPreemption(t)
+	class := p.CreateClass("gpu")
+	p.CreateTemplate(builder.MakeTemplate("one", builder.MakeClaim("").Request("gpu", class, 1)))
+	mid := p.CreatePriorityClass("mid", 500)
+	top := p.CreatePriorityClass("top", 2000)
+	a, b := p.CreateNode("a"), p.CreateNode("b")
+	p.labelNode(a, pool, "gpu")
+	p.PublishSlices(p.NodeSlice(a, builder.MakeDevice("gpu-0")).Obj(), p.NodeSlice(b, builder.MakeDevice("gpu-0")).Obj())
+	p.StartScheduler(framework.SchedulerOptions{Configure: framework.UseNominationMargin(10 * time.Minute)})
+	on := func(pod *builder.PodWrapper, node *v1.Node) *builder.PodWrapper {
+		return pod.NodeSelector("kubernetes.io/hostname", node.Name)
+	}
+
+	p.CreatePod(on(p.holdingPod("low").Priority(p.low).ClaimFromTemplate("gpu", "one"), a))
+	p.WaitForPodScheduled("low")
+	p.CreatePod(on(p.MakePod("low-b").Priority(p.low).ClaimFromTemplate("gpu", "one"), b))
+	p.WaitForPodScheduled("low-b")
+	// Nodes have 64 CPUs: mid and hog do not fit on one node together.
+	cpu := func(n string) v1.Container {
+		return builder.Container("ctr", map[v1.ResourceName]string{v1.ResourceCPU: n})
+	}
+	p.CreatePod(p.MakePod("mid").Priority(mid).ClaimFromTemplate("gpu", "one").Containers(cpu("8")).NodeSelector(pool, "gpu"))
+	p.waitTerminating("low")
+	p.waitNominated("mid", a.Name)
+
+	p.CreatePod(on(p.MakePod("hog").Priority(top).Containers(cpu("60")), a))
+	p.WaitForPodScheduled("hog")
+	p.CreatePod(on(p.MakePod("high").Priority(p.high).ClaimFromTemplate("gpu", "one"), a))
+	p.waitNominated("high", a.Name)
+	// mid may go to b now, where it would have to preempt low-b; while
+	// low's claim is allocated, it waits for it instead.
+	p.labelNode(b, pool, "gpu")
+
+	p.release("low")
+	if pod := p.waitBoundWithin(framework.Timeout, "high"); pod.Spec.NodeName != a.Name {
+		t.Fatalf("high bound to %s, want %s", pod.Spec.NodeName, a.Name)
+	}
+	if pod := p.waitBoundWithin(framework.Timeout, "mid"); pod.Spec.NodeName != b.Name {
+		t.Errorf("mid bound to %s, want %s", pod.Spec.NodeName, b.Name)
+	}
+	if gone := p.gone([]string{"low-b"}); len(gone) != 1 {
+		t.Errorf("low-b not evicted")
+	}
+	p.WaitForConsistentAllocations()
+}
+
+// labelNode sets a label on the node.
+func (p *preemption) labelNode(node *v1.Node, key, value string) {
+	p.t.Helper()
+	patch := fmt.Sprintf(`{"metadata":{"labels":{%q:%q}}}`, key, value)
+	if _, err := p.Client.CoreV1().Nodes().Patch(p.Ctx, node.Name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		p.t.Fatalf("label node %s: %v", node.Name, err)
+	}
 }

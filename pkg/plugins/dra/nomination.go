@@ -26,9 +26,11 @@ package dra
 //
 // A nomination ends when the pod is bound (PreBind), deleted, nominated
 // again, no longer nominated to the node (a preemptor of higher priority
-// cleared it), when it can no longer be honoured (a victim's claim gained
-// a consumer, a nominated device is held by a claim that is not a
-// victim's, or the victims are gone and the pod still does not fit), and
+// cleared it), when it can no longer be honoured (a pod of higher priority
+// wrote a nominated device into its claims: ended in that pod's PreBind;
+// a victim's claim gained a consumer, a nominated device is held by a
+// claim that is not a victim's, or the victims are gone and the pod still
+// does not fit: ended in the nominee's next cycle), and
 // at the latest at its deadline: the victims' termination grace period
 // plus the nomination margin (StructuredDRAArgs preemption.nominationMargin)
 // after it was made. Then the pod may preempt again. A pod with no claims
@@ -286,11 +288,20 @@ func (pl *Plugin) nominationWait(ctx context.Context, base *structured.Allocated
 			pending++
 			continue
 		}
-		// Deallocated since the cycle took its snapshot: its event
-		// requeues the pod, and the next cycle sees its devices free.
-		if base != nil && countsAny(base, v.Allocation, pl.fts.EnableDRAConsumableCapacity) {
-			pending++
+		if base == nil || !countsAny(base, v.Allocation, pl.fts.EnableDRAConsumableCapacity) {
+			continue
 		}
+		// The cycle's snapshot counts the victim's devices, but the
+		// claim is freed. Either it was freed after the snapshot, and
+		// its event requeues the pod to a cycle that sees the devices
+		// free; or another claim holds them now, and that pod will not
+		// give them back. Telling the two apart by the devices alone
+		// made the nominee wait for its bound for victims that were
+		// long gone.
+		if other, ok := pl.heldByOther(n, v.Allocation); ok {
+			return unusable(fmt.Sprintf("the devices of claim %s of a preempted pod are allocated to claim %s", klog.KRef(v.Namespace, v.Name), other))
+		}
+		pending++
 	}
 	if pending == 0 {
 		return unusable("the preempted pods' claims are freed and the pod still does not fit")
@@ -307,6 +318,71 @@ func (pl *Plugin) nominationWait(ctx context.Context, base *structured.Allocated
 	}
 	return n, fmt.Sprintf("waiting for %d resource claims of preempted pods on node %s to be freed; their devices are nominated for the pod until %s",
 		pending, n.Node, n.Expires.UTC().Format(time.RFC3339))
+}
+
+// heldByOther returns an allocated claim that is not one of the
+// nomination's victims' and takes a device or share of the allocation.
+// Allocations in flight do not count: they may be dropped again. It lists
+// every claim: it runs only for a nominee whose victim's claim was freed
+// after its cycle's snapshot.
+func (pl *Plugin) heldByOther(n *tracker.Nomination, allocation *resourceapi.AllocationResult) (string, bool) {
+	victim := sets.New[types.UID]()
+	for _, v := range n.Victims {
+		victim.Insert(v.UID)
+	}
+	mine := tracker.NewAllocatedState()
+	tracker.AddAllocation(&mine, allocation, pl.fts.EnableDRAConsumableCapacity)
+	claims, err := pl.tracker.Claims()
+	if err != nil {
+		return "", false
+	}
+	for _, claim := range claims {
+		if a := claim.Status.Allocation; a != nil && !victim.Has(claim.UID) && countsAny(&mine, a, pl.fts.EnableDRAConsumableCapacity) {
+			return klog.KObj(claim).String(), true
+		}
+	}
+	return "", false
+}
+
+// endNominationsTakenBy ends the nominations of other pods whose devices
+// the pod's claims, just written, hold. Every pod of a nominee's priority
+// or lower counts a nomination's devices as in use, so only a pod of
+// higher priority can take them, and it will not give them back: the
+// nomination can no longer be honoured. Ending it on this event lets the
+// nominee preempt elsewhere at once; waiting for its victims would last
+// until the nomination's bound, since their devices are not coming back.
+// It runs once the allocations are written, not at Reserve: a pod group
+// cycle reserves devices for pods that it may unreserve again when the
+// group does not fit, and a nominee that preempted again for that would
+// evict pods for nothing.
+func (pl *Plugin) endNominationsTakenBy(logger klog.Logger, pod *v1.Pod, claims []*resourceapi.ResourceClaim) {
+	if pl.tracker.Nominations().Len() == 0 {
+		return
+	}
+	taken := tracker.NewAllocatedState()
+	for _, claim := range claims {
+		tracker.AddAllocation(&taken, claim.Status.Allocation, pl.fts.EnableDRAConsumableCapacity)
+	}
+	for _, n := range pl.tracker.Nominations().List() {
+		if n.Pod == pod.UID || !nominationTakes(n, &taken, pl.fts.EnableDRAConsumableCapacity) {
+			continue
+		}
+		if pl.tracker.Nominations().EndIf(n, tracker.EndUnusable) {
+			logger.V(4).Info("Claim nomination can no longer be honoured: a pod of higher priority took its devices",
+				"pod", klog.KRef(n.Namespace, n.Name), "node", n.Node, "takenBy", klog.KObj(pod))
+		}
+	}
+}
+
+// nominationTakes reports whether state counts a device or share of the
+// nomination's allocations.
+func nominationTakes(n *tracker.Nomination, state *structured.AllocatedState, consumableCapacity bool) bool {
+	for i := range n.Allocations {
+		if countsAny(state, &n.Allocations[i], consumableCapacity) {
+			return true
+		}
+	}
+	return false
 }
 
 // liveConsumer returns a consumer of the claim that is not a pod being

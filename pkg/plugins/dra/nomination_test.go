@@ -268,7 +268,11 @@ func TestNominationWait(t *testing.T) {
 		// sharer: a running pod named sharer exists.
 		sharer bool
 		// taken: gpu-1, nominated, is allocated to another claim.
-		taken   bool
+		taken bool
+		// thief: the victim's claim is deleted and gpu-0, its device, is
+		// allocated ("allocated") or in flight ("in flight") for another
+		// claim.
+		thief   string
 		expired bool
 		want    string // a part of the message; "" for no wait
 		wantEnd bool
@@ -285,7 +289,15 @@ func TestNominationWait(t *testing.T) {
 		"claim deallocated during the cycle": {during: deallocated, want: "waiting for 1"},
 		"claim deallocated before the cycle": {claim: deallocated, wantEnd: true},
 		"nominated device taken":             {taken: true, wantEnd: true},
-		"expired":                            {expired: true, wantEnd: true},
+		// The cycle's snapshot counts gpu-0 because the other claim holds
+		// it, not the victim's. (Before: that looked like the victim's
+		// claim still being freed, and the nominee waited until its
+		// nomination's bound.)
+		"victim's claim gone, its device allocated to another claim": {thief: "allocated", wantEnd: true},
+		// In flight, it may still be dropped (a pod group that does not
+		// fit); PreBind ends the nomination once it is written.
+		"victim's claim gone, its device in flight for another claim": {thief: "in flight", want: "waiting for 1"},
+		"expired": {expired: true, wantEnd: true},
 	} {
 		t.Run(name, func(t *testing.T) {
 			nominee := prioritized("nominee", 100)
@@ -297,7 +309,12 @@ func TestNominationWait(t *testing.T) {
 			if tc.claim != nil {
 				claim = tc.claim(claim.DeepCopy())
 			}
-			objects = append(objects, claim)
+			switch tc.thief {
+			case "":
+				objects = append(objects, claim)
+			case "allocated":
+				objects = append(objects, allocated(gpuClaim("thief-gpu"), "gpu-0", "thief"))
+			}
 			if tc.taken {
 				objects = append(objects, allocated(gpuClaim("other-gpu"), "gpu-1", "other"))
 			}
@@ -309,6 +326,13 @@ func TestNominationWait(t *testing.T) {
 				sharer := builder.MakePod("sharer").Obj()
 				sharer.UID = "sharer"
 				env.addPod(sharer)
+			}
+			if tc.thief == "in flight" {
+				thief := allocated(gpuClaim("thief-gpu"), "gpu-0")
+				env.tracker.Add(gpuClaim("thief-gpu").Obj())
+				if err := env.tracker.Reserve(thief); err != nil {
+					t.Fatal(err)
+				}
 			}
 			n := env.nominate(nominee, []string{"gpu-0", "gpu-1"}, allocated(gpuClaim("victim-gpu"), "gpu-0", victim.UID))
 			if tc.expired {
@@ -335,6 +359,54 @@ func TestNominationWait(t *testing.T) {
 			}
 			if ended := env.tracker.Nominations().Get(nominee.UID) == nil; ended != tc.wantEnd {
 				t.Errorf("nomination ended %v, want %v", ended, tc.wantEnd)
+			}
+		})
+	}
+}
+
+// A pod that writes devices nominated for another pod ends that
+// nomination in its PreBind, so that the nominee preempts again at once:
+// only a pod of higher priority than the nominee can take them, and it
+// does not give them back. A nomination whose devices it did not take
+// stands, and the pod's own ends as bound.
+func TestPreBindEndsNominationsItTakes(t *testing.T) {
+	for name, tc := range map[string]struct {
+		nominated []string // the other nominee's devices
+		wantEnd   bool
+	}{
+		"takes a nominated device":  {nominated: []string{"gpu-0"}, wantEnd: true},
+		"takes one of two":          {nominated: []string{"gpu-1", "gpu-0"}, wantEnd: true},
+		"takes no nominated device": {nominated: []string{"gpu-1"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			high := prioritized("high", 1000)
+			nominee := prioritized("nominee", 100)
+			env := newNominationEnv(t, high, builder.MakeClass(gpuClass), gpuSlice(2), gpuClaim("high-gpu").Obj(), gpuClaim("nominee-gpu").Obj())
+			env.nominate(nominee, tc.nominated)
+			env.nominate(high, []string{"gpu-0"})
+			cs := framework.NewCycleState()
+			if _, status := env.plugin.PreFilter(env.ctx, cs, high, nil); !status.IsSuccess() {
+				t.Fatalf("PreFilter: %v", status)
+			}
+			nodeInfo := framework.NewNodeInfo()
+			nodeInfo.SetNode(nodeA)
+			if status := env.plugin.Filter(env.ctx, cs, high, nodeInfo); !status.IsSuccess() {
+				t.Fatalf("Filter: %v", status)
+			}
+			if status := env.plugin.Reserve(env.ctx, cs, high, "node-a"); !status.IsSuccess() {
+				t.Fatalf("Reserve: %v", status)
+			}
+			if env.tracker.Nominations().Get(nominee.UID) == nil {
+				t.Fatal("Reserve ended the nomination: a pod group cycle may still unreserve the devices")
+			}
+			if status := env.plugin.PreBind(env.ctx, cs, high, "node-a"); !status.IsSuccess() {
+				t.Fatalf("PreBind: %v", status)
+			}
+			if env.tracker.Nominations().Get(high.UID) != nil {
+				t.Error("the pod's own nomination stands after PreBind")
+			}
+			if ended := env.tracker.Nominations().Get(nominee.UID) == nil; ended != tc.wantEnd {
+				t.Errorf("the other nomination ended %v, want %v", ended, tc.wantEnd)
 			}
 		})
 	}

@@ -71,6 +71,8 @@ func (pl *Plugin) PreBind(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, n
 	// The pod's devices are written: what preemption nominated for it is
 	// no longer held (nomination.go).
 	pl.endNomination(logger, pod, tracker.EndBound)
+	// So do the nominations of other pods whose devices it took.
+	pl.endNominationsTakenBy(logger, pod, append(slices.Clip(s.claims), s.extended.boundExtended()...))
 
 	if !pl.bindingConditions() || !hasBindingConditions(s.claims) && !hasBindingConditions(s.extended.boundExtended()) {
 		return nil
