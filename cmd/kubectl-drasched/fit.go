@@ -24,6 +24,7 @@ func newFitCommand(flags *genericclioptions.ConfigFlags, out io.Writer) *cobra.C
 		file, selector, node, output string
 		count                        int
 		profile                      profileFlags
+		limit                        deadline
 	)
 	cmd := &cobra.Command{
 		Use:   "fit -f FILE [--count N]",
@@ -41,7 +42,9 @@ workload whose pods are in it (a gang: all of its pods or none), or a
 ResourceClaimTemplate alone (a pod with one claim from it), and the
 ResourceClaimTemplates they use (others are read from the cluster).
 --count defaults to a workload's replicas (a Job's parallelism), or else to
-as many as fit. Nothing is created.`,
+as many as fit. Nothing is created. --timeout bounds the whole command (30s;
+0 for no limit): selectors that are slow to evaluate would otherwise keep it
+running for as long as they take.`,
 		Example: `  kubectl drasched fit -f config/examples/one-gpu.yaml
   kubectl drasched fit -f training-job.yaml --count 16 -o wide
   kubectl drasched fit -f gpu-template.yaml -l gpu.drasched.dev/inventory=h100-hgx-8 --scheduler-config config/scheduler-config.yaml`,
@@ -54,6 +57,9 @@ as many as fit. Nothing is created.`,
 				return fmt.Errorf("--count %d: want 1 or more", count)
 			}
 			if err := checkOutput(output, "wide", "json"); err != nil {
+				return err
+			}
+			if err := limit.validate(); err != nil {
 				return err
 			}
 			data, err := readFile(file, cmd.InOrStdin())
@@ -94,12 +100,15 @@ as many as fit. Nothing is created.`,
 				}
 				return t, err
 			}
-			snap, err := capacity.Read(cmd.Context(), client, capacity.ReadOptions{Pods: true})
-			if err != nil {
+			var res *fit.Result
+			if err := limit.run(cmd.Context(), "fit", func(ctx context.Context) error {
+				snap, err := capacity.Read(ctx, client, capacity.ReadOptions{Pods: true})
+				if err != nil {
+					return err
+				}
+				res, err = fit.Fit(ctx, snap, w, opts)
 				return err
-			}
-			res, err := fit.Fit(cmd.Context(), snap, w, opts)
-			if err != nil {
+			}); err != nil {
 				return err
 			}
 			if output == "json" {
@@ -114,6 +123,7 @@ as many as fit. Nothing is created.`,
 	cmd.Flags().StringVar(&node, "node", "", "only this node")
 	cmd.Flags().StringVarP(&output, "output", "o", "", "output format: wide (with each pod's devices) or json")
 	profile.add(cmd)
+	limit.add(cmd)
 	return cmd
 }
 

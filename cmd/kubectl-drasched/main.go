@@ -3,9 +3,9 @@
 // (except top --source=api, which asks the API with a
 // ResourcePoolStatusRequest and deletes it).
 //
-//	kubectl drasched explain POD [-n NAMESPACE] [--node NODE] [-o text|json]
+//	kubectl drasched explain POD [-n NAMESPACE] [--node NODE] [-o text|json] [--timeout 30s]
 //	kubectl drasched top [nodes|pools|classes] [-l SELECTOR] [--class CLASS] [--node NODE] [-o wide|json]
-//	kubectl drasched fit -f FILE [--count N] [-o wide|json]
+//	kubectl drasched fit -f FILE [--count N] [-o wide|json] [--timeout 30s]
 //
 // explain says why a pending pod's ResourceClaims do not fit on each node
 // (the reasons of drasched's allocator, what holds the devices, the
@@ -17,18 +17,21 @@
 //
 // Errors exit with status 1, as kubectl's do: an unknown node or
 // DeviceClass, a manifest that does not decode or has no claims, a refused
-// read (the message names the permission).
+// read (the message names the permission), an explain or fit that did not
+// finish within --timeout (the message names the flag).
 package main
 
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
@@ -56,7 +59,10 @@ func newCommand(out io.Writer) *cobra.Command {
 		SilenceErrors: true,
 	}
 	flags.AddFlags(root.PersistentFlags())
-	var node, output string
+	var (
+		node, output string
+		limit        deadline
+	)
 	explainCmd := &cobra.Command{
 		Use:   "explain POD",
 		Short: "Why the pod's ResourceClaims do not fit on each node, and what would make them fit (read-only)",
@@ -64,6 +70,9 @@ func newCommand(out io.Writer) *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if output != "text" && output != "json" {
 				return fmt.Errorf("--output %q: want text or json", output)
+			}
+			if err := limit.validate(); err != nil {
+				return err
 			}
 			config, err := flags.ToRESTConfig()
 			if err != nil {
@@ -77,8 +86,11 @@ func newCommand(out io.Writer) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			report, err := explain.Explain(cmd.Context(), client, namespace, args[0], explain.Options{Node: node})
-			if err != nil {
+			var report *explain.Report
+			if err := limit.run(cmd.Context(), "explain", func(ctx context.Context) (err error) {
+				report, err = explain.Explain(ctx, client, namespace, args[0], explain.Options{Node: node})
+				return err
+			}); err != nil {
 				return err
 			}
 			if output == "json" {
@@ -91,8 +103,54 @@ func newCommand(out io.Writer) *cobra.Command {
 	}
 	explainCmd.Flags().StringVar(&node, "node", "", "explain this node only")
 	explainCmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text or json")
+	limit.add(explainCmd)
 	root.AddCommand(explainCmd, newTopCommand(flags, out), newFitCommand(flags, out))
 	return root
+}
+
+// defaultTimeout is --timeout's default: kubectl wait's, and 50 times what
+// fit --count 1000 takes on 5,000 nodes (docs/capacity.md, "Speed"), so
+// that only a pathological input (selectors that take minutes to
+// evaluate) or an API server that does not answer reaches it.
+const defaultTimeout = 30 * time.Second
+
+// errTimeout is the cause of a deadline's expiry: the allocator's CEL
+// evaluation and the API reads end with it.
+var errTimeout = errors.New("--timeout expired")
+
+// deadline is the --timeout of a command that runs the allocator: without
+// one, a pod whose claims' selectors take minutes to evaluate keeps the
+// command running for as long.
+type deadline struct {
+	timeout time.Duration
+}
+
+func (d *deadline) add(cmd *cobra.Command) {
+	cmd.Flags().DurationVar(&d.timeout, "timeout", defaultTimeout, "give up after this long, API reads and allocation together; 0: no limit")
+}
+
+func (d *deadline) validate() error {
+	if d.timeout < 0 {
+		return fmt.Errorf("--timeout %s: want 0 (no limit) or more", d.timeout)
+	}
+	return nil
+}
+
+// run runs f with the deadline, and says so when the deadline ended it.
+func (d *deadline) run(ctx context.Context, what string, f func(context.Context) error) error {
+	if d.timeout == 0 {
+		return f(ctx)
+	}
+	ctx, cancel := context.WithTimeoutCause(ctx, d.timeout, errTimeout)
+	defer cancel()
+	err := f(ctx)
+	// Any error once the deadline has passed: not every error that the
+	// deadline causes wraps the context's (client-go's rate limiter's
+	// does not).
+	if err != nil && errors.Is(context.Cause(ctx), errTimeout) {
+		return fmt.Errorf("%s did not finish within --timeout=%s; raise it, or --timeout=0 for no limit (a pod whose claims' selectors are slow to evaluate takes longer). Stopped at: %w", what, d.timeout, err)
+	}
+	return err
 }
 
 // printText writes the report for people.

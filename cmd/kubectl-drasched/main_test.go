@@ -67,18 +67,21 @@ func TestBadInput(t *testing.T) {
 		args []string
 		want string
 	}{
-		"top: unknown view":     {args: []string{"top", "gpus"}, want: "want nodes, pools or classes"},
-		"top: bad output":       {args: []string{"top", "-o", "yaml"}, want: "want wide or json"},
-		"top: bad sort":         {args: []string{"top", "--sort-by", "size"}, want: "--sort-by"},
-		"top: bad selector":     {args: []string{"top", "-l", "a in (b"}, want: "--selector"},
-		"fit: no file":          {args: []string{"fit"}, want: "-f FILE is required"},
-		"fit: missing file":     {args: []string{"fit", "-f", filepath.Join(dir, "gone.yaml")}, want: "no such file"},
-		"fit: malformed":        {args: []string{"fit", "-f", malformed}, want: "document 1"},
-		"fit: no claims":        {args: []string{"fit", "-f", noClaims}, want: "has no resourceClaims"},
-		"fit: negative count":   {args: []string{"fit", "-f", noClaims, "--count", "-1"}, want: "want 1 or more"},
-		"fit: bad config":       {args: []string{"fit", "-f", write("ok.yaml", "apiVersion: resource.k8s.io/v1\nkind: ResourceClaimTemplate\nmetadata: {name: t}\nspec: {spec: {}}\n"), "--scheduler-config", malformed}, want: malformed},
-		"explain: bad output":   {args: []string{"explain", "p", "-o", "yaml"}, want: "want text or json"},
-		"top: unknown argument": {args: []string{"top", "nodes", "pools"}, want: "accepts at most 1 arg"},
+		"top: unknown view":         {args: []string{"top", "gpus"}, want: "want nodes, pools or classes"},
+		"top: bad output":           {args: []string{"top", "-o", "yaml"}, want: "want wide or json"},
+		"top: bad sort":             {args: []string{"top", "--sort-by", "size"}, want: "--sort-by"},
+		"top: bad selector":         {args: []string{"top", "-l", "a in (b"}, want: "--selector"},
+		"fit: no file":              {args: []string{"fit"}, want: "-f FILE is required"},
+		"fit: missing file":         {args: []string{"fit", "-f", filepath.Join(dir, "gone.yaml")}, want: "no such file"},
+		"fit: malformed":            {args: []string{"fit", "-f", malformed}, want: "document 1"},
+		"fit: no claims":            {args: []string{"fit", "-f", noClaims}, want: "has no resourceClaims"},
+		"fit: negative count":       {args: []string{"fit", "-f", noClaims, "--count", "-1"}, want: "want 1 or more"},
+		"fit: bad config":           {args: []string{"fit", "-f", write("ok.yaml", "apiVersion: resource.k8s.io/v1\nkind: ResourceClaimTemplate\nmetadata: {name: t}\nspec: {spec: {}}\n"), "--scheduler-config", malformed}, want: malformed},
+		"explain: bad output":       {args: []string{"explain", "p", "-o", "yaml"}, want: "want text or json"},
+		"explain: negative timeout": {args: []string{"explain", "p", "--timeout", "-1s"}, want: "--timeout -1s: want 0 (no limit) or more"},
+		"fit: negative timeout":     {args: []string{"fit", "-f", noClaims, "--timeout", "-1s"}, want: "--timeout -1s: want 0 (no limit) or more"},
+		"fit: malformed timeout":    {args: []string{"fit", "-f", noClaims, "--timeout", "soon"}, want: `invalid argument "soon" for "--timeout"`},
+		"top: unknown argument":     {args: []string{"top", "nodes", "pools"}, want: "accepts at most 1 arg"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			cmd := newCommand(&bytes.Buffer{})

@@ -641,6 +641,34 @@ func TestChartNotes(t *testing.T) {
 		"health endpoint on another loopback port": {
 			values: map[string]any{"gpuDriver": map[string]any{"extraArgs": []any{"--health-probe-bind-address=127.0.0.1:9081"}}},
 		},
+		"no filter timeout": {
+			values: map[string]any{"scheduler": map[string]any{"structuredDRAArgs": map[string]any{"filterTimeout": "0s"}}},
+			want:   []string{"WARNING: scheduler.structuredDRAArgs.filterTimeout=0s: StructuredDRA's Filter has no time limit. Whoever may create a ResourceClaim can give it CEL selectors that take minutes to evaluate"},
+		},
+		"no filter timeout, written 0": {
+			values: map[string]any{"scheduler": map[string]any{"structuredDRAArgs": map[string]any{"filterTimeout": "0"}}},
+			want:   []string{"WARNING: scheduler.structuredDRAArgs.filterTimeout=0: StructuredDRA's Filter has no time limit"},
+		},
+		"no filter timeout, written 0m0.000s": {
+			values: map[string]any{"scheduler": map[string]any{"structuredDRAArgs": map[string]any{"filterTimeout": "0m0.000s"}}},
+			want:   []string{"WARNING: scheduler.structuredDRAArgs.filterTimeout=0m0.000s"},
+		},
+		"filter timeout of 100ms": {
+			values: map[string]any{"scheduler": map[string]any{"structuredDRAArgs": map[string]any{"filterTimeout": "100ms"}}},
+		},
+		"filter timeout of 0.5s": {
+			values: map[string]any{"scheduler": map[string]any{"structuredDRAArgs": map[string]any{"filterTimeout": "0.5s"}}},
+		},
+		"no filter timeout without the scheduler": {
+			values: map[string]any{"scheduler": map[string]any{"enabled": false, "structuredDRAArgs": map[string]any{"filterTimeout": "0s"}}},
+		},
+		"filter timeout gate off": {
+			values: map[string]any{"scheduler": map[string]any{"featureGates": map[string]any{"DRASchedulerFilterTimeout": false}}},
+			want:   []string{"WARNING: scheduler.featureGates.DRASchedulerFilterTimeout=false: StructuredDRA ignores filterTimeout, and its Filter has no time limit"},
+		},
+		"filter timeout gate on": {
+			values: map[string]any{"scheduler": map[string]any{"featureGates": map[string]any{"DRASchedulerFilterTimeout": true}}},
+		},
 		"all of them": {
 			values: map[string]any{
 				"admission": map[string]any{"enabled": false},

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -196,6 +197,47 @@ func TestCancel(t *testing.T) {
 	_, err = a.Allocate(cancelled, builder.MakeNode("node-0"), []*resourceapi.ResourceClaim{builder.MakeClaim("c").Request("gpu", "gpu", 8).Obj()})
 	if !errors.Is(err, cause) {
 		t.Fatalf("expected an error wrapping the cancellation cause, got %v", err)
+	}
+}
+
+// TestDeadlineInSelector: a deadline that passes while the allocator
+// evaluates a slow CEL selector (builder.SlowSelector, on 2,048 devices:
+// minutes of evaluation) ends Allocate and Explain with the context's
+// error, as Filter's timeout and the kubectl plugin's --timeout need: the
+// evaluation itself is interrupted (cel-go checks the context within
+// comprehensions), not only the search between devices.
+func TestDeadlineInSelector(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	node := builder.MakeNode("node-0")
+	var slices []*resourceapi.ResourceSlice
+	for i := range 16 {
+		slices = append(slices, builder.MakeSlice(fmt.Sprintf("node-0-%d", i)).Node("node-0").Pool("node-0", 1, 16).
+			Devices(builder.Devices(fmt.Sprintf("gpu-%d", i), resourceapi.ResourceSliceMaxDevices, func(_ int, d *builder.DeviceWrapper) {
+				d.Int("index", -1)
+			})...).Obj())
+	}
+	claim := builder.MakeClaim("slow").Request("gpu", "gpu", 1, builder.SlowSelector("gpu.example.com", "index")).Obj()
+	a, err := allocator.New(ctx, structured.Features{}, structured.AllocatedState{}, allocator.ClassList{gpuClass}, slices, allocator.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, call := range map[string]func(context.Context) error{
+		"Allocate": func(ctx context.Context) error {
+			_, err := a.Allocate(ctx, node, []*resourceapi.ResourceClaim{claim})
+			return err
+		},
+		"Explain": func(ctx context.Context) error {
+			_, err := a.Explain(ctx, node, []*resourceapi.ResourceClaim{claim})
+			return err
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+			defer cancel()
+			if err := call(ctx); !errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("got %v, want the context's deadline", err)
+			}
+		})
 	}
 }
 

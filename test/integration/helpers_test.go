@@ -1,9 +1,19 @@
 package integration
 
 import (
+	"bytes"
+	"context"
+	"errors"
 	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
+
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/drasched/drasched/test/integration/framework"
 )
@@ -28,4 +38,67 @@ func waitForUnschedulableMessage(t *testing.T, env *framework.Env, pod string, w
 // driver.
 func driverSelector(env *framework.Env, attribute, value string) string {
 	return fmt.Sprintf("device.attributes[%q].%s == %q", env.Driver, attribute, value)
+}
+
+// pluginBinary is kubectl-drasched built from this tree, once per test
+// binary.
+var pluginBinary = sync.OnceValues(func() (string, error) {
+	dir := framework.RepoFile("_output", "integration")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	goCmd, err := exec.LookPath("go")
+	if err != nil {
+		return "", fmt.Errorf("find the go command: %w", err)
+	}
+	path := filepath.Join(dir, "kubectl-drasched")
+	cmd := exec.Command(goCmd, "build", "-o", path, "./cmd/kubectl-drasched")
+	cmd.Dir = framework.RepoFile()
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build ./cmd/kubectl-drasched: %w\n%s", err, out)
+	}
+	return path, nil
+})
+
+// kubectlDrasched runs kubectl-drasched with args against the test's
+// control plane and namespace, as the admin, and returns its output and
+// exit status. A command still running after framework.Timeout fails the
+// test.
+func kubectlDrasched(t *testing.T, env *framework.Env, args ...string) (stdout, stderr string, status int) {
+	t.Helper()
+	binary, err := pluginBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	tls := env.Config.TLSClientConfig
+	if err := clientcmd.WriteToFile(clientcmdapi.Config{
+		Clusters: map[string]*clientcmdapi.Cluster{"test": {
+			Server: env.Config.Host, CertificateAuthorityData: tls.CAData, InsecureSkipTLSVerify: tls.Insecure, TLSServerName: tls.ServerName,
+		}},
+		AuthInfos: map[string]*clientcmdapi.AuthInfo{"admin": {
+			Token: env.Config.BearerToken, ClientCertificateData: tls.CertData, ClientKeyData: tls.KeyData,
+		}},
+		Contexts:       map[string]*clientcmdapi.Context{"test": {Cluster: "test", AuthInfo: "admin", Namespace: env.Namespace}},
+		CurrentContext: "test",
+	}, kubeconfig); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(env.Ctx, framework.Timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, binary, append(args, "--kubeconfig", kubeconfig)...)
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err = cmd.Run()
+	if ctx.Err() != nil {
+		t.Fatalf("kubectl drasched %s: still running after %s", strings.Join(args, " "), framework.Timeout)
+	}
+	var exit *exec.ExitError
+	switch {
+	case errors.As(err, &exit):
+		status = exit.ExitCode()
+	case err != nil:
+		t.Fatalf("kubectl drasched %s: %v", strings.Join(args, " "), err)
+	}
+	return out.String(), errOut.String(), status
 }

@@ -225,6 +225,7 @@ func newPlugin(ctx context.Context, obj runtime.Object, fh fwk.Handle, opts Proc
 	if fts.EnableDRASchedulerFilterTimeout {
 		pl.filterTimeout = args.FilterTimeout.Duration
 	}
+	warnUnboundedFilter(klog.FromContext(ctx), fh.ProfileName(), args, fts.EnableDRASchedulerFilterTimeout)
 	if err := pl.indexPodsByClaim(fh.ProfileName()); err != nil {
 		return nil, err
 	}
@@ -242,6 +243,27 @@ func newPlugin(ctx context.Context, obj runtime.Object, fh fwk.Handle, opts Proc
 	registerMetrics()
 	registerPlugin(ctx, fh, pl)
 	return pl, nil
+}
+
+// warnUnboundedFilter warns at start, once per profile, when Filter runs
+// without a time limit. The limit is what bounds a pod whose claims'
+// selectors are slow to evaluate: the API server admits any selector within
+// its CEL cost limit, and on a few thousand devices such a claim keeps the
+// allocator busy for minutes, in a scheduling cycle that no other pod gets
+// past. filterTimeout 0 stays valid, as in upstream's DynamicResourcesArgs,
+// so this is a warning and not an error.
+func warnUnboundedFilter(logger klog.Logger, profile string, args *config.StructuredDRAArgs, gate bool) {
+	var reason string
+	switch {
+	case !gate:
+		reason = "feature gate DRASchedulerFilterTimeout is off"
+	case args.FilterTimeout.Duration == 0:
+		reason = "filterTimeout is 0"
+	default:
+		return
+	}
+	logger.Info("Warning: StructuredDRA's Filter has no time limit: a pod whose claims have selectors that are slow to evaluate holds the scheduler for as long as they take, and no other pod is scheduled meanwhile; set a filterTimeout (default 10s) with the feature gate DRASchedulerFilterTimeout on",
+		"profile", profile, "reason", reason)
 }
 
 // allocatorOptions are the options of every drasched allocator the plugin

@@ -1,0 +1,137 @@
+package integration
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+
+	"github.com/drasched/drasched/apis/config"
+	"github.com/drasched/drasched/internal/builder"
+	"github.com/drasched/drasched/test/integration/framework"
+)
+
+// slowSelectorSetup gives a node 2,048 devices (16 slices of 128, one
+// pool) on which builder.SlowSelector matches none: every device must be
+// evaluated, at tens to hundreds of milliseconds each, so that allocating
+// a claim with the selector takes minutes on any machine. Devices of the
+// class without the selector are found at once. It returns the class.
+func slowSelectorSetup(env *framework.Env) (class string) {
+	node := env.CreateNode("node")
+	const slices = 16
+	for i := range slices {
+		env.PublishSlices(env.MakeSlice(fmt.Sprintf("gpus-%02d", i)).Node(node.Name).Pool(env.Name("gpus"), 1, slices).
+			Devices(builder.Devices(fmt.Sprintf("gpu-%02d", i), resourceapi.ResourceSliceMaxDevices, func(_ int, d *builder.DeviceWrapper) {
+				d.Int("index", -1)
+			})...).Obj())
+	}
+	return env.CreateClass("gpu")
+}
+
+// TestSlowSelectorFilterTimeout: a claim whose selector is valid (the API
+// server accepts it) but takes minutes to evaluate on the node's devices
+// fails its pod's scheduling cycle with Filter's timeout after
+// filterTimeout (1s here), as a scheduling error, instead of holding the
+// scheduler for minutes; a pod created after it is scheduled meanwhile.
+// With filterTimeout 0 the scheduler stays in the first pod's cycle, and
+// both waits run out.
+func TestSlowSelectorFilterTimeout(t *testing.T) {
+	env := framework.Setup(t)
+	class := slowSelectorSetup(env)
+	env.CreateTemplate(builder.MakeTemplate("slow", builder.MakeClaim("").Request("gpu", class, 1, builder.SlowSelector(env.Driver, "index"))))
+	env.CreateTemplate(builder.MakeTemplate("plain", builder.MakeClaim("").Request("gpu", class, 1)))
+	env.StartScheduler(framework.SchedulerOptions{Configure: framework.UseArgs(func(args *config.StructuredDRAArgs) {
+		args.FilterTimeout.Duration = time.Second
+	})})
+
+	env.CreatePod(env.MakePod("slow").ClaimFromTemplate("gpu", "slow"))
+	condition := framework.PodScheduledCondition(env.WaitForPod("slow", "refused", func(pod *v1.Pod) bool {
+		c := framework.PodScheduledCondition(pod)
+		return c != nil && c.Status == v1.ConditionFalse
+	}))
+	// An error, not a verdict: the pod is retried after backoff.
+	if condition.Reason != v1.PodReasonSchedulerError || !strings.Contains(condition.Message, "timed out trying to allocate devices") {
+		t.Errorf("PodScheduled condition %s: %q, want %s with Filter's timeout", condition.Reason, condition.Message, v1.PodReasonSchedulerError)
+	}
+
+	env.CreatePod(env.MakePod("plain").ClaimFromTemplate("gpu", "plain"))
+	env.WaitForPodScheduled("plain")
+	env.VerifyAllocations()
+}
+
+// TestSlowSelectorCommandTimeout: kubectl drasched explain and fit, for a
+// pod whose claim has a selector that takes minutes to evaluate, stop at
+// --timeout (1s here) and exit with status 1 and a message that names the
+// flag; for a pod without it they answer within the default timeout.
+func TestSlowSelectorCommandTimeout(t *testing.T) {
+	env := framework.Setup(t)
+	class := slowSelectorSetup(env)
+	slow := builder.MakeClaim("").Request("gpu", class, 1, builder.SlowSelector(env.Driver, "index"))
+	plain := builder.MakeClaim("").Request("gpu", class, 1)
+	for name, claim := range map[string]*builder.ClaimWrapper{"slow": slow, "plain": plain} {
+		env.CreateTemplate(builder.MakeTemplate(name, claim))
+		c := *claim
+		c.Name = name
+		env.CreateClaim(&c)
+		// No scheduler runs: the pods stay pending.
+		env.CreatePod(env.MakePod(name).Claim("gpu", name))
+	}
+	manifest := func(template string) string {
+		path := filepath.Join(t.TempDir(), template+".yaml")
+		pod := fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata: {name: %s}
+spec:
+  schedulerName: %s
+  resourceClaims: [{name: gpu, resourceClaimTemplateName: %s}]
+  containers: [{name: c, image: registry.k8s.io/pause:3.10, resources: {claims: [{name: gpu}]}}]
+`, template, framework.SchedulerName, template)
+		if err := os.WriteFile(path, []byte(pod), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+
+	for name, tc := range map[string]struct {
+		args []string
+		// want is a part of the standard output (status 0) or, with
+		// fails, of the error (status 1).
+		want  string
+		fails bool
+	}{
+		"explain, slow": {
+			args:  []string{"explain", "slow", "--timeout=1s"},
+			want:  "kubectl-drasched: explain did not finish within --timeout=1s; raise it, or --timeout=0 for no limit",
+			fails: true,
+		},
+		"fit, slow": {
+			args:  []string{"fit", "-f", manifest("slow"), "--count=1", "--timeout=1s"},
+			want:  "kubectl-drasched: fit did not finish within --timeout=1s; raise it, or --timeout=0 for no limit",
+			fails: true,
+		},
+		"explain, plain": {
+			args: []string{"explain", "plain"},
+			want: "its claims fit on 1 of 1 nodes now",
+		},
+		"fit, plain": {
+			args: []string{"fit", "-f", manifest("plain"), "--count=1"},
+			want: "1 of 1 pods fit now",
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			stdout, stderr, status := kubectlDrasched(t, env, tc.args...)
+			t.Logf("kubectl drasched %s: status %d\n%s%s", strings.Join(tc.args, " "), status, stdout, stderr)
+			switch {
+			case tc.fails && (status != 1 || !strings.Contains(stderr, tc.want)):
+				t.Errorf("status %d, error %q; want status 1 and an error with %q", status, stderr, tc.want)
+			case !tc.fails && (status != 0 || !strings.Contains(stdout, tc.want)):
+				t.Errorf("status %d, output %q, error %q; want status 0 and an output with %q", status, stdout, stderr, tc.want)
+			}
+		})
+	}
+}
