@@ -19,11 +19,14 @@ import (
 // The drasched binary, leader of two, is killed (SIGKILL) while it binds
 // gangs (GenericWorkload): ten PodGroups of 8 pods of one GPU, which fit
 // in the 100 GPUs of 10 nodes, and one of 8 pods of 16 GPUs, which fits
-// on no node. A gang whose pods the dead leader had reserved but not all
-// bound is completed by the new leader; the fault suite's invariants hold
-// (no device in two claims, no claim reserved for a pod that is gone, no
-// pod left waiting), every fitting gang ends fully bound and the other
-// fully pending, its claims unallocated.
+// on no node. Its proxy lets claim status update number restartAfter+1
+// reach the apiserver and holds the answer and every claim write after
+// it; the process is killed then. That is not a multiple of a gang's 8
+// pods, so at least one gang has some of its claims written and not all:
+// the new leader completes it. The fault suite's invariants hold (no
+// device in two claims, no claim reserved for a pod that is gone, no pod
+// left waiting), every fitting gang ends fully bound and the other fully
+// pending, its claims unallocated.
 func TestSchedulerKilledDuringGang(t *testing.T) {
 	const (
 		gangs    = 10
@@ -59,14 +62,21 @@ func TestSchedulerKilledDuringGang(t *testing.T) {
 	lease := testLeaderElection(t, env)
 	first := startScheduler(t, env, "first", processOptions{leader: lease})
 	firstIdentity := lease.waitForHolder(env, "")
-	someBound := env.BoundPods(restartAfter)
+	if (restartAfter+1)%gangSize == 0 {
+		t.Fatalf("the kill after %d claim status updates could fall between two gangs", restartAfter+1)
+	}
+	held := first.proxy.holdFrom(restartAfter+1, claimStatusUpdates, true, claimWrites)
 	env.CreatePods(pods)
-	waitClosed(t, someBound, fmt.Sprintf("%d pods bound", restartAfter))
+	waitClosed(t, held.arrived, fmt.Sprintf("claim status update %d", restartAfter+1))
 	first.signal(t, syscall.SIGKILL)
 	if !first.waitExit(time.Minute) {
 		t.Fatalf("first still runs a minute after SIGKILL")
 	}
 	atKill, err := gangBound(env.Ctx, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	allocated, err := countAllocated(env)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,7 +86,10 @@ func TestSchedulerKilledDuringGang(t *testing.T) {
 			partial++
 		}
 	}
-	t.Logf("killed first with pods bound per gang %v: %d gangs partially bound", atKill, partial)
+	t.Logf("killed first with %d claims allocated, pods bound per gang %v: %d gangs partially bound", allocated, atKill, partial)
+	if allocated > restartAfter+1 {
+		t.Fatalf("%d claims allocated when first was killed: its proxy let more than %d status updates through", allocated, restartAfter+1)
+	}
 
 	startScheduler(t, env, "second", processOptions{leader: lease})
 	lease.waitForHolder(env, firstIdentity)

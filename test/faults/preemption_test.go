@@ -17,8 +17,12 @@ import (
 	"github.com/drasched/drasched/test/integration/framework"
 )
 
-// The leader is killed (SIGKILL) while it preempts for GPUs: the first
-// victims are gone, the high-priority pods still pending. Its claim
+// The leader is killed (SIGKILL) while it preempts for GPUs, at a point
+// the test chooses: its proxy lets evictedAtKill pod deletions take
+// effect, the last of them unanswered, and holds every deletion after it.
+// Each high-priority pod needs two victims of one GPU, so with an odd
+// number deleted at least one preemptor has one victim deleted and the
+// other not, and at most one high-priority pod can be bound. Its claim
 // nominations die with it; the pods' nominatedNodeName and the victims
 // being deleted survive in the API. A new replica takes over, rebuilds the
 // nominations, binds every high-priority pod without evicting a pod more
@@ -30,6 +34,9 @@ func TestSchedulerKilledDuringPreemption(t *testing.T) {
 		nodes   = 4
 		devices = 10 // per node, each held by a one-GPU pod of low priority
 		highs   = 8  // of two GPUs each
+		// evictedAtKill is how many pod deletions take effect before the
+		// kill, the last one unanswered.
+		evictedAtKill = 3
 	)
 	env := framework.Setup(t)
 	for _, node := range env.CreateNodes(nodes) {
@@ -58,13 +65,9 @@ func TestSchedulerKilledDuringPreemption(t *testing.T) {
 	for i := range highs {
 		highPods = append(highPods, env.MakePod(fmt.Sprintf("high-%d", i)).Priority(high).ClaimFromTemplate("gpu", "two"))
 	}
+	held := first.proxy.holdFrom(evictedAtKill, podDeletions, true, podDeletions)
 	env.CreatePods(highPods)
-
-	// Kill the leader once preemption has evicted its first victims.
-	env.WaitFor(framework.Timeout, "a low-priority pod evicted", func(ctx context.Context) (bool, string, error) {
-		n, err := countPods(ctx, env, "low-")
-		return err == nil && n < len(lows), fmt.Sprintf("%d low-priority pods", n), err
-	})
+	waitClosed(t, held.arrived, fmt.Sprintf("pod deletion %d", evictedAtKill))
 	first.signal(t, syscall.SIGKILL)
 	if !first.waitExit(time.Minute) {
 		t.Fatalf("first still runs a minute after SIGKILL")
@@ -78,8 +81,8 @@ func TestSchedulerKilledDuringPreemption(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("killed first with %d of %d high-priority pods bound, %d low-priority pods evicted", boundHigh, highs, len(lows)-leftAtKill)
-	if boundHigh == highs {
-		t.Fatalf("first had bound every high-priority pod before it was killed; the test needs more")
+	if evicted := len(lows) - leftAtKill; evicted > evictedAtKill {
+		t.Fatalf("%d pods evicted when first was killed: its proxy let more than %d deletions through", evicted, evictedAtKill)
 	}
 	startScheduler(t, env, "second", processOptions{leader: lease})
 	lease.waitForHolder(env, firstIdentity)

@@ -53,11 +53,16 @@ func TestClaimRecreatedDuringPreBind(t *testing.T) {
 	})
 	recreated := env.CreateClaim(builder.MakeClaim("claim").Request("gpu", class, 1, model("new")))
 	t.Logf("claim recreated: UID %s, was %s", recreated.UID, old.UID)
-	// Let the deletion and the creation reach the scheduler before PreBind
-	// goes on, so that its cache can tell that the name has a new owner:
+	// PreBind goes on once the scheduler's claim cache has the new claim:
 	// the scenario is a claim replaced while PreBind waits, not one
 	// replaced behind the scheduler's back.
-	time.Sleep(time.Second)
+	env.WaitFor(framework.Timeout, "the recreated claim in the scheduler's cache", func(context.Context) (bool, string, error) {
+		cached, err := sched.CachedClaim(env.Namespace, recreated.Name)
+		if err != nil {
+			return false, err.Error(), nil
+		}
+		return cached.UID == recreated.UID, "UID " + string(cached.UID), nil
+	})
 	close(g.release)
 
 	settle(t, env, sched, 1, 3*time.Second, 30*time.Second)

@@ -11,14 +11,44 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/component-base/metrics/testutil"
+	fwk "k8s.io/kube-scheduler/framework"
+	schedframework "k8s.io/kubernetes/pkg/scheduler/framework"
+	schedmetrics "k8s.io/kubernetes/pkg/scheduler/metrics"
 
 	"github.com/drasched/drasched/internal/builder"
 	"github.com/drasched/drasched/test/integration/framework"
 )
 
-// eventGap separates the steps of a scenario whose events must reach the
-// scheduler in order although they come on different watches.
-const eventGap = 200 * time.Millisecond
+// handledEvents returns how often the in-process scheduler's event
+// handlers have handled events of the label (kube-scheduler's
+// ClusterEvent.Label, such as "ResourceClaimUpdate"): each handler
+// observes scheduler_event_handling_duration_seconds once it has handed
+// the event to the scheduling queue.
+func handledEvents(t *testing.T, label string) uint64 {
+	t.Helper()
+	n, err := testutil.GetHistogramMetricCount(schedmetrics.EventHandlingLatency.WithLabelValues(label))
+	if err != nil {
+		t.Fatalf("read the event handling metric of %s: %v", label, err)
+	}
+	return n
+}
+
+// afterHandled runs step and waits until the scheduler's queue has the
+// event it causes, of the label: a scenario whose events come on
+// different watches gets them to the queue in its order.
+func afterHandled(t *testing.T, env *framework.Env, label, what string, step func(ctx context.Context) error) {
+	t.Helper()
+	before := handledEvents(t, label)
+	if err := step(env.Ctx); err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+	env.WaitFor(framework.Timeout, fmt.Sprintf("the scheduler to handle the %s event of %q", label, what), func(context.Context) (bool, string, error) {
+		n := handledEvents(t, label)
+		return n > before, fmt.Sprintf("%d %s events handled", n, label), nil
+	})
+	t.Logf("%s", what)
+}
 
 // Events that arrive while a pod is in flight are replayed through the
 // queueing hints of the plugins that rejected it when the attempt ends,
@@ -28,9 +58,9 @@ const eventGap = 200 * time.Millisecond
 // deletion again: devices stay taken with no claim holding them.
 //
 // Here pod w is rejected because claim x of pod blocker holds the only
-// device, and held in PostFilter while, 200 ms apart, the blocker is
-// deleted, claim x is updated (still allocated), a node label changes and
-// claim x is deleted. The replay runs StructuredDRA's claim hint for the
+// device, and held in PostFilter while, each once the scheduler's queue
+// has the event of the one before, the blocker is deleted, claim x is
+// updated (still allocated), a node label changes and claim x is deleted. The replay runs StructuredDRA's claim hint for the
 // update (x is not w's claim: skip) and stops at the node event (queue);
 // claim x's deletion is not replayed. Pod w must be bound when it is tried
 // again, well before kube-scheduler's five-minute flush of unschedulable
@@ -57,14 +87,15 @@ func TestDeletionNotReplayed(t *testing.T) {
 
 	claims := env.Client.ResourceV1().ResourceClaims(env.Namespace)
 	steps := []struct {
-		what string
-		do   func(ctx context.Context) error
+		what  string
+		event fwk.ClusterEvent
+		do    func(ctx context.Context) error
 	}{
-		{"delete pod blocker", func(ctx context.Context) error {
+		{"delete pod blocker", schedframework.EventAssignedPodDelete, func(ctx context.Context) error {
 			env.DeletePod("blocker")
 			return nil
 		}},
-		{"remove the blocker from claim x's reservedFor, leaving it allocated", func(ctx context.Context) error {
+		{"remove the blocker from claim x's reservedFor, leaving it allocated", fwk.ClusterEvent{Resource: fwk.ResourceClaim, ActionType: fwk.Update}, func(ctx context.Context) error {
 			claim, err := claims.Get(ctx, x.Name, metav1.GetOptions{})
 			if err != nil {
 				return err
@@ -73,12 +104,12 @@ func TestDeletionNotReplayed(t *testing.T) {
 			_, err = claims.UpdateStatus(ctx, claim, metav1.UpdateOptions{})
 			return err
 		}},
-		{"label the node", func(ctx context.Context) error {
+		{"label the node", fwk.ClusterEvent{Resource: fwk.Node, ActionType: fwk.UpdateNodeLabel}, func(ctx context.Context) error {
 			patch := fmt.Sprintf(`{"metadata":{"labels":{"faults.drasched.dev/touched":%q}}}`, time.Now().Format("150405"))
 			_, err := env.Client.CoreV1().Nodes().Patch(ctx, node.Name, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
 			return err
 		}},
-		{"delete claim x, still allocated", func(ctx context.Context) error {
+		{"delete claim x, still allocated", fwk.ClusterEvent{Resource: fwk.ResourceClaim, ActionType: fwk.Delete}, func(ctx context.Context) error {
 			if err := claims.Delete(ctx, x.Name, metav1.DeleteOptions{}); err != nil {
 				return err
 			}
@@ -96,11 +127,7 @@ func TestDeletionNotReplayed(t *testing.T) {
 		}},
 	}
 	for _, step := range steps {
-		if err := step.do(env.Ctx); err != nil {
-			t.Fatalf("%s: %v", step.what, err)
-		}
-		t.Logf("%s", step.what)
-		time.Sleep(eventGap)
+		afterHandled(t, env, step.event.Label(), step.what, step.do)
 	}
 	if claim, err := claims.Get(env.Ctx, x.Name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Fatalf("claim x still exists (%v): %+v", err, claim)

@@ -3,11 +3,13 @@
 package faults
 
 import (
+	"context"
 	"fmt"
 	"syscall"
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2/ktesting"
 
 	"github.com/drasched/drasched/internal/builder"
@@ -21,7 +23,8 @@ const (
 	loadNodes          = 10
 	loadDevicesPerNode = 10
 	loadPods           = 150
-	// restartAfter is how many pods are bound when the restart comes.
+	// restartAfter is how many claim status updates (allocations and
+	// reservations) the scheduler has sent when the fault comes.
 	restartAfter = 20
 )
 
@@ -40,12 +43,16 @@ func loadSetup(env *framework.Env) []*builder.PodWrapper {
 	return pods
 }
 
-// kube-apiserver stops in the middle of a load and starts again on the
-// same etcd two seconds later. Requests under way fail without an answer,
-// watches break, and the scheduler's informers start again from a fresh
-// watch cache, which for most of them means listing everything again.
-// Exactly as many pods as there are devices end up bound, each device in
-// one claim, and the scheduler's tracker agrees with the API.
+// kube-apiserver stops in the middle of a load, at a point the test
+// chooses: the scheduler's transport holds its claim status update number
+// restartAfter+1 and every claim write after it, and the apiserver stops
+// while it does. Released, the held writes fail without reaching it,
+// watches break, and once the scheduler has seen its requests fail the
+// apiserver starts again on the same etcd. The scheduler's informers
+// start again from a fresh watch cache, which for most of them means
+// listing everything again. Exactly as many pods as there are devices end
+// up bound, each device in one claim, and the scheduler's tracker agrees
+// with the API.
 func TestAPIServerRestart(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	cp, err := controlplane.StartRestartable(ctx)
@@ -59,13 +66,13 @@ func TestAPIServerRestart(t *testing.T) {
 	})
 	env := framework.SetupWith(t, framework.SetupOptions{ControlPlane: cp.ControlPlane})
 	pods := loadSetup(env)
-	// No faults, only counting what the scheduler asks for.
+	// No faults but the gate, and counting what the scheduler asks for.
 	requests := newFaults(0, 0, 0)
+	held := requests.holdFrom(restartAfter+1, claimStatusUpdates, false, claimWrites)
 	sched := env.StartScheduler(framework.SchedulerOptions{WrapConfig: requests.wrap})
 
-	someBound := env.BoundPods(restartAfter)
 	env.CreatePods(pods)
-	waitClosed(t, someBound, fmt.Sprintf("%d pods bound", restartAfter))
+	waitClosed(t, held.arrived, fmt.Sprintf("claim status update %d", restartAfter+1))
 	bound, _, _, err := env.Pods(env.Ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -74,11 +81,15 @@ func TestAPIServerRestart(t *testing.T) {
 	stoppedAt := time.Now()
 	cp.StopAPIServer()
 	t.Logf("kube-apiserver stopped with %d pods bound", len(bound))
-	time.Sleep(2 * time.Second)
+	held.Release()
+	env.WaitFor(framework.Timeout, "a request of the scheduler to fail", func(context.Context) (bool, string, error) {
+		return requests.Failures() > 0, "", nil
+	})
 	if err := cp.StartAPIServer(); err != nil {
 		t.Fatalf("start kube-apiserver again: %v", err)
 	}
-	t.Logf("kube-apiserver up again %s after it was stopped", time.Since(stoppedAt).Round(time.Millisecond))
+	t.Logf("kube-apiserver up again %s after it was stopped; %d requests of the scheduler failed meanwhile",
+		time.Since(stoppedAt).Round(time.Millisecond), requests.Failures())
 
 	settle(t, env, sched, loadNodes*loadDevicesPerNode, 5*time.Second, settleTimeout)
 	t.Logf("the scheduler listed claims and pods %d times after the restart",
@@ -86,10 +97,15 @@ func TestAPIServerRestart(t *testing.T) {
 }
 
 // The drasched binary, leader of two, is killed (SIGKILL) in the middle of
-// a load, whatever it had in flight; a new replica takes over once the
-// lease has expired. Exactly as many pods as there are devices end up
-// bound and each device is in one claim. The tracker of a child process
-// cannot be inspected: only the API invariants are checked.
+// a load, at a point the test chooses: its proxy lets the claim status
+// update number restartAfter+1 reach the apiserver and holds the answer,
+// and holds every claim write after it. Killed then, the process has
+// written exactly that many allocations, one of them without knowing it,
+// and had others in flight; whatever it was about to write is lost. A new
+// replica takes over once the lease has expired. Exactly as many pods as
+// there are devices end up bound and each device is in one claim. The
+// tracker of a child process cannot be inspected: only the API
+// invariants are checked.
 func TestSchedulerKilled(t *testing.T) {
 	env := framework.Setup(t)
 	pods := loadSetup(env)
@@ -97,10 +113,10 @@ func TestSchedulerKilled(t *testing.T) {
 	first := startScheduler(t, env, "first", processOptions{leader: lease})
 	firstIdentity := lease.waitForHolder(env, "")
 
-	someBound := env.BoundPods(restartAfter)
+	held := first.proxy.holdFrom(restartAfter+1, claimStatusUpdates, true, claimWrites)
 	env.CreatePods(pods)
-	waitClosed(t, someBound, fmt.Sprintf("%d pods bound", restartAfter))
-	killedAt := first.signal(t, syscall.SIGKILL)
+	waitClosed(t, held.arrived, fmt.Sprintf("claim status update %d", restartAfter+1))
+	first.signal(t, syscall.SIGKILL)
 	if !first.waitExit(time.Minute) {
 		t.Fatalf("first still runs a minute after SIGKILL")
 	}
@@ -108,15 +124,33 @@ func TestSchedulerKilled(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	recent := first.proxy.requests(killedAt.Add(-time.Second), claimWrites)
-	t.Logf("killed first with %d pods bound; it had sent %d claim writes in its last second", len(bound), len(recent))
-	if len(bound) >= loadNodes*loadDevicesPerNode {
-		t.Fatalf("first had finished (%d pods bound) before it was killed; the test needs more pods", len(bound))
+	allocated, err := countAllocated(env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("killed first with %d pods bound and %d claims allocated", len(bound), allocated)
+	if allocated > restartAfter+1 {
+		t.Fatalf("%d claims allocated when first was killed: its proxy let more than %d status updates through", allocated, restartAfter+1)
 	}
 
 	startScheduler(t, env, "second", processOptions{leader: lease})
 	lease.waitForHolder(env, firstIdentity)
 	settle(t, env, nil, loadNodes*loadDevicesPerNode, 5*time.Second, settleTimeout)
+}
+
+// countAllocated counts the allocated claims of the test's namespace.
+func countAllocated(env *framework.Env) (int, error) {
+	claims, err := env.Client.ResourceV1().ResourceClaims(env.Namespace).List(env.Ctx, metav1.ListOptions{})
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, claim := range claims.Items {
+		if claim.Status.Allocation != nil {
+			n++
+		}
+	}
+	return n, nil
 }
 
 func waitClosed(t *testing.T, ch <-chan struct{}, what string) {

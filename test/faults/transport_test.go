@@ -88,8 +88,8 @@ type faults struct {
 	// minDelay and maxDelay bound the delay of watch data; zero: none.
 	minDelay, maxDelay time.Duration
 
-	// mutex guards random, statusFaults, nthFaults, statusUpdates and
-	// injected.
+	// mutex guards random, statusFaults, nthFaults, statusUpdates,
+	// injected, gate and failures.
 	mutex  sync.Mutex
 	random *rand.Rand
 	// statusFaults maps namespace/name of a claim to the fault for its
@@ -103,6 +103,11 @@ type faults struct {
 	// injections receives injections as they happen, for tests that act
 	// right after one.
 	injections chan injection
+
+	// gate holds back requests from a chosen one on (holdFrom), nil if
+	// none; failures counts the requests that failed on the way since.
+	gate     *requestGate
+	failures int
 
 	// counts of requests by kind, for the log of a scenario.
 	counts requestCounts
@@ -165,6 +170,42 @@ func (f *faults) Injected() []injection {
 	return append([]injection(nil), f.injected...)
 }
 
+// holdFrom holds the n-th request that count matches, and after it every
+// request that match matches, until Release is called on the result, as
+// apiProxy.holdFrom does for a scheduler process.
+func (f *faults) holdFrom(n int, count func(apiCall) bool, land bool, match func(apiCall) bool) *requestGate {
+	g := &requestGate{count: count, match: match, from: n, all: true, land: land, arrived: make(chan struct{}), release: make(chan struct{})}
+	f.mutex.Lock()
+	defer f.mutex.Unlock()
+	f.gate, f.failures = g, 0
+	return g
+}
+
+func (f *faults) gateFor(call apiCall) (*requestGate, gateAction) {
+	f.mutex.Lock()
+	defer f.mutex.Unlock()
+	if f.gate == nil {
+		return nil, pass
+	}
+	return f.gate, f.gate.hold(call)
+}
+
+// failed counts a request that failed on the way and returns how many did
+// since holdFrom.
+func (f *faults) failed() int {
+	f.mutex.Lock()
+	defer f.mutex.Unlock()
+	f.failures++
+	return f.failures
+}
+
+// Failures returns how many requests failed on the way since holdFrom.
+func (f *faults) Failures() int {
+	f.mutex.Lock()
+	defer f.mutex.Unlock()
+	return f.failures
+}
+
 // delay draws the delay of the next piece of watch data.
 func (f *faults) delay() time.Duration {
 	if f.maxDelay <= f.minDelay {
@@ -187,9 +228,33 @@ type faultTransport struct {
 	next   http.RoundTripper
 }
 
-func (t *faultTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+func (t *faultTransport) RoundTrip(req *http.Request) (resp *http.Response, err error) {
 	call := parseRequest(req)
 	t.faults.counts.add(call)
+	defer func() {
+		if err != nil {
+			t.faults.failed()
+		}
+	}()
+	switch g, action := t.faults.gateFor(call); action {
+	case holdRequest:
+		select {
+		case <-g.release:
+		case <-req.Context().Done():
+			return nil, req.Context().Err()
+		}
+	case holdAnswer:
+		resp, err := t.next.RoundTrip(req)
+		select {
+		case <-g.release:
+		case <-req.Context().Done():
+			if err == nil {
+				_ = resp.Body.Close()
+			}
+			return nil, req.Context().Err()
+		}
+		return resp, err
+	}
 	if call.isClaimStatusUpdate() {
 		if fault, ok := t.faults.take(call.namespace + "/" + call.name); ok {
 			// The write goes through; only its answer is lost.
@@ -207,7 +272,7 @@ func (t *faultTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 			return fault.answer(req)
 		}
 	}
-	resp, err := t.next.RoundTrip(req)
+	resp, err = t.next.RoundTrip(req)
 	if err == nil && call.verb == "watch" && call.resource == "resourceclaims" && t.faults.maxDelay > 0 {
 		resp.Body = newDelayedBody(resp.Body, t.faults.delay)
 	}
