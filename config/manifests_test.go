@@ -33,6 +33,8 @@ func TestManifests(t *testing.T) {
 			"ClusterRoleBinding gpu-kubelet-plugin:auth-delegator",
 			"ValidatingAdmissionPolicy gpu-kubelet-plugin-own-node-slices",
 			"ValidatingAdmissionPolicyBinding gpu-kubelet-plugin-own-node-slices",
+			"ValidatingAdmissionPolicy drasched-node-local-slices",
+			"ValidatingAdmissionPolicyBinding drasched-node-local-slices",
 		},
 		"gpu-driver/deviceclasses.yaml": {"DeviceClass gpu.drasched.dev", "DeviceClass mig.gpu.drasched.dev"},
 		"gpu-driver/daemonset.yaml":     {"DaemonSet drasched-system/gpu-kubelet-plugin"},

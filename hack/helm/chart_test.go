@@ -325,7 +325,7 @@ dashboards:
 			t.Errorf("rendered chart lacks %q", want)
 		}
 	}
-	for _, absent := range []string{"kind: PodDisruptionBudget", "kind: DeviceClass", "name: gpu-kubelet-plugin-own-node-slices", "runtimeClassName:"} {
+	for _, absent := range []string{"kind: PodDisruptionBudget", "kind: DeviceClass", "name: gpu-kubelet-plugin-own-node-slices", "name: drasched-node-local-slices", "runtimeClassName:"} {
 		if strings.Contains(manifest, absent) {
 			t.Errorf("rendered chart has %q", absent)
 		}

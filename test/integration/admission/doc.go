@@ -12,5 +12,7 @@
 // claim.
 //
 // config/gpu-driver/rbac.yaml: the GPU kubelet plugin may write only the
-// ResourceSlices of its own node, driver and pool.
+// ResourceSlices of its own node, driver and pool, and no writer, a node's
+// kubelet or an admin, may write the driver's slices outside their node's
+// pool.
 package admission

@@ -24,6 +24,9 @@ const (
 	// deniedMessage is in the message of config/admission's
 	// ValidatingAdmissionPolicy.
 	deniedMessage = "pods that use DRA devices (resourceClaims, or extended resources backed by a DeviceClass) must be scheduled by drasched"
+	// boundMessage is in its message for such a pod created bound to a
+	// node, which no scheduler would see.
+	boundMessage = deniedMessage + ", not created bound to a node"
 )
 
 // admissionCase is a pod to create and what admission makes of it: the
@@ -36,6 +39,8 @@ type admissionCase struct {
 	// wantScheduler is the scheduler name after admission; empty: the pod
 	// is refused by the ValidatingAdmissionPolicy.
 	wantScheduler string
+	// wantMessage is in the message of a refusal; deniedMessage if empty.
+	wantMessage string
 }
 
 // TestRouting applies config/admission as shipped (`kubectl apply -k
@@ -43,9 +48,9 @@ type admissionCase struct {
 // is in force. Pods with claims or with extended resources backed by a
 // DeviceClass that the default scheduler would schedule go to drasched,
 // which binds them; such pods that name another scheduler, try to opt out
-// with a label on the pod, or come bound are refused; pods without claims
-// are left as they are. In a namespace a cluster admin exempted, both
-// policies leave pods alone.
+// with a label on the pod, or come bound (whichever scheduler they name)
+// are refused; pods without claims are left as they are. In a namespace a
+// cluster admin exempted, both policies leave pods alone.
 func TestRouting(t *testing.T) {
 	env := framework.Setup(t)
 	applyAdmission(t, env, "routing.yaml", "scheduler-required.yaml")
@@ -113,6 +118,13 @@ func TestRouting(t *testing.T) {
 			}(),
 			dryRun: true,
 		},
+		"claim template, drasched named, bound at creation": {
+			// No scheduler sees a bound pod, and the claim controller
+			// reserves its claim as it is.
+			pod:         makePod("bound-drasched").SchedulerName(framework.SchedulerName).Node(nodes[0].Name).ClaimFromTemplate("gpu", "one-gpu"),
+			dryRun:      true,
+			wantMessage: boundMessage,
+		},
 		"no claims, bound at creation": {
 			pod: func() *builder.PodWrapper {
 				pod := makePod("bound-no-claims")
@@ -156,6 +168,11 @@ func TestRouting(t *testing.T) {
 				pod:           makePod("extended-other").SchedulerName("other-scheduler").Containers(builder.Container("app", classResource)),
 				wantScheduler: "other-scheduler",
 			},
+			"claim template, drasched named, bound at creation": {
+				pod:           makePod("bound-drasched").SchedulerName(framework.SchedulerName).Node(nodes[0].Name).ClaimFromTemplate("gpu", "one-gpu"),
+				dryRun:        true,
+				wantScheduler: framework.SchedulerName,
+			},
 		} {
 			t.Run(name, func(t *testing.T) { checkAdmission(t, env.Sub(t), tc) })
 		}
@@ -166,7 +183,7 @@ func TestRouting(t *testing.T) {
 // ValidatingAdmissionPolicy of config/admission, as a cluster has it where
 // the routing policy is not in force (deleted, or not yet loaded): a pod
 // with claims that names no scheduler, which the default scheduler would
-// take, is refused instead of admitted.
+// take, is refused instead of admitted, and so is one created bound.
 func TestSchedulerRequiredWithoutRouting(t *testing.T) {
 	env := framework.Setup(t)
 	applyAdmission(t, env, "scheduler-required.yaml")
@@ -185,6 +202,11 @@ func TestSchedulerRequiredWithoutRouting(t *testing.T) {
 			wantScheduler: framework.SchedulerName,
 		},
 		"no claims": {pod: makePod("no-claims"), wantScheduler: v1.DefaultSchedulerName},
+		"claim template, drasched named, bound at creation": {
+			pod:         makePod("bound-drasched").SchedulerName(framework.SchedulerName).Node("node-0").ClaimFromTemplate("gpu", "one-gpu"),
+			wantMessage: boundMessage,
+		},
+		"no claims, bound at creation": {pod: makePod("bound-no-claims").Node("node-0"), wantScheduler: v1.DefaultSchedulerName},
 	}
 	for name, tc := range tests {
 		tc.dryRun = true
@@ -195,11 +217,19 @@ func TestSchedulerRequiredWithoutRouting(t *testing.T) {
 		env := framework.Setup(t)
 		env.CreateTemplate(builder.MakeTemplate("one-gpu", builder.MakeClaim("").Request("gpu", class, 1)))
 		exemptNamespace(env)
-		checkAdmission(t, env, admissionCase{
-			pod:           makePod("template").ClaimFromTemplate("gpu", "one-gpu"),
-			dryRun:        true,
-			wantScheduler: v1.DefaultSchedulerName,
-		})
+		for name, tc := range map[string]admissionCase{
+			"claim template": {
+				pod:           makePod("template").ClaimFromTemplate("gpu", "one-gpu"),
+				wantScheduler: v1.DefaultSchedulerName,
+			},
+			"claim template, drasched named, bound at creation": {
+				pod:           makePod("bound-drasched").SchedulerName(framework.SchedulerName).Node("node-0").ClaimFromTemplate("gpu", "one-gpu"),
+				wantScheduler: framework.SchedulerName,
+			},
+		} {
+			tc.dryRun = true
+			t.Run(name, func(t *testing.T) { checkAdmission(t, env.Sub(t), tc) })
+		}
 	})
 }
 
@@ -220,8 +250,12 @@ func checkAdmission(t *testing.T, env *framework.Env, tc admissionCase) *v1.Pod 
 		if err == nil {
 			t.Fatalf("pod admitted with schedulerName %q, want it refused", pod.Spec.SchedulerName)
 		}
-		if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), deniedMessage) {
-			t.Fatalf("error %v, want Forbidden with %q", err, deniedMessage)
+		want := tc.wantMessage
+		if want == "" {
+			want = deniedMessage
+		}
+		if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), want) {
+			t.Fatalf("error %v, want Forbidden with %q", err, want)
 		}
 		return nil
 	}

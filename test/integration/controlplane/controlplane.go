@@ -118,10 +118,13 @@ func startAPIServer(tb *processTB, storage *storagebackend.Config) (kubeapiserve
 		// and no node lifecycle controller runs to remove the taint.
 		"--disable-admission-plugins=ServiceAccount,TaintNodesByCondition",
 		// As in a cluster: a scheduler that runs as its ServiceAccount gets
-		// exactly the permissions of its roles, and owner references to
-		// pods need pods/finalizers (extended resource claims have them).
-		"--authorization-mode=RBAC",
-		"--enable-admission-plugins=OwnerReferencesPermissionEnforcement",
+		// exactly the permissions of its roles, owner references to pods
+		// need pods/finalizers (extended resource claims have them), and a
+		// kubelet's credentials (system:node:<name>) get what the Node
+		// authorizer and NodeRestriction allow them, so that tests of what
+		// a taken-over node can write see what a cluster does.
+		"--authorization-mode=Node,RBAC",
+		"--enable-admission-plugins=NodeRestriction,OwnerReferencesPermissionEnforcement",
 		"--runtime-config=" + RuntimeConfig,
 	}
 	options := kubeapiservertesting.NewDefaultTestServerOptions()
