@@ -65,9 +65,9 @@ func TestSchedulerKilledDuringGang(t *testing.T) {
 	if (restartAfter+1)%gangSize == 0 {
 		t.Fatalf("the kill after %d claim status updates could fall between two gangs", restartAfter+1)
 	}
-	held := first.proxy.holdFrom(restartAfter+1, claimStatusUpdates, true, claimWrites)
+	held := first.proxy.hold(framework.HoldFrom(restartAfter+1, framework.ClaimStatusUpdates, true, framework.ClaimWrites))
 	env.CreatePods(pods)
-	waitClosed(t, held.arrived, fmt.Sprintf("claim status update %d", restartAfter+1))
+	waitClosed(t, held.Arrived(), fmt.Sprintf("claim status update %d", restartAfter+1))
 	first.signal(t, syscall.SIGKILL)
 	if !first.waitExit(time.Minute) {
 		t.Fatalf("first still runs a minute after SIGKILL")

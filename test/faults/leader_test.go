@@ -42,12 +42,12 @@ func TestLeaderHandover(t *testing.T) {
 	t.Logf("first is the leader: %s", firstIdentity)
 	second := startScheduler(t, env, "second", processOptions{leader: lease})
 
-	held := first.proxy.holdNext(func(call apiCall) bool {
-		return call.verb == "update" && call.resource == "resourceclaims" && call.name == "a" && call.subresource == ""
-	})
+	held := first.proxy.hold(framework.HoldNext(func(call framework.APICall) bool {
+		return call.Verb == "update" && call.Resource == "resourceclaims" && call.Name == "a" && call.Subresource == ""
+	}))
 	env.CreatePod(env.MakePod("a").Claim("gpu", "a"))
 	select {
-	case <-held.arrived:
+	case <-held.Arrived():
 	case <-time.After(framework.Timeout):
 		t.Fatalf("the leader did not write claim a within %s", framework.Timeout)
 	}
@@ -74,7 +74,7 @@ func TestLeaderHandover(t *testing.T) {
 	t.Logf("  %s second holds the lease", tookOver.Format("15:04:05.000"))
 	t.Logf("  %s first's finalizer update of claim a released", releasedAt.Format("15:04:05.000"))
 	t.Logf("  %s first resumed (SIGCONT)", resumedAt.Format("15:04:05.000"))
-	for _, r := range first.proxy.requests(releasedAt, writes) {
+	for _, r := range first.proxy.requests(releasedAt, framework.Writes) {
 		t.Logf("  %s first wrote: %s %s -> %d", r.start.Format("15:04:05.000"), r.method, r.path, r.status)
 	}
 	if exited {
@@ -89,9 +89,7 @@ func TestLeaderHandover(t *testing.T) {
 	}
 	// The held finalizer update went out before the stop; anything after
 	// it is what the old leader did on its own after resuming.
-	if status := first.proxy.requests(releasedAt, func(call apiCall) bool {
-		return claimWrites(call) && call.subresource == "status"
-	}); len(status) > 0 {
+	if status := first.proxy.requests(releasedAt, framework.ClaimStatusUpdates); len(status) > 0 {
 		t.Logf("first wrote claim status %d times after resuming:\n%s", len(status), describeRequests(status))
 	} else {
 		t.Logf("first wrote no claim status after resuming")
@@ -101,12 +99,12 @@ func TestLeaderHandover(t *testing.T) {
 	// condition or binding from its stale view would overwrite what the
 	// new leader decided, and releasing the lease would hand the new
 	// leader's lease to whoever comes next. Events are not fenced.
-	for _, r := range first.proxy.requests(releasedAt, writes) {
-		held := r.call.resource == "resourceclaims" && r.call.name == "a" && r.call.subresource == "" && r.call.verb == "update"
-		if held || r.call.resource == "events" || r.status == 0 || r.status >= 300 {
+	for _, r := range first.proxy.requests(releasedAt, framework.Writes) {
+		held := r.call.Resource == "resourceclaims" && r.call.Name == "a" && r.call.Subresource == "" && r.call.Verb == "update"
+		if held || r.call.Resource == "events" || r.status == 0 || r.status >= 300 {
 			continue
 		}
-		t.Errorf("first changed %s %s/%s after it resumed without the lease: %s", r.call.resource, r.call.name, r.call.subresource, r)
+		t.Errorf("first changed %s %s/%s after it resumed without the lease: %s", r.call.Resource, r.call.Name, r.call.Subresource, r)
 	}
 	if holder := lease.holder(env.Ctx, env); holder != secondIdentity {
 		t.Errorf("after first exited, the lease is held by %q, want second (%s)", holder, secondIdentity)

@@ -65,9 +65,9 @@ func TestSchedulerKilledDuringPreemption(t *testing.T) {
 	for i := range highs {
 		highPods = append(highPods, env.MakePod(fmt.Sprintf("high-%d", i)).Priority(high).ClaimFromTemplate("gpu", "two"))
 	}
-	held := first.proxy.holdFrom(evictedAtKill, podDeletions, true, podDeletions)
+	held := first.proxy.hold(framework.HoldFrom(evictedAtKill, framework.PodDeletions, true, framework.PodDeletions))
 	env.CreatePods(highPods)
-	waitClosed(t, held.arrived, fmt.Sprintf("pod deletion %d", evictedAtKill))
+	waitClosed(t, held.Arrived(), fmt.Sprintf("pod deletion %d", evictedAtKill))
 	first.signal(t, syscall.SIGKILL)
 	if !first.waitExit(time.Minute) {
 		t.Fatalf("first still runs a minute after SIGKILL")

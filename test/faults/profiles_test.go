@@ -52,7 +52,7 @@ func TestProfilesWithDynamicResourcesRefused(t *testing.T) {
 	if pod.Spec.NodeName != "" {
 		t.Errorf("pod %s of profile %s was bound to %s: drasched scheduled with the profile it must refuse", pod.Name, inTree, pod.Spec.NodeName)
 	}
-	if written := p.proxy.requests(time.Time{}, writes); len(written) > 0 {
+	if written := p.proxy.requests(time.Time{}, framework.Writes); len(written) > 0 {
 		t.Errorf("drasched wrote to the API before refusing its configuration:\n%s", describeRequests(written))
 	}
 }

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"k8s.io/client-go/rest"
+
+	"github.com/drasched/drasched/test/integration/framework"
 )
 
 // apiProxy stands between a scheduler process and the apiserver: the
@@ -32,12 +34,12 @@ type apiProxy struct {
 	// mutex guards log and gate.
 	mutex sync.Mutex
 	log   []proxiedRequest
-	gate  *requestGate
+	gate  *framework.RequestGate
 }
 
 // proxiedRequest is one request the process sent.
 type proxiedRequest struct {
-	call       apiCall
+	call       framework.APICall
 	method     string
 	path       string
 	start, end time.Time
@@ -49,72 +51,6 @@ type proxiedRequest struct {
 func (r proxiedRequest) String() string {
 	return fmt.Sprintf("%s %s %s -> %d", r.start.Format("15:04:05.000"), r.method, r.path, r.status)
 }
-
-// requestGate holds back requests, to stop a process at a known point: it counts
-// the requests that count matches, holds the from-th of them (counted from
-// 1) and, with all, every later request that match matches, until
-// Release. With land, the from-th request reaches the apiserver and takes
-// effect, and only its answer is held: the process never learns that it
-// did. A process killed while the gate holds its requests loses them: a
-// held request never reaches the apiserver, a held answer never reaches
-// the process.
-type requestGate struct {
-	count, match func(apiCall) bool
-	from         int
-	all, land    bool
-
-	// seen counts the requests count matched; the proxy's mutex guards
-	// it.
-	seen int
-	// arrived is closed when the from-th request comes; release lets the
-	// held ones go on.
-	arrived   chan struct{}
-	release   chan struct{}
-	arrivedAt time.Time
-	once      sync.Once
-}
-
-// Release lets the held requests go on and opens the gate for later ones;
-// it may be called more than once.
-func (g *requestGate) Release() { g.once.Do(func() { close(g.release) }) }
-
-// hold says what the gate does with a request: pass it, hold it before it
-// is forwarded, or forward it and hold its answer. It is called with the
-// proxy's mutex held.
-func (g *requestGate) hold(call apiCall) gateAction {
-	select {
-	case <-g.release:
-		return pass
-	default:
-	}
-	if g.seen >= g.from {
-		if g.all && g.match(call) {
-			return holdRequest
-		}
-		return pass
-	}
-	if !g.count(call) {
-		return pass
-	}
-	g.seen++
-	if g.seen < g.from {
-		return pass
-	}
-	g.arrivedAt = time.Now()
-	close(g.arrived)
-	if g.land {
-		return holdAnswer
-	}
-	return holdRequest
-}
-
-type gateAction int
-
-const (
-	pass gateAction = iota
-	holdRequest
-	holdAnswer
-)
 
 func newAPIProxy(t *testing.T, name string, upstream *rest.Config) *apiProxy {
 	t.Helper()
@@ -138,22 +74,22 @@ func newAPIProxy(t *testing.T, name string, upstream *rest.Config) *apiProxy {
 		},
 	}
 	p.server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		call := parseRequest(req)
+		call := framework.ParseRequest(req)
 		g, action := p.gateFor(call)
-		if action == holdRequest {
+		if action == framework.HoldRequest {
 			select {
-			case <-g.release:
+			case <-g.Released():
 			case <-req.Context().Done():
 				return
 			}
 		}
 		i := p.record(proxiedRequest{call: call, method: req.Method, path: req.URL.Path, start: time.Now()})
-		if action == holdAnswer {
+		if action == framework.HoldAnswer {
 			answer := httptest.NewRecorder()
 			forward.ServeHTTP(answer, req)
 			p.finish(i, answer.Code)
 			select {
-			case <-g.release:
+			case <-g.Released():
 			case <-req.Context().Done():
 				return
 			}
@@ -179,34 +115,22 @@ func newAPIProxy(t *testing.T, name string, upstream *rest.Config) *apiProxy {
 // URL is the address the process talks to.
 func (p *apiProxy) URL() string { return p.server.URL }
 
-// holdNext holds the next request that matches until Release is called on
-// the result; later ones pass.
-func (p *apiProxy) holdNext(match func(apiCall) bool) *requestGate {
-	return p.setGate(&requestGate{count: match, match: match, from: 1})
-}
-
-// holdFrom holds the n-th request that count matches, and after it every
-// request that match matches, until Release is called on the result. With
-// land, the n-th reaches the apiserver and only its answer is held.
-func (p *apiProxy) holdFrom(n int, count func(apiCall) bool, land bool, match func(apiCall) bool) *requestGate {
-	return p.setGate(&requestGate{count: count, match: match, from: n, all: true, land: land})
-}
-
-func (p *apiProxy) setGate(g *requestGate) *requestGate {
-	g.arrived, g.release = make(chan struct{}), make(chan struct{})
+// hold applies a gate to the process' requests from now on.
+func (p *apiProxy) hold(g *framework.RequestGate) *framework.RequestGate {
 	p.mutex.Lock()
 	defer p.mutex.Unlock()
 	p.gate = g
 	return g
 }
 
-func (p *apiProxy) gateFor(call apiCall) (*requestGate, gateAction) {
+func (p *apiProxy) gateFor(call framework.APICall) (*framework.RequestGate, framework.GateAction) {
 	p.mutex.Lock()
-	defer p.mutex.Unlock()
-	if p.gate == nil {
-		return nil, pass
+	g := p.gate
+	p.mutex.Unlock()
+	if g == nil {
+		return nil, framework.Pass
 	}
-	return p.gate, p.gate.hold(call)
+	return g, g.Hold(call)
 }
 
 func (p *apiProxy) releaseGate() {
@@ -232,7 +156,7 @@ func (p *apiProxy) finish(i, status int) {
 }
 
 // requests returns the requests that started at or after since and match.
-func (p *apiProxy) requests(since time.Time, match func(apiCall) bool) []proxiedRequest {
+func (p *apiProxy) requests(since time.Time, match func(framework.APICall) bool) []proxiedRequest {
 	p.mutex.Lock()
 	defer p.mutex.Unlock()
 	var result []proxiedRequest
@@ -242,24 +166,6 @@ func (p *apiProxy) requests(since time.Time, match func(apiCall) bool) []proxied
 		}
 	}
 	return result
-}
-
-// writes matches requests that change something.
-func writes(call apiCall) bool {
-	return call.verb == "create" || call.verb == "update" || call.verb == "patch" || call.verb == "delete"
-}
-
-// claimWrites matches requests that change a ResourceClaim.
-func claimWrites(call apiCall) bool { return writes(call) && call.resource == "resourceclaims" }
-
-// claimStatusUpdates matches the writes of claim allocations and
-// reservations.
-func claimStatusUpdates(call apiCall) bool { return call.isClaimStatusUpdate() }
-
-// podDeletions matches the deletions of pods, by which preemption evicts
-// its victims.
-func podDeletions(call apiCall) bool {
-	return call.verb == "delete" && call.resource == "pods" && call.subresource == ""
 }
 
 func describeRequests(requests []proxiedRequest) string {

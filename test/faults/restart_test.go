@@ -10,6 +10,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2/ktesting"
 
 	"github.com/drasched/drasched/internal/builder"
@@ -68,11 +69,14 @@ func TestAPIServerRestart(t *testing.T) {
 	pods := loadSetup(env)
 	// No faults but the gate, and counting what the scheduler asks for.
 	requests := newFaults(0, 0, 0)
-	held := requests.holdFrom(restartAfter+1, claimStatusUpdates, false, claimWrites)
-	sched := env.StartScheduler(framework.SchedulerOptions{WrapConfig: requests.wrap})
+	held := framework.HoldFrom(restartAfter+1, framework.ClaimStatusUpdates, false, framework.ClaimWrites)
+	sched := env.StartScheduler(framework.SchedulerOptions{WrapConfig: func(config *rest.Config) {
+		requests.wrap(config)
+		held.Wrap(config)
+	}})
 
 	env.CreatePods(pods)
-	waitClosed(t, held.arrived, fmt.Sprintf("claim status update %d", restartAfter+1))
+	waitClosed(t, held.Arrived(), fmt.Sprintf("claim status update %d", restartAfter+1))
 	bound, _, _, err := env.Pods(env.Ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -113,9 +117,9 @@ func TestSchedulerKilled(t *testing.T) {
 	first := startScheduler(t, env, "first", processOptions{leader: lease})
 	firstIdentity := lease.waitForHolder(env, "")
 
-	held := first.proxy.holdFrom(restartAfter+1, claimStatusUpdates, true, claimWrites)
+	held := first.proxy.hold(framework.HoldFrom(restartAfter+1, framework.ClaimStatusUpdates, true, framework.ClaimWrites))
 	env.CreatePods(pods)
-	waitClosed(t, held.arrived, fmt.Sprintf("claim status update %d", restartAfter+1))
+	waitClosed(t, held.Arrived(), fmt.Sprintf("claim status update %d", restartAfter+1))
 	first.signal(t, syscall.SIGKILL)
 	if !first.waitExit(time.Minute) {
 		t.Fatalf("first still runs a minute after SIGKILL")

@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"k8s.io/client-go/rest"
+
+	"github.com/drasched/drasched/test/integration/framework"
 )
 
 // fault is what the caller of a forwarded request gets instead of the
@@ -89,7 +91,7 @@ type faults struct {
 	minDelay, maxDelay time.Duration
 
 	// mutex guards random, statusFaults, nthFaults, statusUpdates,
-	// injected, gate and failures.
+	// injected and failures.
 	mutex  sync.Mutex
 	random *rand.Rand
 	// statusFaults maps namespace/name of a claim to the fault for its
@@ -104,9 +106,7 @@ type faults struct {
 	// right after one.
 	injections chan injection
 
-	// gate holds back requests from a chosen one on (holdFrom), nil if
-	// none; failures counts the requests that failed on the way since.
-	gate     *requestGate
+	// failures counts the requests that failed on the way.
 	failures int
 
 	// counts of requests by kind, for the log of a scenario.
@@ -170,36 +170,14 @@ func (f *faults) Injected() []injection {
 	return append([]injection(nil), f.injected...)
 }
 
-// holdFrom holds the n-th request that count matches, and after it every
-// request that match matches, until Release is called on the result, as
-// apiProxy.holdFrom does for a scheduler process.
-func (f *faults) holdFrom(n int, count func(apiCall) bool, land bool, match func(apiCall) bool) *requestGate {
-	g := &requestGate{count: count, match: match, from: n, all: true, land: land, arrived: make(chan struct{}), release: make(chan struct{})}
-	f.mutex.Lock()
-	defer f.mutex.Unlock()
-	f.gate, f.failures = g, 0
-	return g
-}
-
-func (f *faults) gateFor(call apiCall) (*requestGate, gateAction) {
-	f.mutex.Lock()
-	defer f.mutex.Unlock()
-	if f.gate == nil {
-		return nil, pass
-	}
-	return f.gate, f.gate.hold(call)
-}
-
-// failed counts a request that failed on the way and returns how many did
-// since holdFrom.
-func (f *faults) failed() int {
+// failed counts a request that failed on the way.
+func (f *faults) failed() {
 	f.mutex.Lock()
 	defer f.mutex.Unlock()
 	f.failures++
-	return f.failures
 }
 
-// Failures returns how many requests failed on the way since holdFrom.
+// Failures returns how many requests failed on the way.
 func (f *faults) Failures() int {
 	f.mutex.Lock()
 	defer f.mutex.Unlock()
@@ -229,36 +207,17 @@ type faultTransport struct {
 }
 
 func (t *faultTransport) RoundTrip(req *http.Request) (resp *http.Response, err error) {
-	call := parseRequest(req)
+	call := framework.ParseRequest(req)
 	t.faults.counts.add(call)
 	defer func() {
 		if err != nil {
 			t.faults.failed()
 		}
 	}()
-	switch g, action := t.faults.gateFor(call); action {
-	case holdRequest:
-		select {
-		case <-g.release:
-		case <-req.Context().Done():
-			return nil, req.Context().Err()
-		}
-	case holdAnswer:
-		resp, err := t.next.RoundTrip(req)
-		select {
-		case <-g.release:
-		case <-req.Context().Done():
-			if err == nil {
-				_ = resp.Body.Close()
-			}
-			return nil, req.Context().Err()
-		}
-		return resp, err
-	}
-	if call.isClaimStatusUpdate() {
-		if fault, ok := t.faults.take(call.namespace + "/" + call.name); ok {
+	if framework.ClaimStatusUpdates(call) {
+		if fault, ok := t.faults.take(call.Namespace + "/" + call.Name); ok {
 			// The write goes through; only its answer is lost.
-			i := injection{claim: call.namespace + "/" + call.name, fault: fault}
+			i := injection{claim: call.Namespace + "/" + call.Name, fault: fault}
 			resp, err := t.next.RoundTrip(req)
 			if err != nil {
 				i.err = err
@@ -273,76 +232,10 @@ func (t *faultTransport) RoundTrip(req *http.Request) (resp *http.Response, err 
 		}
 	}
 	resp, err = t.next.RoundTrip(req)
-	if err == nil && call.verb == "watch" && call.resource == "resourceclaims" && t.faults.maxDelay > 0 {
+	if err == nil && call.Verb == "watch" && call.Resource == "resourceclaims" && t.faults.maxDelay > 0 {
 		resp.Body = newDelayedBody(resp.Body, t.faults.delay)
 	}
 	return resp, err
-}
-
-// apiCall is what a request to the apiserver does, as far as the faults
-// care.
-type apiCall struct {
-	// verb is "watch", "list", "get", "create", "update", "patch",
-	// "delete" or "" for requests that are not for resources.
-	verb                                   string
-	resource, namespace, name, subresource string
-	// initialEvents: a watch that starts with the current state, which
-	// is how informers list.
-	initialEvents bool
-}
-
-// parseRequest finds the resource, namespace, name and subresource of a
-// request such as PUT /apis/resource.k8s.io/v1/namespaces/ns/resourceclaims/a/status.
-func parseRequest(req *http.Request) apiCall {
-	parts := strings.Split(strings.Trim(req.URL.Path, "/"), "/")
-	switch {
-	case len(parts) >= 3 && parts[0] == "apis":
-		parts = parts[3:]
-	case len(parts) >= 2 && parts[0] == "api":
-		parts = parts[2:]
-	default:
-		return apiCall{}
-	}
-	var call apiCall
-	if len(parts) > 2 && parts[0] == "namespaces" {
-		call.namespace, parts = parts[1], parts[2:]
-	}
-	if len(parts) == 0 {
-		return apiCall{}
-	}
-	call.resource = parts[0]
-	if len(parts) > 1 {
-		call.name = parts[1]
-	}
-	if len(parts) > 2 {
-		call.subresource = parts[2]
-	}
-	query := req.URL.Query()
-	switch req.Method {
-	case http.MethodGet:
-		switch {
-		case query.Get("watch") == "true" || query.Get("watch") == "1":
-			call.verb = "watch"
-			call.initialEvents = query.Get("sendInitialEvents") == "true"
-		case call.name == "":
-			call.verb = "list"
-		default:
-			call.verb = "get"
-		}
-	case http.MethodPost:
-		call.verb = "create"
-	case http.MethodPut:
-		call.verb = "update"
-	case http.MethodPatch:
-		call.verb = "patch"
-	case http.MethodDelete:
-		call.verb = "delete"
-	}
-	return call
-}
-
-func (c apiCall) isClaimStatusUpdate() bool {
-	return c.verb == "update" && c.resource == "resourceclaims" && c.subresource == "status"
 }
 
 // requestCounts counts requests by verb and resource; a watch with initial
@@ -352,8 +245,8 @@ type requestCounts struct {
 	counts map[string]int
 }
 
-func (c *requestCounts) add(call apiCall) {
-	if call.verb == "" {
+func (c *requestCounts) add(call framework.APICall) {
+	if call.Verb == "" {
 		return
 	}
 	c.mutex.Lock()
@@ -361,9 +254,9 @@ func (c *requestCounts) add(call apiCall) {
 	if c.counts == nil {
 		c.counts = map[string]int{}
 	}
-	c.counts[call.verb+" "+call.resource]++
-	if call.initialEvents {
-		c.counts["list "+call.resource]++
+	c.counts[call.Verb+" "+call.Resource]++
+	if call.InitialEvents {
+		c.counts["list "+call.Resource]++
 	}
 }
 
@@ -476,7 +369,7 @@ func TestFaultTransport(t *testing.T) {
 	updates := 0
 	const watchData = "event-1\nevent-2\nevent-3\n"
 	server := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		switch parseRequest(req).verb {
+		switch framework.ParseRequest(req).Verb {
 		case "update":
 			mutex.Lock()
 			updates++

@@ -7,7 +7,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
@@ -133,7 +132,7 @@ func placeSequence(t *testing.T, fill []nodeFill, gpus int) []placement {
 		pods += (f.total - f.used) / gpus
 	}
 	env.CreateTemplate(builder.MakeTemplate("gpus", builder.MakeClaim("").Request("gpu", class, int64(gpus))))
-	env.StartScheduler(framework.SchedulerOptions{Configure: framework.WithoutDefaultSpreading})
+	sched := env.StartScheduler(framework.SchedulerOptions{Configure: framework.WithoutDefaultSpreading})
 
 	// The fill: on each node a pod whose claim takes the GPUs in use.
 	for i, f := range fill {
@@ -165,9 +164,27 @@ func placeSequence(t *testing.T, fill []nodeFill, gpus int) []placement {
 		return named == pods, fmt.Sprintf("%d of %d pods with their claim", named, pods), nil
 	})
 	// The scheduler signs a pod when its gate goes: by then its claim
-	// must be in the scheduler's claim cache, which follows the API by
-	// milliseconds.
-	time.Sleep(time.Second)
+	// must be in the scheduler's claim cache.
+	env.WaitFor(framework.Timeout, "the pods' claims in the scheduler's cache", func(ctx context.Context) (bool, string, error) {
+		list, err := env.Client.CoreV1().Pods(env.Namespace).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, "", err
+		}
+		cached := 0
+		for _, pod := range list.Items {
+			if !strings.HasPrefix(pod.Name, "pod-") {
+				continue
+			}
+			for _, status := range pod.Status.ResourceClaimStatuses {
+				if status.ResourceClaimName != nil {
+					if _, err := sched.CachedClaim(env.Namespace, *status.ResourceClaimName); err == nil {
+						cached++
+					}
+				}
+			}
+		}
+		return cached == pods, fmt.Sprintf("%d of %d claims cached", cached, pods), nil
+	})
 	for _, name := range names {
 		patch := fmt.Sprintf(`{"spec":{"schedulingGates":[{"$patch":"delete","name":%q}]}}`, gate)
 		if _, err := env.Client.CoreV1().Pods(env.Namespace).Patch(env.Ctx, name, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {

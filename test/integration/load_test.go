@@ -88,21 +88,23 @@ func TestRace(t *testing.T) {
 // The scheduler is stopped while it binds pods and a new one takes over:
 // whatever the first left half done, no device ends up allocated twice, and
 // every bound pod's claims are allocated on its node and reserved for it.
+// The first is stopped at a point the test chooses: its claim status
+// update number stopAt reaches the apiserver with its answer held, and
+// every claim write after it is held, so that it has written exactly
+// stopAt allocations and has others in flight, whatever the machine's
+// speed.
 func TestSchedulerRestart(t *testing.T) {
 	env := framework.Setup(t)
 	pods, devices := loadSetup(env, 10, 10, 150)
-	first := env.StartScheduler(framework.SchedulerOptions{})
-
-	// Stop the first scheduler the moment it has bound a few pods, from a
-	// watch rather than by polling, so that it is stopped in the middle of
-	// its work even on a fast machine.
 	const stopAt = 5
-	someBound := env.BoundPods(stopAt)
+	held := framework.HoldFrom(stopAt, framework.ClaimStatusUpdates, true, framework.ClaimWrites)
+	first := env.StartScheduler(framework.SchedulerOptions{WrapConfig: held.Wrap})
+
 	env.CreatePods(pods)
 	select {
-	case <-someBound:
+	case <-held.Arrived():
 	case <-time.After(framework.Timeout):
-		t.Fatalf("no %d pods bound within %s", stopAt, framework.Timeout)
+		t.Fatalf("no claim status update %d within %s", stopAt, framework.Timeout)
 	}
 	first.Stop()
 	bound, _, _, err := env.Pods(env.Ctx)
@@ -113,16 +115,15 @@ func TestSchedulerRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	halfDone := 0
+	allocated := 0
 	for _, claim := range claims.Items {
 		if claim.Status.Allocation != nil {
-			halfDone++
+			allocated++
 		}
 	}
-	halfDone -= len(bound)
-	t.Logf("stopped the first scheduler with %d of %d possible pods bound and %d more claims allocated", len(bound), devices.Len(), halfDone)
-	if len(bound) >= devices.Len() {
-		t.Fatalf("the first scheduler had finished (%d pods bound) before it was stopped; the test needs more pods", len(bound))
+	t.Logf("stopped the first scheduler with %d of %d possible pods bound and %d claims allocated", len(bound), devices.Len(), allocated)
+	if allocated > stopAt {
+		t.Fatalf("%d claims allocated when the first scheduler was stopped: its gate let more than %d status updates through", allocated, stopAt)
 	}
 
 	env.StartScheduler(framework.SchedulerOptions{})

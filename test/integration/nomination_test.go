@@ -43,11 +43,10 @@ func (p *preemption) waitTerminating(name string) {
 	p.WaitForPod(name, "terminating", func(pod *v1.Pod) bool { return pod.DeletionTimestamp != nil })
 }
 
-// waitBoundWithin waits until the pod is bound, within timeout, and
-// returns it.
-func (p *preemption) waitBoundWithin(timeout time.Duration, name string) *v1.Pod {
+// waitBound waits until the pod is bound and returns it.
+func (p *preemption) waitBound(name string) *v1.Pod {
 	p.t.Helper()
-	return p.WaitForPodWithin(timeout, name, "bound", func(pod *v1.Pod) bool { return pod.Spec.NodeName != "" })
+	return p.WaitForPod(name, "bound", func(pod *v1.Pod) bool { return pod.Spec.NodeName != "" })
 }
 
 // waitNominated waits until the pod is nominated to node.
@@ -69,7 +68,9 @@ func TestNominationVictimClaimGainsConsumer(t *testing.T) {
 	shared := p.CreateClaim(builder.MakeClaim("shared").Request("gpu", class, 1))
 	a := p.CreateNode("a")
 	p.PublishSlices(p.NodeSlice(a, builder.MakeDevice("gpu-0")).Obj())
-	p.StartScheduler(framework.SchedulerOptions{})
+	// The nomination would hold for ten minutes: mid bound within
+	// framework.Timeout did not wait for it.
+	p.StartScheduler(framework.SchedulerOptions{Configure: framework.UseNominationMargin(10 * time.Minute)})
 
 	// low holds the shared claim on a, p20 the only GPU of b.
 	p.CreatePod(p.holdingPod("low").Priority(p.low).Claim("gpu", shared.Name))
@@ -92,7 +93,7 @@ func TestNominationVictimClaimGainsConsumer(t *testing.T) {
 
 	// The claim stays allocated for sharer: mid must preempt again
 	// (sharer on a, or p20 on b) and be bound.
-	p.waitBoundWithin(30*time.Second, "mid")
+	p.waitBound("mid")
 	p.WaitForConsistentAllocations()
 }
 
@@ -135,7 +136,7 @@ func TestNominationNotPinnedByStuckVictim(t *testing.T) {
 
 	// b's GPU is freed.
 	p.DeletePod("busy")
-	if pod := p.waitBoundWithin(framework.Timeout, "high"); pod.Spec.NodeName != b.Name {
+	if pod := p.waitBound("high"); pod.Spec.NodeName != b.Name {
 		t.Errorf("high bound to %s, want %s", pod.Spec.NodeName, b.Name)
 	}
 	p.WaitForConsistentAllocations()
@@ -169,9 +170,9 @@ func TestNominationVictimGroupAcrossNodes(t *testing.T) {
 	waitClosedWithin(t, bound, "both pods of the victim group bound")
 
 	p.CreatePod(p.MakePod("high-0").Priority(p.high).ClaimFromTemplate("gpu", "one"))
-	p.waitBoundWithin(framework.Timeout, "high-0")
+	p.waitBound("high-0")
 	p.CreatePod(p.MakePod("high-1").Priority(p.high).ClaimFromTemplate("gpu", "one"))
-	p.waitBoundWithin(framework.Timeout, "high-1")
+	p.waitBound("high-1")
 	if gone := p.gone([]string{"victims-0", "victims-1"}); len(gone) != 2 {
 		t.Errorf("evicted %v, want both pods of the group", gone)
 	}
@@ -199,8 +200,8 @@ func TestGangPreemptsForDevices(t *testing.T) {
 		pod.Priority(p.high)
 	}
 	p.CreatePods(highs)
-	p.waitBoundWithin(40*time.Second, "train-0")
-	p.waitBoundWithin(10*time.Second, "train-1")
+	p.waitBound("train-0")
+	p.waitBound("train-1")
 	if gone := p.gone(lows); len(gone) != 2 {
 		t.Errorf("evicted %v, want both low-priority pods", gone)
 	}
@@ -232,7 +233,7 @@ func TestNominationStuckVictimBounded(t *testing.T) {
 	p.waitTerminating("stuck")
 	p.waitNominated("high", a.Name)
 
-	pod := p.waitBoundWithin(framework.Timeout, "high")
+	pod := p.waitBound("high")
 	if pod.Spec.NodeName != b.Name {
 		t.Errorf("high bound to %s, want %s", pod.Spec.NodeName, b.Name)
 	}
@@ -266,7 +267,7 @@ func TestNominationPreemptorDeleted(t *testing.T) {
 	p.DeletePod("high")
 	p.CreatePod(p.MakePod("mid").Priority(mid).ClaimFromTemplate("gpu", "one"))
 	p.release("victim")
-	p.waitBoundWithin(30*time.Second, "mid")
+	p.waitBound("mid")
 	p.WaitForConsistentAllocations()
 }
 
@@ -302,9 +303,10 @@ func TestPreemptGangMember(t *testing.T) {
 			p.WaitForPodScheduled("victims-1")
 
 			p.CreatePod(p.MakePod("high").Priority(p.high).ClaimFromTemplate("gpu", "one"))
-			p.waitBoundWithin(framework.Timeout, "high")
-			// Nothing more goes once the preemptor is bound.
-			time.Sleep(2 * time.Second)
+			p.waitBound("high")
+			// Once the preemptor is bound, every victim its preemption
+			// chose is deleted (upstream's PreEnqueue keeps it out of the
+			// queue until then), and no other pod preempts.
 			if gone := p.gone([]string{"victims-0", "victims-1"}); len(gone) != tc.evicted {
 				t.Errorf("evicted %v, want %d pods of the group", gone, tc.evicted)
 			}
@@ -357,8 +359,8 @@ func TestGangNominationStuckVictimBounded(t *testing.T) {
 	p.CreatePods(highs)
 	p.waitTerminating("stuck")
 	label(nodes[2])
-	p.waitBoundWithin(framework.Timeout, "train-0")
-	p.waitBoundWithin(10*time.Second, "train-1")
+	p.waitBound("train-0")
+	p.waitBound("train-1")
 	if took := time.Since(start); took < margin {
 		t.Errorf("gang bound after %s, before its nominations' bound of %s", took, margin)
 	}
@@ -417,10 +419,10 @@ func TestNominationEndsWhenDeviceTaken(t *testing.T) {
 	p.labelNode(b, pool, "gpu")
 
 	p.release("low")
-	if pod := p.waitBoundWithin(framework.Timeout, "high"); pod.Spec.NodeName != a.Name {
+	if pod := p.waitBound("high"); pod.Spec.NodeName != a.Name {
 		t.Fatalf("high bound to %s, want %s", pod.Spec.NodeName, a.Name)
 	}
-	if pod := p.waitBoundWithin(framework.Timeout, "mid"); pod.Spec.NodeName != b.Name {
+	if pod := p.waitBound("mid"); pod.Spec.NodeName != b.Name {
 		t.Errorf("mid bound to %s, want %s", pod.Spec.NodeName, b.Name)
 	}
 	if gone := p.gone([]string{"low-b"}); len(gone) != 1 {

@@ -6,7 +6,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	v1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
@@ -156,24 +155,28 @@ func (p *preemption) logPreemptions(preemptors []string) {
 	}
 }
 
-// stays checks that none of the named pods is evicted while the preemptor
-// is found unschedulable after preemption was tried, and for a while
-// after.
+// stays checks that preemption, tried for the preemptor, chose no victims
+// and none of the named pods is evicted: the preemptor is unschedulable
+// with the message of a failed attempt, which says what DefaultPreemption
+// found, and in the same version of the pod it is not nominated to a node.
+// Preemption evicts only the victims of the candidate it nominates, so an
+// attempt that nominated nothing evicted nothing, then or later; and
+// nothing in these tests tries the preemptor again.
 func (p *preemption) stays(preemptor string, names []string) {
 	p.t.Helper()
-	// The message of a failed preemption attempt ends with what
-	// DefaultPreemption found.
-	p.WaitForPodUnschedulable(preemptor, "preemption:")
-	time.Sleep(2 * time.Second)
+	pod := p.WaitForPod(preemptor, "unschedulable after preemption was tried", func(pod *v1.Pod) bool {
+		c := framework.PodScheduledCondition(pod)
+		return pod.Spec.NodeName == "" && c != nil && c.Status == v1.ConditionFalse &&
+			c.Reason == v1.PodReasonUnschedulable && strings.Contains(c.Message, "preemption:")
+	})
+	if msg := framework.PodScheduledCondition(pod).Message; strings.Contains(msg, "preempting") {
+		p.t.Errorf("pod %s: %q, want preemption to find no victims", preemptor, msg)
+	}
+	if pod.Status.NominatedNodeName != "" {
+		p.t.Errorf("pod %s nominated to %s, want preemption to find no node", preemptor, pod.Status.NominatedNodeName)
+	}
 	if gone := p.gone(names); len(gone) > 0 {
 		p.t.Errorf("pods %v were evicted, want none", gone)
-	}
-	pod, err := p.Client.CoreV1().Pods(p.Namespace).Get(p.Ctx, preemptor, metav1.GetOptions{})
-	if err != nil {
-		p.t.Fatal(err)
-	}
-	if pod.Spec.NodeName != "" {
-		p.t.Errorf("pod %s bound to %s, want unschedulable", preemptor, pod.Spec.NodeName)
 	}
 }
 
@@ -377,21 +380,13 @@ func TestPreemptionNotAllowed(t *testing.T) {
 
 	p.t.Run("equal priority", func(t *testing.T) {
 		p.CreatePod(p.MakePod("equal").Priority(p.low).ClaimFromTemplate("gpu", "one"))
-		p.WaitForPodUnschedulable("equal", "preemption:")
-		time.Sleep(2 * time.Second)
-		if gone := p.gone(lows); len(gone) > 0 {
-			t.Errorf("pods %v were evicted, want none", gone)
-		}
+		p.stays("equal", lows)
 		p.DeletePod("equal")
 	})
 	p.t.Run("PreemptionPolicy Never", func(t *testing.T) {
 		never := p.CreatePriorityClass("high-never", 1000, v1.PreemptNever)
 		p.CreatePod(p.MakePod("never").Priority(never).ClaimFromTemplate("gpu", "one"))
-		p.WaitForPodUnschedulable("never")
-		time.Sleep(3 * time.Second)
-		if gone := p.gone(lows); len(gone) > 0 {
-			t.Errorf("pods %v were evicted, want none", gone)
-		}
+		p.stays("never", lows)
 		p.DeletePod("never")
 	})
 	p.t.Run("no device matches", func(t *testing.T) {

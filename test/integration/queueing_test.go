@@ -46,8 +46,8 @@ func TestNotEnoughDevices(t *testing.T) {
 // A ResourceSlice published after the pod was found unschedulable makes the
 // scheduler try the pod again at once: the slice event requeues it. The
 // scheduler's backoff is raised to 10 minutes and pods wait 5 minutes in
-// the unschedulable pool by default, so a pod that schedules within 30
-// seconds was woken by the event, not by a timer.
+// the unschedulable pool by default, so a pod that schedules within
+// framework.Timeout (two minutes) was woken by the event, not by a timer.
 //
 // Upstream's DynamicResources passes this by requeueing on every slice
 // event; the test does not tell that apart from precise queueing hints.
@@ -64,7 +64,7 @@ func TestSlicePublishedLater(t *testing.T) {
 	waitForUnschedulableMessage(t, env, pod.Name, `0/2 nodes are available: 2 request "gpu": no device matches the class and selectors`)
 
 	env.PublishSlices(env.NodeSlice(nodes[1], builder.Devices("gpu", 1, nil)...).Obj())
-	scheduled := env.WaitForPodWithin(30*time.Second, pod.Name, "scheduled soon after its slice appeared", func(pod *v1.Pod) bool {
+	scheduled := env.WaitForPodWithin(framework.Timeout, pod.Name, "scheduled soon after its slice appeared", func(pod *v1.Pod) bool {
 		return pod.Spec.NodeName != ""
 	})
 	if scheduled.Spec.NodeName != nodes[1].Name {
