@@ -432,9 +432,21 @@ func TestWriteUnknownKeptForGrace(t *testing.T) {
 	if err := env.tracker.Reserve(a); err != nil {
 		t.Fatal(err)
 	}
+	env.client.ClearActions()
 	env.tracker.WriteUnknown(env.ctx, a.UID, base)
-	// Several rounds of the worker, which checks cache and API server.
-	time.Sleep(time.Second)
+	// Several rounds of the worker, which checks the cache and then asks
+	// the API server: each round that finds the claim as before keeps the
+	// devices.
+	const rounds = 3
+	env.eventually(t, fmt.Sprintf("%d checks of the claim against the API server", rounds), func() bool {
+		gets := 0
+		for _, action := range env.client.Actions() {
+			if action.GetVerb() == "get" && action.GetResource().Resource == "resourceclaims" {
+				gets++
+			}
+		}
+		return gets >= rounds
+	})
 	if got := env.allocated(t); !got.Equal(ids("gpu-0")) {
 		t.Fatalf("devices of a write with an unknown outcome freed within the grace period: %v", got)
 	}

@@ -328,8 +328,16 @@ func TestEndpointsUnderLoad(t *testing.T) {
 	if len(conns) < limits.maxConns*10 {
 		t.Fatalf("opened %d connections, want well over the limit of %d", len(conns), limits.maxConns)
 	}
-	// Let the server accept what it will.
-	time.Sleep(time.Second)
+	// Wait until the server has taken as many as its limit lets it: a
+	// goroutine each. More than that it cannot accept, however long the
+	// test waited, so what follows is the steady state.
+	deadline := time.Now().Add(30 * time.Second)
+	for runtime.NumGoroutine()-before < limits.maxConns {
+		if time.Now().After(deadline) {
+			t.Fatalf("the server took %d of %d connections within 30s", runtime.NumGoroutine()-before, limits.maxConns)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 	grown := runtime.NumGoroutine() - before
 	runtime.GC()
 	runtime.ReadMemStats(&mem)
@@ -354,7 +362,7 @@ func TestEndpointsUnderLoad(t *testing.T) {
 		_ = c.Close()
 	}
 	conns = nil
-	deadline := time.Now().Add(30 * time.Second)
+	deadline = time.Now().Add(30 * time.Second)
 	for {
 		got := scrape(t, e, "/metrics", scraperToken)
 		if got.code == http.StatusOK {
