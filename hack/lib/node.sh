@@ -35,6 +35,11 @@ NODE_PROXY=${NODE_PROXY:-1}
 NODE_TAINTS=${NODE_TAINTS:-}
 # Where node_snapshot writes what node_check_clean compares with.
 NODE_SNAPSHOT=${NODE_SNAPSHOT:-${root}/_output/node/host-before.txt}
+# The sessions of the daemons node_start started since node_snapshot, one
+# session ID a line: what is left in them after node_down is the node's,
+# whatever binary it runs. (A kwok cluster beside the node runs the same
+# kube-apiserver and etcd binaries, in sessions of its own.)
+NODE_SESSIONS=${NODE_SESSIONS:-${root}/_output/node/sessions}
 # Ports: away from the defaults, so that the node does not meet another
 # cluster on this machine (kwok clusters take random ports).
 NODE_ETCD_PORT=${NODE_ETCD_PORT:-12379}
@@ -138,14 +143,11 @@ node_state() {
   # Facts, not checks: a grep that selects nothing is no error here.
   local -
   set +e +o pipefail
-  local s p exe
-  echo "# processes: the node's own binaries; kubelets, containerds, shims, runc of anyone"
-  for p in /proc/[0-9]*; do
-    exe=$(readlink "${p}/exe" 2>/dev/null) || continue
-    case "${exe}" in
-      "${NODE_BIN}"/* | "${NODE_CLUSTER_BIN}"/*) echo "process ${exe} (pid ${p#/proc/})" ;;
-    esac
-  done
+  local s p
+  echo "# processes: those in the node's sessions; kubelets, containerds, shims, runc of anyone"
+  if [[ -s "${NODE_SESSIONS}" ]]; then
+    ps -eo pid=,sid=,comm= | awk 'NR == FNR { node[$1] = 1; next } ($2 in node) { print "process " $3 " (pid " $1 ", session " $2 ")" }' "${NODE_SESSIONS}" -
+  fi
   # containerd-shim-runc-v2's process name is cut to 15 characters.
   for p in containerd containerd-shim kubelet kube-proxy runc; do
     echo "process ${p}: $(pgrep -x "${p}" | wc -l)"
@@ -184,7 +186,8 @@ node_state() {
 # first, or node_down, which removes it, would leave the host different.
 node_snapshot() {
   node_remove_leftovers
-  mkdir -p "$(dirname "${NODE_SNAPSHOT}")"
+  mkdir -p "$(dirname "${NODE_SNAPSHOT}")" "$(dirname "${NODE_SESSIONS}")"
+  : >"${NODE_SESSIONS}"
   node_state >"${NODE_SNAPSHOT}"
 }
 
@@ -212,6 +215,9 @@ node_start() {
   mkdir -p "${NODE_RUN}/pids" "${NODE_LOG_DIR}"
   setsid "$@" >>"${NODE_LOG_DIR}/${name}.log" 2>&1 9>&- </dev/null &
   echo "$!" >"${NODE_RUN}/pids/${name}"
+  # A background job of a script is no process group leader, so setsid
+  # does not fork: the job's PID is its session's ID.
+  echo "$!" >>"${NODE_SESSIONS}"
 }
 
 # node_pid NAME: the PID of a running daemon, nothing if it is not running.
