@@ -18,8 +18,11 @@
 // _output/faults), as child processes whose API traffic passes through a
 // proxy in the test process; the others run kube-scheduler in-process with
 // a fault-injecting transport (framework.SchedulerOptions.WrapConfig).
-// Faults and delays are deterministic per scenario: fixed, or drawn from a
-// seeded source.
+// Every fault comes at a point the test controls: a
+// framework.RequestGate holds the N-th request of a kind (and every later
+// one) while the test kills, stops or restarts, so what the scheduler had
+// done is known by construction, on a quiet machine as on a loaded one.
+// Watch delays are fixed, or drawn from a seeded source.
 //
 // The tests are behind the build tag "faults": they take minutes and must
 // not run beside the other integration tests on a small machine, which is
