@@ -3,6 +3,8 @@
 package node
 
 import (
+	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -13,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/drasched/drasched/internal/builder"
+	"github.com/drasched/drasched/pkg/driver/gpu/device"
 )
 
 // TestWorkloads runs GPU workloads as real containers; each must see
@@ -60,6 +63,32 @@ func TestWorkloads(t *testing.T) {
 
 	t.Run("MIG partition", func(t *testing.T) {
 		c.runMIGWorkload(t, c.namespace(t, "mig"))
+	})
+
+	t.Run("MIG partitions of one GPU in two pods", func(t *testing.T) {
+		ns := c.namespace(t, "mig-pair")
+		// Each claim names the GPU, so that the scheduler puts both on
+		// it and the plugin must prepare two MIG devices of one GPU.
+		parent := c.gpuWithMIGDevices(t, 2)
+		for _, name := range []string{"first", "second"} {
+			c.createClaim(t, claim(ns, name).Request("mig", migClass, 1,
+				fmt.Sprintf(`device.attributes["%s"].parentUUID == "%s"`, driverName, parent.UUID)).Obj())
+			c.createPod(t, gpuPod(ns, name).Claim("mig", name).Obj())
+		}
+		first := c.waitRunning(t, ns, "first")
+		second := c.waitRunning(t, ns, "second")
+		c.expectUnchanged(t, first)
+		var seen []string
+		for _, pod := range []*corev1.Pod{first, second} {
+			devices := c.expectSees(t, pod)
+			if len(devices) != 1 || c.devices[devices[0]].MIG == nil || c.devices[devices[0]].GPU.UUID != parent.UUID {
+				t.Fatalf("pod %s sees %v, want one MIG device of %s", pod.Name, devices, parent.Name())
+			}
+			seen = append(seen, devices[0])
+		}
+		if seen[0] == seen[1] {
+			t.Errorf("both pods have MIG device %s", seen[0])
+		}
 	})
 
 	t.Run("prioritized list", func(t *testing.T) {
@@ -185,4 +214,17 @@ func (c *cluster) runMIGWorkload(t *testing.T, ns string) {
 	if len(devices) != 1 || c.devices[devices[0]].MIG == nil {
 		t.Errorf("devices %v, want one MIG device", devices)
 	}
+}
+
+// gpuWithMIGDevices returns the first GPU of the inventory, by name, with
+// at least n MIG devices.
+func (c *cluster) gpuWithMIGDevices(t *testing.T, n int) *device.GPU {
+	t.Helper()
+	for _, name := range slices.Sorted(maps.Keys(c.devices)) {
+		if ref := c.devices[name]; ref.MIG == nil && len(ref.GPU.MIG) >= n {
+			return ref.GPU
+		}
+	}
+	t.Fatalf("no GPU with %d MIG devices in the inventory", n)
+	return nil
 }

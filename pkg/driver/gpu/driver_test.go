@@ -1,8 +1,10 @@
 package gpu
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -285,63 +287,210 @@ func TestPrepareIsIdempotentAndUnprepareCleansUp(t *testing.T) {
 }
 
 // TestDeviceAlreadyPrepared: hardware held by one claim is refused to
-// another, whichever device names they use; admin access is not exclusive.
+// another, whichever device names they use: a whole GPU and each of its MIG
+// devices exclude each other, MIG devices of one GPU only when their
+// placements share a memory slice; admin access is not exclusive. Each
+// case's steps run in order on one plugin.
 func TestDeviceAlreadyPrepared(t *testing.T) {
 	a100 := loadInventory(t, "a100-mig-8.yaml")
-	whole0 := newClaim("whole-0").Allocated("gpu", DefaultDriverName, testNode, "gpu-0").Obj()
-	mig0 := newClaim("mig-of-0").Allocated("mig", DefaultDriverName, testNode, a100[0].MIGName(&a100[0].MIG[3])).Obj()
-	first6 := newClaim("first-6").Allocated("gpu", DefaultDriverName, testNode, "gpu-6").Obj()
-	second6 := newClaim("second-6").Allocated("gpu", DefaultDriverName, testNode, "gpu-6").Obj()
-	monitor6 := newClaim("monitor-6").Allocated("gpu", DefaultDriverName, testNode, "gpu-6").AllocatedAdminAccess().Obj()
-	env := setup(t, envOptions{}, whole0, mig0, first6, second6, monitor6)
-	errorsBefore, err := testutil.GetCounterMetricValue(claimOperationErrors.WithLabelValues(operationPrepare))
-	if err != nil {
-		t.Fatal(err)
+	mig := func(gpu, i int) string { return a100[gpu].MIGName(&a100[gpu].MIG[i]) }
+	alloc := func(name, device string) *resourceapi.ResourceClaim {
+		return newClaim(name).Allocated("gpu", DefaultDriverName, testNode, device).Obj()
 	}
-	callsBefore, err := testutil.GetHistogramMetricCount(operationDuration.WithLabelValues(operationPrepare))
-	if err != nil {
-		t.Fatal(err)
+	// relayout replaces GPU 0's first two 1g.5gb devices (memory slices 0
+	// and 1) with one 2g.10gb device over both, as an administrator does
+	// with nvidia-smi mig -dgi and -cgi.
+	const relaidMIG = "MIG-0c1d2e3f-4a5b-4c6d-8e7f-8091a2b3c4d5"
+	relaid := a100[0].MIGName(&device.MIGDevice{UUID: relaidMIG})
+	relayout := func(t *testing.T, env *testEnv) {
+		// Published, the plugin watches the inventory (as in
+		// TestDevicesAppearAndDisappear).
+		waitFor(t, "published slices", func() (bool, string) {
+			return len(env.publishedSlices(t)) > 0, "no slices"
+		})
+		env.editInventory(t, func(s string) string {
+			return strings.Replace(s, `    - uuid: `+a100[0].MIG[0].UUID+`
+      profile: 1g.5gb
+      placement: {start: 0, size: 1}
+      memory: 4864Mi
+      caps: {gpuInstance: 3, computeInstance: 4}
+    - uuid: `+a100[0].MIG[1].UUID+`
+      profile: 1g.5gb
+      placement: {start: 1, size: 1}
+      memory: 4864Mi
+      caps: {gpuInstance: 12, computeInstance: 13}
+`, `    - uuid: `+relaidMIG+`
+      profile: 2g.10gb
+      placement: {start: 0, size: 2}
+      memory: 9856Mi
+      caps: {gpuInstance: 3, computeInstance: 4}
+`, 1)
+		})
+		waitFor(t, "the new MIG layout", func() (bool, string) {
+			_, index := env.driver.devices()
+			_, ok := index[relaid]
+			return ok, "device " + relaid + " not discovered"
+		})
 	}
-	refused := 0
+	// previousVersion records a prepared claim as the version before memory
+	// slices were hardware keys wrote it, with these keys: a MIG device's
+	// UUID and its GPU's, or a GPU's UUID and its MIG devices'.
+	previousVersion := func(claim *resourceapi.ResourceClaim, device string, keys ...string) func(t *testing.T, env *testEnv) {
+		return func(t *testing.T, env *testEnv) {
+			uid := string(claim.UID)
+			uuids, err := json.Marshal(keys)
+			if err != nil {
+				t.Fatal(err)
+			}
+			raw := `{"state":"PrepareCompleted","namespace":"default","name":"` + claim.Name + `","devices":[{"requests":["gpu"],"pool":"` + testNode +
+				`","device":"` + device + `","uuids":` + string(uuids) + `,"cdiDeviceIDs":["` + cdiKind + uid + `"]}],"cdiSpecName":"` + DefaultDriverName + `-gpu_` + uid + `.json"}`
+			var entry checkpoint.Claim
+			dec := json.NewDecoder(strings.NewReader(raw))
+			dec.DisallowUnknownFields()
+			if err := dec.Decode(&entry); err != nil {
+				t.Fatalf("entry of the previous version: %v", err)
+			}
+			f := checkpoint.File{Path: filepath.Join(env.cfg.StateDir, checkpointFileName)}
+			cp, err := f.Load()
+			if err != nil {
+				t.Fatal(err)
+			}
+			cp.Claims[uid] = &entry
+			if err := f.Store(cp); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	migUUIDs := func(gpu int) []string {
+		var uuids []string
+		for _, m := range a100[gpu].MIG {
+			uuids = append(uuids, m.UUID)
+		}
+		return uuids
+	}
+	whole0 := alloc("whole-0", "gpu-0")
+	mig00, mig01, mig02, mig03 := alloc("mig-0-0", mig(0, 0)), alloc("mig-0-1", mig(0, 1)), alloc("mig-0-2", mig(0, 2)), alloc("mig-0-3", mig(0, 3))
+	oldMIG00, oldGone, oldWhole2 := newClaim("old-mig-0-0").Obj(), newClaim("old-gone").Obj(), newClaim("old-whole-2").Obj()
+	gpu0 := a100[0].UUID
 
 	type step struct {
-		unprepare bool
-		claim     *resourceapi.ResourceClaim
+		prepare   *resourceapi.ResourceClaim
 		wantErr   string
+		unprepare *resourceapi.ResourceClaim
+		// change changes the node before the next step.
+		change func(t *testing.T, env *testEnv)
 	}
-	for i, s := range []step{
-		{claim: whole0},
-		{claim: mig0, wantErr: "is held by claim default/whole-0"},
-		{claim: first6},
-		{claim: second6, wantErr: "device is already prepared for another claim: gpu-6"},
-		{claim: monitor6},
-		{unprepare: true, claim: whole0},
-		{claim: mig0},
-		{claim: whole0, wantErr: "is held by claim default/mig-of-0"},
-	} {
-		if s.unprepare {
-			if _, err := env.unprepare(t, s.claim); err != nil {
-				t.Fatalf("step %d: unprepare %s: %v", i, s.claim.Name, err)
+	tests := map[string][]step{
+		"whole GPU and its MIG device exclude each other": {
+			{prepare: whole0},
+			{prepare: mig03, wantErr: "device is already prepared for another claim: " + mig(0, 3) + " (" + gpu0 + ") is held by claim default/whole-0"},
+			{unprepare: whole0},
+			{prepare: mig03},
+			{prepare: whole0, wantErr: "device is already prepared for another claim: gpu-0 (" + gpu0 + "/memory-slice-3) is held by claim default/mig-0-3"},
+		},
+		"MIG devices of one GPU with disjoint placements": {
+			{prepare: mig00},
+			{prepare: mig01},
+			{prepare: mig03},
+			{prepare: whole0, wantErr: "device is already prepared for another claim: gpu-0 (" + gpu0 + "/memory-slice-"},
+			{unprepare: mig01},
+			{prepare: alloc("mig-0-1-again", mig(0, 1))},
+		},
+		"one MIG device for two claims": {
+			{prepare: mig00},
+			{prepare: alloc("mig-0-0-again", mig(0, 0)), wantErr: "(" + a100[0].MIG[0].UUID + ") is held by claim default/mig-0-0"},
+		},
+		"a claim with a GPU and one of its MIG devices": {
+			{prepare: newClaim("both").Allocated("gpu", DefaultDriverName, testNode, "gpu-0").Allocated("mig", DefaultDriverName, testNode, mig(0, 2)).Obj(),
+				wantErr: "is held by claim this claim's device gpu-0"},
+		},
+		"one GPU for two claims, and admin access": {
+			{prepare: alloc("first-6", "gpu-6")},
+			{prepare: alloc("second-6", "gpu-6"), wantErr: "device is already prepared for another claim: gpu-6 (" + a100[6].UUID + ") is held by claim default/first-6"},
+			{prepare: newClaim("monitor-6").Allocated("gpu", DefaultDriverName, testNode, "gpu-6").AllocatedAdminAccess().Obj()},
+			{prepare: mig00},
+			{prepare: newClaim("monitor-0").Allocated("gpu", DefaultDriverName, testNode, "gpu-0").AllocatedAdminAccess().Obj()},
+			{prepare: mig01},
+		},
+		"overlapping placements after the GPU's MIG layout changed": {
+			{prepare: mig00, change: relayout},
+			{prepare: alloc("relaid", relaid), wantErr: relaid + " (" + gpu0 + "/memory-slice-0) is held by claim default/mig-0-0"},
+			{prepare: mig02},
+		},
+		"a MIG device created after its GPU was prepared whole": {
+			{prepare: whole0, change: relayout},
+			{prepare: alloc("relaid", relaid), wantErr: relaid + " (" + gpu0 + ") is held by claim default/whole-0"},
+		},
+		// The version before memory slices were hardware keys recorded a
+		// MIG device as [MIG UUID, GPU UUID] and a whole GPU as [GPU
+		// UUID, MIG UUIDs...]. After an upgrade, an entry of a MIG device
+		// that is still here holds that device's memory slices; one of a
+		// MIG device that is gone holds its whole GPU; one of a whole GPU
+		// holds the GPU.
+		"claims prepared by the previous version": {
+			{change: previousVersion(oldMIG00, mig(0, 0), a100[0].MIG[0].UUID, gpu0)},
+			{change: previousVersion(oldGone, "gpu-1-mig-00000000-1111-4222-8333-444455556666", "MIG-00000000-1111-4222-8333-444455556666", a100[1].UUID)},
+			{change: previousVersion(oldWhole2, "gpu-2", append([]string{a100[2].UUID}, migUUIDs(2)...)...)},
+			{prepare: whole0, wantErr: "gpu-0 (" + gpu0 + "/memory-slice-0) is held by claim default/old-mig-0-0"},
+			{prepare: alloc("mig-0-0-again", mig(0, 0)), wantErr: "(" + a100[0].MIG[0].UUID + ") is held by claim default/old-mig-0-0"},
+			{prepare: mig01},
+			{prepare: alloc("mig-1-0", mig(1, 0)), wantErr: "(" + a100[1].UUID + ") is held by claim default/old-gone"},
+			{prepare: alloc("whole-1", "gpu-1"), wantErr: "gpu-1 (" + a100[1].UUID + ") is held by claim default/old-gone"},
+			{prepare: alloc("mig-2-0", mig(2, 0)), wantErr: "is held by claim default/old-whole-2"},
+			{prepare: alloc("whole-2", "gpu-2"), wantErr: "gpu-2 (" + a100[2].UUID + ") is held by claim default/old-whole-2"},
+			{unprepare: oldGone},
+			{prepare: alloc("mig-1-0-after", mig(1, 0))},
+		},
+	}
+	for name, steps := range tests {
+		t.Run(name, func(t *testing.T) {
+			var claims []*resourceapi.ResourceClaim
+			for _, s := range steps {
+				if s.prepare != nil && !slices.Contains(claims, s.prepare) {
+					claims = append(claims, s.prepare)
+				}
 			}
-			continue
-		}
-		resp, err := env.prepare(t, s.claim)
-		if err != nil {
-			t.Fatalf("step %d: prepare %s: %v", i, s.claim.Name, err)
-		}
-		got := resp.Claims[string(s.claim.UID)].Error
-		if (s.wantErr == "") != (got == "") || !strings.Contains(got, s.wantErr) {
-			t.Errorf("step %d: prepare %s: error %q, want %q", i, s.claim.Name, got, s.wantErr)
-		}
-		if s.wantErr != "" {
-			refused++
-		}
-	}
-	if v, _ := testutil.GetCounterMetricValue(claimOperationErrors.WithLabelValues(operationPrepare)); v-errorsBefore != float64(refused) {
-		t.Errorf("claim_operation_errors_total{operation=prepare} grew by %v, want %d", v-errorsBefore, refused)
-	}
-	if v, _ := testutil.GetHistogramMetricCount(operationDuration.WithLabelValues(operationPrepare)); v-callsBefore != 7 {
-		t.Errorf("operation_duration_seconds{operation=prepare} observed %d calls, want 7", v-callsBefore)
+			env := setup(t, envOptions{}, claims...)
+			errorsBefore, err := testutil.GetCounterMetricValue(claimOperationErrors.WithLabelValues(operationPrepare))
+			if err != nil {
+				t.Fatal(err)
+			}
+			callsBefore, err := testutil.GetHistogramMetricCount(operationDuration.WithLabelValues(operationPrepare))
+			if err != nil {
+				t.Fatal(err)
+			}
+			calls, refused := 0, 0
+			for i, s := range steps {
+				switch {
+				case s.unprepare != nil:
+					if _, err := env.unprepare(t, s.unprepare); err != nil {
+						t.Fatalf("step %d: unprepare %s: %v", i, s.unprepare.Name, err)
+					}
+				case s.prepare != nil:
+					resp, err := env.prepare(t, s.prepare)
+					if err != nil {
+						t.Fatalf("step %d: prepare %s: %v", i, s.prepare.Name, err)
+					}
+					calls++
+					got := resp.Claims[string(s.prepare.UID)].Error
+					if (s.wantErr == "") != (got == "") || !strings.Contains(got, s.wantErr) {
+						t.Errorf("step %d: prepare %s: error %q, want %q", i, s.prepare.Name, got, s.wantErr)
+					}
+					if s.wantErr != "" {
+						refused++
+					}
+				}
+				if s.change != nil {
+					s.change(t, env)
+				}
+			}
+			if v, _ := testutil.GetCounterMetricValue(claimOperationErrors.WithLabelValues(operationPrepare)); v-errorsBefore != float64(refused) {
+				t.Errorf("claim_operation_errors_total{operation=prepare} grew by %v, want %d", v-errorsBefore, refused)
+			}
+			if v, _ := testutil.GetHistogramMetricCount(operationDuration.WithLabelValues(operationPrepare)); v-callsBefore != uint64(calls) {
+				t.Errorf("operation_duration_seconds{operation=prepare} observed %d calls, want %d", v-callsBefore, calls)
+			}
+		})
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 
@@ -112,7 +113,7 @@ func (d *Driver) prepareClaim(ctx context.Context, cp *checkpoint.Checkpoint, in
 	if err != nil {
 		return nil, err
 	}
-	if err := checkConflicts(cp, planned); err != nil {
+	if err := checkConflicts(cp, index, planned); err != nil {
 		return nil, err
 	}
 
@@ -202,7 +203,7 @@ func (d *Driver) plan(claim *resourceapi.ResourceClaim, index map[string]device.
 			Requests:    []string{result.Request},
 			Pool:        result.Pool,
 			Device:      result.Device,
-			UUIDs:       ref.PhysicalUUIDs(),
+			Hardware:    ref.Hardware(),
 			Config:      cfg.Canonical(),
 			AdminAccess: result.AdminAccess != nil && *result.AdminAccess,
 		})
@@ -249,11 +250,38 @@ func deviceNodes(ref device.Ref) ([]string, error) {
 	return nodes, nil
 }
 
-// checkConflicts refuses devices whose hardware another claim already holds
-// (or that the claim lists twice). The scheduler should never allow it; the
-// driver is the last line of defence against two workloads on one GPU.
-func checkConflicts(cp *checkpoint.Checkpoint, planned []checkpoint.Device) error {
-	holders := map[string]string{} // hardware UUID → claim
+// checkConflicts refuses devices whose hardware overlaps what another claim
+// holds (or what the claim lists twice): the same hardware key, a key that
+// is part of a held one (a memory slice of a held GPU), or one of which a
+// held key is part (a GPU one of whose memory slices is held). The
+// scheduler should never allow it; the driver is the last line of defence
+// against two workloads on one piece of hardware.
+func checkConflicts(cp *checkpoint.Checkpoint, index map[string]device.Ref, planned []checkpoint.Device) error {
+	holders := map[string]string{} // hardware key → claim
+	parts := map[string]string{}   // hardware key → a held key that is part of it
+	hold := func(keys []string, holder string) {
+		for _, k := range keys {
+			holders[k] = holder
+			if parent, ok := device.HardwareParent(k); ok {
+				parts[parent] = k
+			}
+		}
+	}
+	// heldOverlapping returns a held key that overlaps k.
+	heldOverlapping := func(k string) (string, bool) {
+		if _, ok := holders[k]; ok {
+			return k, true
+		}
+		if part, ok := parts[k]; ok {
+			return part, true
+		}
+		if parent, ok := device.HardwareParent(k); ok {
+			if _, ok := holders[parent]; ok {
+				return parent, true
+			}
+		}
+		return "", false
+	}
 	uids := make([]string, 0, len(cp.Claims))
 	for other := range cp.Claims {
 		uids = append(uids, other)
@@ -265,25 +293,37 @@ func checkConflicts(cp *checkpoint.Checkpoint, planned []checkpoint.Device) erro
 			if dev.AdminAccess {
 				continue
 			}
-			for _, u := range dev.UUIDs {
-				holders[u] = fmt.Sprintf("%s/%s (%s)", c.Namespace, c.Name, other)
-			}
+			hold(heldHardware(dev, index), fmt.Sprintf("%s/%s (%s)", c.Namespace, c.Name, other))
 		}
 	}
 	for _, dev := range planned {
 		if dev.AdminAccess {
 			continue
 		}
-		for _, u := range dev.UUIDs {
-			if holder, ok := holders[u]; ok {
-				return fmt.Errorf("%w: %s (%s) is held by claim %s", ErrDeviceInUse, dev.Device, u, holder)
+		for _, k := range dev.Hardware {
+			if held, ok := heldOverlapping(k); ok {
+				return fmt.Errorf("%w: %s (%s) is held by claim %s", ErrDeviceInUse, dev.Device, held, holders[held])
 			}
 		}
-		for _, u := range dev.UUIDs {
-			holders[u] = "this claim's device " + dev.Device
-		}
+		hold(dev.Hardware, "this claim's device "+dev.Device)
 	}
 	return nil
+}
+
+// heldHardware is the hardware a prepared device holds. The version before
+// memory slices were hardware keys recorded a MIG device as its UUID and its
+// GPU's, which reads as the whole GPU. Such an entry is read as the device's
+// memory slices while the device is here with both UUIDs (a MIG device's
+// UUID names one GPU instance, whose placement never changes); otherwise
+// it holds the whole GPU until it is unprepared, which refuses the GPU's
+// other MIG devices too but never misses a conflict. That version's entries
+// of a whole GPU (its UUID and its MIG devices') mean what they say.
+func heldHardware(dev checkpoint.Device, index map[string]device.Ref) []string {
+	ref, ok := index[dev.Device]
+	if ok && ref.MIG != nil && slices.Equal(dev.Hardware, []string{ref.MIG.UUID, ref.GPU.UUID}) {
+		return ref.Hardware()
+	}
+	return dev.Hardware
 }
 
 func resultDevices(c *checkpoint.Claim) []kubeletplugin.Device {

@@ -27,7 +27,11 @@ import (
 	"strings"
 )
 
-// Version is the schema version this package writes and reads.
+// Version is the schema version this package writes and reads. It changes
+// with the fields, not with the kinds of key in Device.Hardware, as long as
+// each driver's conflict check stays safe on the other's keys (see
+// device.Ref.Hardware): after a rollback, the previous driver refuses to
+// start on a file of a new version.
 const Version = "v1"
 
 // DefaultBootIDPath is where Linux publishes the ID of the current boot.
@@ -87,10 +91,11 @@ type Device struct {
 	Requests []string `json:"requests"`
 	Pool     string   `json:"pool"`
 	Device   string   `json:"device"`
-	// UUIDs lists every piece of hardware the device covers (a GPU and its
-	// MIG devices, or a MIG device and its GPU). Prepare refuses a device
-	// whose hardware another claim already holds.
-	UUIDs        []string `json:"uuids"`
+	// Hardware lists the keys of the hardware the device occupies (see
+	// device.Ref.Hardware). Prepare refuses a device whose hardware
+	// overlaps what another claim holds. The JSON name is from when every
+	// key was a UUID.
+	Hardware     []string `json:"uuids"`
 	CDIDeviceIDs []string `json:"cdiDeviceIDs"`
 	// AdminAccess devices were allocated for monitoring or maintenance
 	// next to the workloads that use them; they are never exclusive.

@@ -23,7 +23,7 @@ func (b *checkpointBuilder) claim(uid string, state State, devices ...string) *c
 	for _, d := range devices {
 		c.Devices = append(c.Devices, Device{
 			Requests: []string{"gpu"}, Pool: "node-1", Device: d,
-			UUIDs:        []string{"GPU-" + d},
+			Hardware:     []string{"GPU-" + d},
 			CDIDeviceIDs: []string{"gpu.drasched.dev/gpu=" + uid},
 			Config:       json.RawMessage(`{"sharing":{"strategy":"TimeSlicing"}}`),
 		})
@@ -70,14 +70,18 @@ func TestRoundTrip(t *testing.T) {
 
 // TestFormatIsStable pins the on-disk format of version v1: changing it
 // needs a new version and a migration, or restarted drivers cannot read the
-// checkpoints of running ones.
+// checkpoints of running ones. The device's hardware keys are a MIG
+// device's as this version writes them; the version before memory slices
+// were keys wrote the same fields.
 func TestFormatIsStable(t *testing.T) {
-	raw, err := Marshal(makeCheckpoint("b").claim("u", PrepareCompleted).obj())
+	cp := makeCheckpoint("b").claim("u", PrepareCompleted, "gpu-0-mig-0").obj()
+	cp.Claims["u"].Devices[0].Hardware = []string{"MIG-0", "GPU-0/memory-slice-0"}
+	raw, err := Marshal(cp)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// The checksum is SHA-256 over the bytes of "data" exactly as stored.
-	const want = `{"version":"v1","checksum":"sha256:6d7494642ce7e682a7ba848d221f917fe6bd0f043b135e405384325d7fd2e120","data":{"bootID":"b","claims":{"u":{"state":"PrepareCompleted","namespace":"default","name":"claim-u","devices":null,"cdiSpecName":"gpu.drasched.dev-gpu_u.json"}}}}`
+	const want = `{"version":"v1","checksum":"sha256:932a51a0b39042c900245149cda28fd3b6756ab63b87f50596129e96f2c8e46f","data":{"bootID":"b","claims":{"u":{"state":"PrepareCompleted","namespace":"default","name":"claim-u","devices":[{"requests":["gpu"],"pool":"node-1","device":"gpu-0-mig-0","uuids":["MIG-0","GPU-0/memory-slice-0"],"cdiDeviceIDs":["gpu.drasched.dev/gpu=u"],"config":{"sharing":{"strategy":"TimeSlicing"}}}],"cdiSpecName":"gpu.drasched.dev-gpu_u.json"}}}}`
 	if diff := cmp.Diff(want, string(raw)); diff != "" {
 		t.Errorf("format changed (-want +got):\n%s", diff)
 	}

@@ -226,19 +226,44 @@ func (r Ref) UUID() string {
 	return r.GPU.UUID
 }
 
-// PhysicalUUIDs lists the UUIDs of every piece of hardware this device
-// overlaps with: a whole GPU overlaps its MIG devices, a MIG device overlaps
-// its parent. Prepare uses it to refuse handing one piece of hardware to two
-// claims, whichever names the allocations used.
-func (r Ref) PhysicalUUIDs() []string {
-	if r.MIG != nil {
-		return []string{r.MIG.UUID, r.GPU.UUID}
+// Hardware lists keys for the hardware the device occupies. A whole GPU
+// is its UUID; a MIG device is its own UUID and one key per memory slice of
+// its placement (MemorySliceKey), each part of its GPU's key (HardwareParent).
+// Two devices overlap when a key of one equals a key of the other or is
+// part of it: a whole GPU overlaps each of its MIG devices, also one created
+// after the GPU was prepared, and MIG devices overlap only when they are the
+// same device or their placements share a memory slice. This is what the
+// counters of the GPU's counter set let the scheduler allocate together
+// (MemorySlices). Prepare compares the keys to refuse one piece of hardware
+// to a second claim, whatever the device names of the allocations.
+//
+// A MIG device keeps its own UUID among its keys for the version before
+// memory slices were keys, which compares keys for equality and knows a MIG
+// device by its UUID: rolled back to, it still refuses a whole GPU one of
+// whose MIG devices (while it exists) this version prepared.
+func (r Ref) Hardware() []string {
+	if r.MIG == nil {
+		return []string{r.GPU.UUID}
 	}
-	uuids := []string{r.GPU.UUID}
-	for i := range r.GPU.MIG {
-		uuids = append(uuids, r.GPU.MIG[i].UUID)
+	keys := []string{r.MIG.UUID}
+	for _, s := range r.MIG.Placement.Slices() {
+		keys = append(keys, MemorySliceKey(r.GPU.UUID, s))
 	}
-	return uuids
+	return keys
+}
+
+// MemorySliceKey is the hardware key of one memory slice of the GPU with
+// this UUID.
+func MemorySliceKey(gpuUUID string, slice int) string {
+	return gpuUUID + "/" + MemorySliceCounter(slice)
+}
+
+// HardwareParent returns the key of the hardware that a hardware key is
+// part of (a memory slice's GPU), and false for a key that is no part of
+// another.
+func HardwareParent(key string) (string, bool) {
+	parent, _, ok := strings.Cut(key, "/")
+	return parent, ok
 }
 
 // Refs lists every publishable device in publishing order: whole GPUs by

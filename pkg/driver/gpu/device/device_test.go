@@ -2,6 +2,7 @@ package device
 
 import (
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -141,11 +142,22 @@ func TestMemorySlicesAndNames(t *testing.T) {
 	if diff := cmp.Diff(want, names); diff != "" {
 		t.Errorf("names (-want +got):\n%s", diff)
 	}
-	if diff := cmp.Diff([]string{g.UUID, g.MIG[0].UUID, g.MIG[1].UUID}, refs[0].PhysicalUUIDs()); diff != "" {
-		t.Errorf("physical UUIDs of the GPU (-want +got):\n%s", diff)
+	slice := func(n int) string { return g.UUID + "/memory-slice-" + strconv.Itoa(n) }
+	hardware := map[string][]string{
+		"gpu-3": {g.UUID},
+		"gpu-3-mig-b3e729f2-40a3-4c60-b2ec-940dcb12b6c3": {g.MIG[0].UUID, slice(4), slice(5), slice(6), slice(7)},
+		"gpu-3-mig-b3e729f2-40a3-4c60-b2ec-940dcb12b6d3": {g.MIG[1].UUID, slice(1)},
 	}
-	if diff := cmp.Diff([]string{g.MIG[1].UUID, g.UUID}, refs[2].PhysicalUUIDs()); diff != "" {
-		t.Errorf("physical UUIDs of a MIG device (-want +got):\n%s", diff)
+	for _, r := range refs {
+		if diff := cmp.Diff(hardware[r.Name()], r.Hardware()); diff != "" {
+			t.Errorf("hardware of %s (-want +got):\n%s", r.Name(), diff)
+		}
+		for _, key := range r.Hardware() {
+			parent, ok := HardwareParent(key)
+			if want := strings.HasPrefix(key, g.UUID+"/"); ok != want || ok && parent != g.UUID {
+				t.Errorf("HardwareParent(%q) = %q, %v", key, parent, ok)
+			}
+		}
 	}
 }
 
