@@ -67,8 +67,13 @@
 //
 // # Logging
 //
-// Contextual logging only: V(5) once per call, V(6) for progress, V(7) for
-// per-device detail.
+// Contextual logging only (klog.FromContext), and only at V(5): New logs
+// the tier and the size of its input once, and each Allocate call logs its
+// start (claims, candidates) and its end (success or error, search steps,
+// feasibility prunes, symmetry skips, memo hits), with BestFit once more
+// for the BestFit search. Nothing is logged per device or per search step:
+// Filter runs the search for every node, and Explain says per request why
+// a node has no fit.
 //
 // # Files
 //
