@@ -26,11 +26,16 @@
 //
 // With the default policy (zero Options) the results are exactly those of
 // structured.NewAllocator with structured.EnableAllocators("incubating",
-// "experimental"), Kubernetes 1.37's default: the same devices in the same
-// order, the same configs, node selector, consumed capacity and binding
-// conditions. Like upstream, the behaviour is picked per Features from the
-// first tier ("incubating", then "experimental") that supports them; unlike
-// upstream, the tiers share one search core and differ only in switches.
+// "experimental"): the same devices in the same order, the same configs,
+// node selector, consumed capacity and binding conditions. That is what
+// kube-scheduler 1.37 runs with its default feature gates, under which
+// upstream never picks its third tier, "stable" (it lacks binding
+// conditions, which are on); with the gates of every feature stable lacks
+// turned off, upstream picks stable, and this package still answers as
+// "incubating". Like upstream, the behaviour is picked per Features from
+// the first tier ("incubating", then "experimental") that supports them;
+// unlike upstream, the tiers share one search core and differ only in
+// switches.
 //
 // # Policies
 //
