@@ -26,11 +26,16 @@
 //
 // With the default policy (zero Options) the results are exactly those of
 // structured.NewAllocator with structured.EnableAllocators("incubating",
-// "experimental"), Kubernetes 1.37's default: the same devices in the same
-// order, the same configs, node selector, consumed capacity and binding
-// conditions. Like upstream, the behaviour is picked per Features from the
-// first tier ("incubating", then "experimental") that supports them; unlike
-// upstream, the tiers share one search core and differ only in switches.
+// "experimental"): the same devices in the same order, the same configs,
+// node selector, consumed capacity and binding conditions. That is what
+// kube-scheduler 1.37 runs with its default feature gates, under which
+// upstream never picks its third tier, "stable" (it lacks binding
+// conditions, which are on); with the gates of every feature stable lacks
+// turned off, upstream picks stable, and this package still answers as
+// "incubating". Like upstream, the behaviour is picked per Features from
+// the first tier ("incubating", then "experimental") that supports them;
+// unlike upstream, the tiers share one search core and differ only in
+// switches.
 //
 // # Policies
 //
@@ -67,8 +72,13 @@
 //
 // # Logging
 //
-// Contextual logging only: V(5) once per call, V(6) for progress, V(7) for
-// per-device detail.
+// Contextual logging only (klog.FromContext), and only at V(5): New logs
+// the tier and the size of its input once, and each Allocate call logs its
+// start (claims, candidates) and its end (success or error, search steps,
+// feasibility prunes, symmetry skips, memo hits), with BestFit once more
+// for the BestFit search. Nothing is logged per device or per search step:
+// Filter runs the search for every node, and Explain says per request why
+// a node has no fit.
 //
 // # Files
 //

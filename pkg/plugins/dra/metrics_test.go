@@ -17,6 +17,7 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 	schedmetrics "k8s.io/kubernetes/pkg/scheduler/metrics"
 
+	"github.com/drasched/drasched/docs"
 	"github.com/drasched/drasched/internal/builder"
 	"github.com/drasched/drasched/pkg/allocator"
 	"github.com/drasched/drasched/pkg/tracker"
@@ -239,5 +240,24 @@ drasched_plugin_devices{device_class="none",state="unavailable"} 0
 	none := newDeviceCollector(func() tracker.Interface { return nil }, allocator.NewCache(0))
 	if err := testutil.CustomCollectAndCompare(none, strings.NewReader(""), "drasched_plugin_devices"); err != nil {
 		t.Error(err)
+	}
+}
+
+// TestMetricsTable: docs/scheduler.md's metrics table lists every metric
+// registerMetrics registers, with its type and labels, and nothing else.
+// The device collector gets a tracker with a class, so that it reports a
+// sample to read its type from.
+func TestMetricsTable(t *testing.T) {
+	slice := builder.MakeSlice("node-a").Node("node-a").Devices(builder.Devices("gpu", 1, nil)...).Obj()
+	fake := trackertest.NewFake(slice, builder.MakeClass(gpuClass))
+	problems, err := docs.CheckMetricsTable("../../../docs/scheduler.md", metricsNamespace+"_"+metricsSubsystem+"_", []string{"."},
+		filterDuration, allocationFailures, claimWrites, nominations, claimsInFlight,
+		newCacheCollector(allocator.NewCache(0)),
+		newDeviceCollector(func() tracker.Interface { return fake }, allocator.NewCache(0)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range problems {
+		t.Error(p)
 	}
 }
