@@ -80,6 +80,7 @@ func TestMetricsRegistry(t *testing.T) {
 		"drasched_plugin_cel_cache_hits_total",
 		"drasched_plugin_resource_slices_prepared_total",
 		"drasched_plugin_claim_writes_total",
+		"drasched_plugin_claim_nominations_total",
 		"drasched_plugin_claims_in_flight",
 		"drasched_plugin_devices",
 		"scheduler_dra_bindingconditions_allocations_total",

@@ -1,6 +1,7 @@
 # shellcheck shell=bash
-# The common start of the scripts under hack/. Each sources it right after
-# its own `set -euo pipefail` (which guards this line), as
+# The common start of most scripts under hack/ (those that need no exit
+# trap of their own). Each sources it right after its own
+# `set -euo pipefail` (which guards this line), as
 #
 #   # shellcheck source=hack/lib/init.sh
 #   source "$(dirname "${BASH_SOURCE[0]}")/lib/init.sh"

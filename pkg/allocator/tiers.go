@@ -12,10 +12,11 @@ import (
 //
 // Upstream keeps three copies of its allocator ("stable", "incubating",
 // "experimental") and picks the first whose supported features cover the
-// requested ones. The reference for drasched's default policy is upstream
-// with structured.EnableAllocators("incubating", "experimental"), the
-// Kubernetes 1.37 default: the old stable copy neither sorts pools and
-// slices by name nor supports distinctAttribute, and is deliberately not
+// requested ones. kube-scheduler enables all three, and under 1.37's
+// default feature gates (binding conditions on) "stable" is never picked:
+// the reference for drasched's default policy is "incubating" and
+// "experimental". The old stable copy neither sorts pools and slices by
+// name nor supports distinctAttribute, and is deliberately not
 // reproduced.
 type tier struct {
 	name      string

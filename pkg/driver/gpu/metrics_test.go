@@ -3,7 +3,7 @@ package gpu
 import (
 	"testing"
 
-	"github.com/drasched/drasched/docs"
+	"github.com/drasched/drasched/internal/metricstable"
 	"github.com/drasched/drasched/pkg/driver/gpu/discovery"
 )
 
@@ -16,7 +16,7 @@ func TestMetricsTable(t *testing.T) {
 	for _, m := range discovery.Metrics() {
 		collectors = append(collectors, m)
 	}
-	problems, err := docs.CheckMetricsTable("../../../docs/gpu-driver.md", metricsNamespace+"_"+metricsSubsystem+"_",
+	problems, err := metricstable.Check("../../../docs/gpu-driver.md", metricsNamespace+"_"+metricsSubsystem+"_",
 		[]string{".", "discovery"}, collectors...)
 	if err != nil {
 		t.Fatal(err)

@@ -17,8 +17,8 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 	schedmetrics "k8s.io/kubernetes/pkg/scheduler/metrics"
 
-	"github.com/drasched/drasched/docs"
 	"github.com/drasched/drasched/internal/builder"
+	"github.com/drasched/drasched/internal/metricstable"
 	"github.com/drasched/drasched/pkg/allocator"
 	"github.com/drasched/drasched/pkg/tracker"
 	"github.com/drasched/drasched/pkg/tracker/trackertest"
@@ -250,7 +250,7 @@ drasched_plugin_devices{device_class="none",state="unavailable"} 0
 func TestMetricsTable(t *testing.T) {
 	slice := builder.MakeSlice("node-a").Node("node-a").Devices(builder.Devices("gpu", 1, nil)...).Obj()
 	fake := trackertest.NewFake(slice, builder.MakeClass(gpuClass))
-	problems, err := docs.CheckMetricsTable("../../../docs/scheduler.md", metricsNamespace+"_"+metricsSubsystem+"_", []string{"."},
+	problems, err := metricstable.Check("../../../docs/scheduler.md", metricsNamespace+"_"+metricsSubsystem+"_", []string{"."},
 		filterDuration, allocationFailures, claimWrites, nominations, claimsInFlight,
 		newCacheCollector(allocator.NewCache(0)),
 		newDeviceCollector(func() tracker.Interface { return fake }, allocator.NewCache(0)))

@@ -1,4 +1,7 @@
-package docs
+// Package metricstable checks a documentation page's metrics table against
+// the metrics a package registers. The tests of the packages that register
+// metrics call it: they alone can reach their metric objects.
+package metricstable
 
 import (
 	"cmp"
@@ -28,7 +31,7 @@ func (m metric) String() string {
 	return fmt.Sprintf("%s{%s}", m.kind, strings.Join(m.labels, ","))
 }
 
-// CheckMetricsTable compares a page's metrics table with the metrics that
+// Check compares a page's metrics table with the metrics that
 // collectors register, and returns every difference: a metric registered
 // but not listed, one listed but not registered, and a type or label names
 // that differ. A row of the table names a metric of prefix in its first
@@ -45,7 +48,7 @@ func (m metric) String() string {
 // taken as prefix and name: a package's metrics share one namespace and
 // subsystem): a metric declared there but missing from the collectors is a
 // difference too.
-func CheckMetricsTable(page, prefix string, sources []string, collectors ...any) ([]string, error) {
+func Check(page, prefix string, sources []string, collectors ...any) ([]string, error) {
 	registered, err := registeredMetrics(collectors...)
 	if err != nil {
 		return nil, err
