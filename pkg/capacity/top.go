@@ -531,7 +531,7 @@ func (m *matcher) match(class *resourceapi.DeviceClass, d *device) bool {
 		if sel.CEL == nil {
 			continue
 		}
-		ok, err := m.cache.Matches(m.features, d.slice, d.index, sel.CEL.Expression)
+		ok, err := m.cache.Matches(context.Background(), m.features, d.slice, d.index, sel.CEL.Expression)
 		if err != nil {
 			m.mutex.Lock()
 			if len(m.errs) < 5 {

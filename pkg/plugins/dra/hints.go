@@ -398,7 +398,7 @@ func (pl *Plugin) anyDeviceMatches(request requestSelector, slices []*resourceap
 		for i := range slice.Spec.Devices {
 			matches := true
 			for _, expr := range expressions {
-				ok, err := pl.cache.Matches(features, slice, i, expr)
+				ok, err := pl.cache.Matches(context.Background(), features, slice, i, expr)
 				if err != nil {
 					return false, err
 				}
