@@ -17,9 +17,10 @@
 //
 // A claim's selectors can be valid and still slow to evaluate, and each
 // place that evaluates them in the scheduler's path has a bound: Filter
-// filterTimeout per pod and node, the slice hint a budget of CEL cost per
-// pod and event (hintCostBudget), after which it queues the pod for
-// Filter to decide.
+// and claim nomination's searches filterTimeout per pod and node
+// (allocationContext), the slice hint a budget of CEL cost per pod and
+// event (hintCostBudget), after which it queues the pod for Filter to
+// decide.
 //
 // Files:
 //   - plugin.go: Plugin, New, Registry, the tracker and allocator cache
