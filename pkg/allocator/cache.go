@@ -2,6 +2,7 @@ package allocator
 
 import (
 	"context"
+	"errors"
 	"maps"
 	"slices"
 	"sync"
@@ -383,14 +384,56 @@ func (c *Cache) compile(features cel.Features, derived bool, expr string) *compi
 
 // Matches evaluates a CEL selector on device i of a slice through the
 // cache: the result is shared with allocations and kept while the slice
-// version and the expression are unchanged. Queueing hints use it to tell
-// whether a new slice can serve a request.
-func (c *Cache) Matches(features cel.Features, slice *resourceapi.ResourceSlice, i int, expression string) (bool, error) {
+// version and the expression are unchanged. Tools that count devices per
+// class use it. An evaluation that ctx interrupts returns an error
+// wrapping the context's error and leaves nothing in the cache.
+func (c *Cache) Matches(ctx context.Context, features cel.Features, slice *resourceapi.ResourceSlice, i int, expression string) (bool, error) {
+	return c.MatchesWithin(ctx, nil, features, slice, i, expression)
+}
+
+// ErrBudgetSpent is MatchesWithin's error when the cache has no result for
+// the device and the budget has nothing left to evaluate the selector with.
+var ErrBudgetSpent = errors.New("budget for CEL evaluations spent")
+
+// CostBudget is what a series of MatchesWithin calls may spend on CEL
+// evaluations, in CEL cost units: those of the API server's limit for one
+// selector on one device (resourceapi.CELSelectorExpressionMaxCost,
+// 1,000,000), which cel-go counts as it evaluates. The units measure work,
+// not time, so whether a budget suffices does not depend on the machine.
+// A CostBudget is not safe for concurrent use.
+type CostBudget struct {
+	left uint64
+}
+
+// NewCostBudget returns a budget of units.
+func NewCostBudget(units uint64) *CostBudget { return &CostBudget{left: units} }
+
+// Spent reports whether nothing is left.
+func (b *CostBudget) Spent() bool { return b.left == 0 }
+
+func (b *CostBudget) charge(details interface{ ActualCost() *uint64 }) {
+	cost := b.left
+	if c := details.ActualCost(); c != nil {
+		cost = min(*c, b.left)
+	}
+	b.left -= cost
+}
+
+// MatchesWithin is Matches on a budget, for callers that must not wait for
+// whatever the selectors cost: queueing hints, which kube-scheduler runs
+// under its queue's lock. A result in the cache costs nothing. Without
+// one, the selector is evaluated if the budget has anything left, and its
+// actual cost is charged (all that is left, when cel-go reports none);
+// otherwise MatchesWithin returns ErrBudgetSpent. One call therefore
+// spends at most what one evaluation can cost, the cost limit, beyond the
+// budget. A nil budget is unlimited. Results stay in the cache, so a later
+// call with a new budget resumes where an earlier one stopped.
+func (c *Cache) MatchesWithin(ctx context.Context, budget *CostBudget, features cel.Features, slice *resourceapi.ResourceSlice, i int, expression string) (bool, error) {
 	expr := c.compile(features, false, expression)
 	if expr.result.Error != nil {
 		return false, expr.result.Error
 	}
-	return c.matches(context.Background(), expr, c.slice(slice), i)
+	return c.evaluate(ctx, budget, expr, c.slice(slice), i)
 }
 
 // matches evaluates a compiled selector on device i of a prepared slice
@@ -400,6 +443,11 @@ func (c *Cache) Matches(features cel.Features, slice *resourceapi.ResourceSlice,
 // when ctx ended meanwhile: an interrupted evaluation says nothing about
 // the device.
 func (c *Cache) matches(ctx context.Context, expr *compiled, ps *preparedSlice, i int) (bool, error) {
+	return c.evaluate(ctx, nil, expr, ps, i)
+}
+
+// evaluate is matches, charging evaluations to budget unless it is nil.
+func (c *Cache) evaluate(ctx context.Context, budget *CostBudget, expr *compiled, ps *preparedSlice, i int) (bool, error) {
 	if expr.result.Error != nil {
 		return false, expr.result.Error
 	}
@@ -408,8 +456,14 @@ func (c *Cache) matches(ctx context.Context, expr *compiled, ps *preparedSlice, 
 		c.stats.matchHits.Add(1)
 		return outcome.match, outcome.err
 	}
+	if budget != nil && budget.Spent() {
+		return false, ErrBudgetSpent
+	}
 	c.stats.matchMisses.Add(1)
-	match, _, err := expr.result.DeviceMatches(ctx, ps.celDevice(i))
+	match, details, err := expr.result.DeviceMatches(ctx, ps.celDevice(i))
+	if budget != nil {
+		budget.charge(details)
+	}
 	if err != nil {
 		err = cel.EnhanceRuntimeError(err)
 		if ctx.Err() == nil {

@@ -1,6 +1,8 @@
 package allocator
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -212,5 +214,78 @@ func TestSliceIndexReused(t *testing.T) {
 	}
 	if got := changed.byNode["node-c"]; len(got) != 1 || got[0] != list[1] {
 		t.Errorf("byNode[node-c] = %v", got)
+	}
+}
+
+// TestMatchesWithin: a budget pays for evaluations, not for results the
+// cache holds. With the budget spent, a result the cache does not hold is
+// ErrBudgetSpent and nothing is evaluated; a new budget resumes where the
+// old one stopped, and a nil budget is unlimited.
+func TestMatchesWithin(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	cache := NewCache(0)
+	slice := builder.MakeSlice("node-0").Node("node-0").Devices(builder.Devices("gpu", 4, func(i int, d *builder.DeviceWrapper) { d.Int("index", int64(i)) })...).Obj()
+	const expr = `device.attributes["gpu.example.com"].index >= 1`
+	matches := func(budget *CostBudget, i int) (bool, error) {
+		return cache.MatchesWithin(ctx, budget, cel.Features{}, slice, i, expr)
+	}
+	misses := func() int64 { return cache.Stats().MatchMisses }
+
+	budget := NewCostBudget(1_000)
+	if match, err := matches(budget, 1); err != nil || !match {
+		t.Fatalf("device 1: %v, %v; want a match", match, err)
+	}
+	if spent := 1_000 - budget.left; spent == 0 || spent > 100 {
+		t.Errorf("one evaluation of %s cost %d units, want what cel-go counts for it (a few)", expr, spent)
+	}
+
+	budget = NewCostBudget(1)
+	if match, err := matches(budget, 0); err != nil || match {
+		t.Fatalf("device 0: %v, %v; want no match", match, err)
+	}
+	if !budget.Spent() {
+		t.Fatalf("%d units left of 1 after an evaluation", budget.left)
+	}
+	before := misses()
+	if _, err := matches(budget, 2); !errors.Is(err, ErrBudgetSpent) {
+		t.Errorf("device 2 with the budget spent: %v, want ErrBudgetSpent", err)
+	}
+	if misses() != before {
+		t.Errorf("device 2 was evaluated with the budget spent")
+	}
+	for i, want := range []bool{false, true} {
+		if match, err := matches(budget, i); err != nil || match != want {
+			t.Errorf("device %d, cached, with the budget spent: %v, %v; want %v", i, match, err, want)
+		}
+	}
+
+	if match, err := matches(NewCostBudget(1), 2); err != nil || !match {
+		t.Errorf("device 2 with a new budget: %v, %v; want a match", match, err)
+	}
+	if match, err := matches(nil, 3); err != nil || !match {
+		t.Errorf("device 3 without a budget: %v, %v; want a match", match, err)
+	}
+	if got := misses(); got != 4 {
+		t.Errorf("%d evaluations, want 4: one per device", got)
+	}
+}
+
+// TestMatchesCancelled: a context that ends stops an evaluation, even one
+// of a selector that takes most of a second (builder.SlowSelector); the
+// error wraps the context's, and no result is kept for the device.
+func TestMatchesCancelled(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	ctx, cancel := context.WithCancel(ctx)
+	cancel()
+	cache := NewCache(0)
+	slice := builder.MakeSlice("node-0").Node("node-0").Devices(builder.Devices("gpu", 1, func(_ int, d *builder.DeviceWrapper) { d.Int("index", -1) })...).Obj()
+	expr := builder.SlowSelector("gpu.example.com", "index")
+	for range 2 {
+		if _, err := cache.Matches(ctx, cel.Features{}, slice, 0, expr); !errors.Is(err, context.Canceled) {
+			t.Fatalf("got %v, want the context's error", err)
+		}
+	}
+	if stats := cache.Stats(); stats.MatchMisses != 2 || stats.MatchHits != 0 {
+		t.Errorf("%d evaluations and %d cached results, want 2 evaluations: an interrupted one is not kept", stats.MatchMisses, stats.MatchHits)
 	}
 }

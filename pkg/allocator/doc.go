@@ -24,6 +24,14 @@
 // cannot disagree with the search, and it honours the context like
 // Allocate.
 //
+// Cache.Matches evaluates one selector on one device through the Cache,
+// for tools that count devices per class, and honours the context like
+// Allocate. Cache.MatchesWithin does the same on a CostBudget, for callers
+// that must not wait for whatever selectors cost (queueing hints): a result
+// the Cache holds is free, an evaluation costs what cel-go counts, and once
+// the budget is spent a result the Cache does not hold is ErrBudgetSpent.
+// The Cache is safe for concurrent use; a CostBudget is not.
+//
 // With the default policy (zero Options) the results are exactly those of
 // structured.NewAllocator with structured.EnableAllocators("incubating",
 // "experimental"): the same devices in the same order, the same configs,
@@ -86,7 +94,7 @@
 //	allocator.go           Options, Allocator, New, Allocate, DeviceUsage; "All" requests; recycled searches
 //	tiers.go               upstream's allocator variants as switches on the one search, and picking one
 //	classlist.go           ClassList: a list of DeviceClasses as a structured.DeviceClassLister
-//	cache.go               Cache: compiled CEL, prepared slices, CEL results per slice version, node views
+//	cache.go               Cache: compiled CEL, prepared slices, CEL results per slice version, node views; Matches, on a budget too
 //	prepare.go             a ResourceSlice prepared once: device IDs, capacity, node selection
 //	pools.go               the pools and candidate devices a node sees, kept per node, and the slice index
 //	requests.go            claims and requests prepared once per Allocator: classes, selectors, validation
@@ -109,7 +117,7 @@
 //	edits_test.go          WithEdits equal to upstream on the edited state
 //	badinput_test.go       invalid input, cancellation, concurrent nodes
 //	bestfit_test.go        BestFit's choices, the errors it keeps, WholeFree
-//	cache_test.go          reuse, sweeping and bounds of the Cache
+//	cache_test.go          reuse, sweeping and bounds of the Cache; Matches with a context and a budget
 //	capacitybound_test.go  the capacity bound
 //	matchingbound_test.go  the matching with limited shared devices
 //	symmetry_test.go       when shared devices count as interchangeable; writeAttribute

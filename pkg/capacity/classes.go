@@ -30,9 +30,10 @@ type ClassCount struct {
 // the class's selectors match (a device counts for every class that
 // matches it), with the rules of Top and one more state: in flight, the
 // devices of inFlight allocations that no claim has allocated yet. The
-// cache evaluates the selectors, as the allocator does.
+// cache evaluates the selectors, as the allocator does. When ctx ends
+// first, it returns the context's error.
 func CountByClass(ctx context.Context, resourceSlices []*resourceapi.ResourceSlice, claims []*resourceapi.ResourceClaim, classes []*resourceapi.DeviceClass,
-	inFlight []*resourceapi.AllocationResult, cache *allocator.Cache, features structured.Features) []ClassCount {
+	inFlight []*resourceapi.AllocationResult, cache *allocator.Cache, features structured.Features) ([]ClassCount, error) {
 	pending := sets.New[structured.DeviceID]()
 	for _, a := range inFlight {
 		if a == nil {
@@ -49,7 +50,10 @@ func CountByClass(ctx context.Context, resourceSlices []*resourceapi.ResourceSli
 	out := make([]ClassCount, 0, len(classes))
 	for _, class := range classes {
 		var flight int32
-		match := m.matches(ctx, class, all)
+		match, err := m.matches(ctx, class, all)
+		if err != nil {
+			return nil, err
+		}
 		c := tally(all, func(d *device) bool {
 			if !match(d) {
 				return false
@@ -63,5 +67,5 @@ func CountByClass(ctx context.Context, resourceSlices []*resourceapi.ResourceSli
 		out = append(out, ClassCount{Class: class.Name, Counts: c, InFlight: flight})
 	}
 	slices.SortFunc(out, func(a, b ClassCount) int { return cmp.Compare(a.Class, b.Class) })
-	return out
+	return out, nil
 }

@@ -177,7 +177,8 @@ type Report struct {
 // exist.
 var ErrNotFound = errors.New("not found")
 
-// Top counts the devices of the snapshot for the view of opts.
+// Top counts the devices of the snapshot for the view of opts. When ctx
+// ends first, it returns the context's error.
 func Top(ctx context.Context, snap *Snapshot, opts Options) (*Report, error) {
 	features := explain.DefaultFeatures()
 	if opts.Features != nil {
@@ -203,7 +204,9 @@ func Top(ctx context.Context, snap *Snapshot, opts Options) (*Report, error) {
 	nodeFilter := opts.Selector != nil && !opts.Selector.Empty() || opts.Node != ""
 	inClass := func(*device) bool { return true }
 	if class != nil {
-		inClass = m.matches(ctx, class, all)
+		if inClass, err = m.matches(ctx, class, all); err != nil {
+			return nil, err
+		}
 	}
 	keep := func(d *device) bool { return (!nodeFilter || nodes.Has(d.node)) && inClass(d) }
 
@@ -240,7 +243,10 @@ func Top(ctx context.Context, snap *Snapshot, opts Options) (*Report, error) {
 				continue
 			}
 			row := Class{Name: c.Name}
-			match := m.matches(ctx, c, all)
+			match, err := m.matches(ctx, c, all)
+			if err != nil {
+				return nil, err
+			}
 			k := func(d *device) bool { return (!nodeFilter || nodes.Has(d.node)) && match(d) }
 			row.Counts = tally(all, k)
 			for _, p := range all {
@@ -270,6 +276,10 @@ func Top(ctx context.Context, snap *Snapshot, opts Options) (*Report, error) {
 		if unattached > 0 {
 			report.Notes = append(report.Notes, fmt.Sprintf("%d devices are attached to no single node (pools with a node selector or for all nodes): see kubectl drasched top pools", unattached))
 		}
+	}
+	if err := ctx.Err(); err != nil {
+		// Whatever it stopped, the report may lack it.
+		return nil, err
 	}
 	for _, p := range all {
 		if !p.complete() {
@@ -526,13 +536,18 @@ type matcher struct {
 	errs  []string
 }
 
-func (m *matcher) match(class *resourceapi.DeviceClass, d *device) bool {
+func (m *matcher) match(ctx context.Context, class *resourceapi.DeviceClass, d *device) bool {
 	for _, sel := range class.Spec.Selectors {
 		if sel.CEL == nil {
 			continue
 		}
-		ok, err := m.cache.Matches(m.features, d.slice, d.index, sel.CEL.Expression)
+		ok, err := m.cache.Matches(ctx, m.features, d.slice, d.index, sel.CEL.Expression)
 		if err != nil {
+			if ctx.Err() != nil {
+				// Interrupted: says nothing about the selector, and
+				// matches returns the context's error.
+				return false
+			}
 			m.mutex.Lock()
 			if len(m.errs) < 5 {
 				m.errs = append(m.errs, fmt.Sprintf("device %s: %v", d.id(), err))
@@ -549,18 +564,26 @@ func (m *matcher) match(class *resourceapi.DeviceClass, d *device) bool {
 
 // matches evaluates the class on every device of the pools, pool by pool
 // on all CPUs (CEL is most of what the classes view costs), and returns
-// the answer for a device of them.
-func (m *matcher) matches(ctx context.Context, class *resourceapi.DeviceClass, all []*pool) func(*device) bool {
+// the answer for a device of them. When ctx ends first it returns the
+// context's error: the pools it did not get to have no answers, and a
+// selector that takes long to evaluate is interrupted.
+func (m *matcher) matches(ctx context.Context, class *resourceapi.DeviceClass, all []*pool) (func(*device) bool, error) {
 	results := make([][]bool, len(all))
 	workqueue.ParallelizeUntil(ctx, runtime.GOMAXPROCS(0), len(all), func(i int) {
 		p := all[i]
 		r := make([]bool, len(p.devices))
 		for j := range p.devices {
-			r[j] = m.match(class, &p.devices[j])
+			if ctx.Err() != nil {
+				return
+			}
+			r[j] = m.match(ctx, class, &p.devices[j])
 		}
 		results[i] = r
 	})
-	return func(d *device) bool { return results[d.pool][d.seq] }
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return func(d *device) bool { return results[d.pool][d.seq] }, nil
 }
 
 // takeErrors returns the selector errors so far and forgets them.

@@ -1,17 +1,21 @@
 package capacity_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/dynamic-resource-allocation/structured"
 	"k8s.io/klog/v2/ktesting"
 
 	"github.com/drasched/drasched/internal/builder"
+	"github.com/drasched/drasched/pkg/allocator"
 	"github.com/drasched/drasched/pkg/capacity"
 	"github.com/drasched/drasched/pkg/driver/gpu"
 	"github.com/drasched/drasched/pkg/driver/gpu/device"
@@ -115,4 +119,102 @@ func TestTopViews(t *testing.T) {
 			t.Errorf("%s: got %v, want ErrNotFound", name, err)
 		}
 	}
+}
+
+// TestTopCancelled: a context that ends before Top is done (Ctrl-C in
+// kubectl drasched top) ends it with the context's error, in every view,
+// and so does CountByClass; the pools the class matcher did not get to
+// have no answers, which must not be read.
+func TestTopCancelled(t *testing.T) {
+	snap := migSnapshot(t)
+	cancelled := func(t *testing.T) context.Context {
+		_, ctx := ktesting.NewTestContext(t)
+		ctx, cancel := context.WithCancel(ctx)
+		cancel()
+		return ctx
+	}
+	for name, opts := range map[string]capacity.Options{
+		"nodes":            {},
+		"nodes of a class": {Class: "mig"},
+		"pools":            {View: capacity.ViewPools},
+		"pools of a class": {View: capacity.ViewPools, Class: "mig"},
+		"classes":          {View: capacity.ViewClasses},
+	} {
+		t.Run(name, func(t *testing.T) {
+			if _, err := capacity.Top(cancelled(t), snap, opts); !errors.Is(err, context.Canceled) {
+				t.Errorf("got %v, want the context's error", err)
+			}
+		})
+	}
+	t.Run("CountByClass", func(t *testing.T) {
+		if _, err := capacity.CountByClass(cancelled(t), snap.Slices, snap.Claims, snap.Classes, nil, allocator.NewCache(0), structured.Features{}); !errors.Is(err, context.Canceled) {
+			t.Errorf("got %v, want the context's error", err)
+		}
+	})
+}
+
+// countdownContext is cancelled by the n-th call of its Err method,
+// whichever goroutine makes it: a cancellation that lands at a chosen
+// check of the work, with no timing involved.
+type countdownContext struct {
+	context.Context
+	cancel context.CancelFunc
+	left   atomic.Int64
+}
+
+func newCountdownContext(parent context.Context, n int64) *countdownContext {
+	ctx, cancel := context.WithCancel(parent)
+	c := &countdownContext{Context: ctx, cancel: cancel}
+	c.left.Store(n)
+	return c
+}
+
+func (c *countdownContext) Err() error {
+	if c.left.Add(-1) == 0 {
+		c.cancel()
+	}
+	return c.Context.Err()
+}
+
+// TestTopCancelledMidway: cancelled at each of the checks that Top makes
+// in turn, while the class matcher is part way through the pools on all
+// CPUs, Top returns the context's error; once the countdown outlasts its
+// checks, it returns the whole report.
+func TestTopCancelledMidway(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	snap := &capacity.Snapshot{Classes: []*resourceapi.DeviceClass{
+		builder.MakeClass("even", `device.attributes["gpu.example.com"].index % 2 == 0`),
+		builder.MakeClass("any"),
+	}}
+	for n := range 8 {
+		node := fmt.Sprintf("node-%d", n)
+		snap.Nodes = append(snap.Nodes, builder.MakeNode(node))
+		snap.Slices = append(snap.Slices, builder.MakeSlice(node).Node(node).Devices(builder.Devices("gpu", 8, func(i int, d *builder.DeviceWrapper) { d.Int("index", int64(i)) })...).Obj())
+	}
+	opts := capacity.Options{View: capacity.ViewClasses}
+	want, err := capacity.Top(ctx, snap, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const most = 10_000
+	for n := int64(1); n <= most; n++ {
+		c := newCountdownContext(ctx, n)
+		report, err := capacity.Top(c, snap, opts)
+		cancelled := c.Context.Err() != nil
+		c.cancel()
+		switch {
+		case err != nil && !errors.Is(err, context.Canceled):
+			t.Fatalf("cancelled at check %d: got %v, want the context's error", n, err)
+		case err != nil:
+			continue
+		case cancelled:
+			t.Fatalf("cancelled at check %d: got a report, want the context's error", n)
+		}
+		if diff := cmp.Diff(want, report); diff != "" {
+			t.Fatalf("not cancelled (%d checks): report differs (-want +got):\n%s", n-1, diff)
+		}
+		t.Logf("Top stopped at each of its %d checks of the context", n-1)
+		return
+	}
+	t.Fatalf("Top still stopped at check %d", most)
 }

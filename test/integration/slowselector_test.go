@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -16,21 +17,28 @@ import (
 	"github.com/drasched/drasched/test/integration/framework"
 )
 
-// slowSelectorSetup gives a node 2,048 devices (16 slices of 128, one
-// pool) on which builder.SlowSelector matches none: every device must be
+// slowSelectorSetup gives a node 2,048 devices (slowSelectorSlices) on
+// which builder.SlowSelector matches none: every device must be
 // evaluated, at tens to hundreds of milliseconds each, so that allocating
 // a claim with the selector takes minutes on any machine. Devices of the
 // class without the selector are found at once. It returns the class.
 func slowSelectorSetup(env *framework.Env) (class string) {
-	node := env.CreateNode("node")
+	env.PublishSlices(slowSelectorSlices(env, env.CreateNode("node"))...)
+	return env.CreateClass("gpu")
+}
+
+// slowSelectorSlices are the 16 slices of 128 devices, one pool, that
+// slowSelectorSetup publishes on the node.
+func slowSelectorSlices(env *framework.Env, node *v1.Node) []*resourceapi.ResourceSlice {
 	const slices = 16
+	var out []*resourceapi.ResourceSlice
 	for i := range slices {
-		env.PublishSlices(env.MakeSlice(fmt.Sprintf("gpus-%02d", i)).Node(node.Name).Pool(env.Name("gpus"), 1, slices).
+		out = append(out, env.MakeSlice(fmt.Sprintf("gpus-%02d", i)).Node(node.Name).Pool(env.Name("gpus"), 1, slices).
 			Devices(builder.Devices(fmt.Sprintf("gpu-%02d", i), resourceapi.ResourceSliceMaxDevices, func(_ int, d *builder.DeviceWrapper) {
 				d.Int("index", -1)
 			})...).Obj())
 	}
-	return env.CreateClass("gpu")
+	return out
 }
 
 // TestSlowSelectorFilterTimeout: a claim whose selector is valid (the API
@@ -59,6 +67,44 @@ func TestSlowSelectorFilterTimeout(t *testing.T) {
 		t.Errorf("PodScheduled condition %s: %q, want %s with Filter's timeout", condition.Reason, condition.Message, v1.PodReasonSchedulerError)
 	}
 
+	env.CreatePod(env.MakePod("plain").ClaimFromTemplate("gpu", "plain"))
+	env.WaitForPodScheduled("plain")
+	env.VerifyAllocations()
+}
+
+// TestSlowSelectorQueueingHint: kube-scheduler runs queueing hints
+// synchronously, under its scheduling queue's lock, which adding a pod to
+// the queue and starting a cycle take too. A pod whose claim has a slow
+// selector is unschedulable while its pool is being published (15 of its
+// 16 slices are there). When the last slice comes, the slice hint would
+// evaluate the selector on the pool's 2,048 devices, minutes in which no
+// pod is scheduled; on its CEL budget it queues the pod after one
+// evaluation, and Filter, under filterTimeout, decides. A pod created
+// right after the last slice is scheduled: the queue is not held.
+func TestSlowSelectorQueueingHint(t *testing.T) {
+	env := framework.Setup(t)
+	node := env.CreateNode("node")
+	slices := slowSelectorSlices(env, node)
+	env.PublishSlices(slices[:len(slices)-1]...)
+	class := env.CreateClass("gpu")
+	env.CreateTemplate(builder.MakeTemplate("slow", builder.MakeClaim("").Request("gpu", class, 1, builder.SlowSelector(env.Driver, "index"))))
+	env.CreateTemplate(builder.MakeTemplate("plain", builder.MakeClaim("").Request("gpu", class, 1)))
+	sched := env.StartScheduler(framework.SchedulerOptions{Configure: framework.UseArgs(func(args *config.StructuredDRAArgs) {
+		args.FilterTimeout.Duration = time.Second
+	})})
+
+	env.CreatePod(env.MakePod("slow").ClaimFromTemplate("gpu", "slow"))
+	// Rejected at once, without evaluating the selector: the pool's
+	// devices do not count until all its slices are there. The pod waits
+	// in the unschedulable pool for an event, and its hint.
+	env.WaitForPodUnschedulable("slow", "is being updated")
+
+	last := env.PublishSlices(slices[len(slices)-1])[0]
+	// The slice's event is on its way to the queue before the pod's.
+	env.WaitFor(framework.Timeout, "the scheduler to see slice "+last.Name, func(context.Context) (bool, string, error) {
+		_, err := sched.CachedSlice(last.Name)
+		return err == nil, "", nil
+	})
 	env.CreatePod(env.MakePod("plain").ClaimFromTemplate("gpu", "plain"))
 	env.WaitForPodScheduled("plain")
 	env.VerifyAllocations()

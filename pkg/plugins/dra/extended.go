@@ -680,13 +680,13 @@ func classBacksExtendedResource(pod *v1.Pod, classes ...*resourceapi.DeviceClass
 
 // sliceServesExtendedResource: a device in the slices matches the class
 // of one of the pod's extended resources.
-func (pl *Plugin) sliceServesExtendedResource(pod *v1.Pod, pool []*resourceapi.ResourceSlice) (bool, error) {
+func (pl *Plugin) sliceServesExtendedResource(pod *v1.Pod, pool []*resourceapi.ResourceSlice, budget *allocator.CostBudget) (bool, error) {
 	for _, name := range extendedResourceNames(pod) {
 		class := pl.extendedResources.classes.GetDeviceClass(name)
 		if class == nil {
 			continue
 		}
-		match, err := pl.anyDeviceMatches(requestSelector{class: class.Name}, pool)
+		match, err := pl.anyDeviceMatches(requestSelector{class: class.Name}, pool, budget)
 		if err != nil || match {
 			return match, err
 		}

@@ -127,11 +127,8 @@ func (pl *Plugin) Filter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, no
 	if loggerV := logger.V(5); loggerV.Enabled() {
 		allocCtx = klog.NewContext(allocCtx, klog.LoggerWithValues(logger, "node", klog.KObj(node)))
 	}
-	if pl.filterTimeout > 0 {
-		c, cancel := context.WithTimeout(allocCtx, pl.filterTimeout)
-		defer cancel()
-		allocCtx = c
-	}
+	allocCtx, cancel := pl.allocationContext(allocCtx)
+	defer cancel()
 	a := s.allocator
 	if s.dryRun.active() {
 		// Preemption's dry run: the state's edits (dryrun.go).
@@ -147,7 +144,7 @@ func (pl *Plugin) Filter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, no
 	results, err = a.Allocate(allocCtx, node, claims)
 	observeFilter(start, results != nil, err)
 	switch {
-	case errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil:
+	case allocationTimedOut(ctx, err):
 		// Possibly transient: an error sends the pod through backoff
 		// instead of waiting for a cluster event.
 		return statusError(logger, fmt.Errorf("node %s: timed out trying to allocate devices", node.Name), "pod", klog.KObj(pod), "claims", klog.KObjSlice(claims))
@@ -181,6 +178,25 @@ func (pl *Plugin) Filter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, no
 	}
 	s.results.store(node.Name, results)
 	return nil
+}
+
+// allocationContext bounds the search for one pod's devices on one node
+// by filterTimeout, if there is one (0: none). Filter searches under it,
+// and so does claim nomination, whose searches also run in a scheduling
+// cycle (nomination.go): without the bound, a claim whose selectors are
+// valid but slow to evaluate would hold that cycle, and every pod behind
+// it, for as long as they take.
+func (pl *Plugin) allocationContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	if pl.filterTimeout > 0 {
+		return context.WithTimeout(ctx, pl.filterTimeout)
+	}
+	return ctx, func() {}
+}
+
+// allocationTimedOut: err is the end of allocationContext(ctx)'s bound, not
+// of ctx itself.
+func allocationTimedOut(ctx context.Context, err error) bool {
+	return errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil
 }
 
 // statusStopped is Filter's answer when its caller stopped it: the

@@ -17,6 +17,8 @@ import (
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	schedutil "k8s.io/kubernetes/pkg/scheduler/util"
+
+	"github.com/drasched/drasched/pkg/allocator"
 )
 
 // EventsToRegister lists the cluster events that can make a pod rejected
@@ -281,6 +283,25 @@ func (pl *Plugin) afterClassChange(logger klog.Logger, pod *v1.Pod, oldObj, newO
 	return fwk.QueueSkip, nil
 }
 
+// hintCostBudget is what afterSliceChange may spend on CEL evaluations
+// for one pod and one event, in CEL cost units (allocator.CostBudget):
+// results the allocator's cache holds are free. kube-scheduler runs
+// queueing hints synchronously, for every pending pod the event may help,
+// under the scheduling queue's lock, which every pod added to the queue
+// and every scheduling cycle's Pop take too: while a hint evaluates,
+// nothing is scheduled. The API server admits any selector whose cost on
+// one device is within 1,000,000 units, and one that uses it all takes
+// about half a second per device, so a pending pod with such a selector
+// and an update of a pool of thousands of devices would stall the queue
+// for minutes. 100,000 units are 20,000 evaluations of a selector that
+// compares an attribute (about 5 units), enough to answer exactly for a
+// pool of 2,048 devices and a few such selectors, and some 50 ms of CEL
+// at the half microsecond a unit takes on a current CPU; the evaluation
+// under way when the budget runs out may cost up to one selector's limit
+// on top. A budget in units rather than time gives the same answers on
+// any machine and under any load.
+const hintCostBudget = 100_000
+
 // afterSliceChange: some device of the new or updated slice could serve
 // one of the pod's unallocated requests (its class's and the request's
 // selectors match). A slice without such devices can still complete a pool
@@ -288,7 +309,10 @@ func (pl *Plugin) afterClassChange(logger klog.Logger, pod *v1.Pod, oldObj, newO
 // slice's pool has matching devices in the slices already known. A deleted
 // slice helps when the rest of its pool has matching devices: the pool's
 // newest generation may have gone with it, which makes an older one
-// current.
+// current. When hintCostBudget runs out before the answer is known, the
+// pod is queued: when in doubt, try again, and Filter, which has
+// filterTimeout, decides. The results evaluated so far stay in the cache,
+// so the next hint for the same slices resumes where this one stopped.
 func (pl *Plugin) afterSliceChange(logger klog.Logger, pod *v1.Pod, oldObj, newObj any) (fwk.QueueingHint, error) {
 	original, modified, err := schedutil.As[*resourceapi.ResourceSlice](oldObj, newObj)
 	if err != nil {
@@ -322,8 +346,9 @@ func (pl *Plugin) afterSliceChange(logger klog.Logger, pod *v1.Pod, oldObj, newO
 	if len(pool) == 0 {
 		return fwk.QueueSkip, nil
 	}
+	budget := allocator.NewCostBudget(hintCostBudget)
 	// Devices for the pod's extended resources (extended.go).
-	if match, err := pl.sliceServesExtendedResource(pod, pool); err != nil || match {
+	if match, err := pl.sliceServesExtendedResource(pod, pool, budget); err != nil || match {
 		logger.V(5).Info("Slice may have devices for pod's extended resources", "pod", klog.KObj(pod), "slice", klog.KObj(changed), "err", err)
 		return fwk.Queue, nil
 	}
@@ -332,7 +357,11 @@ func (pl *Plugin) afterSliceChange(logger klog.Logger, pod *v1.Pod, oldObj, newO
 			continue
 		}
 		for _, request := range requestSelectors(claim) {
-			match, err := pl.anyDeviceMatches(request, pool)
+			match, err := pl.anyDeviceMatches(request, pool, budget)
+			if errors.Is(err, allocator.ErrBudgetSpent) {
+				logger.V(5).Info("Slice may have devices for pod; the hint's CEL budget is spent, Filter decides", "pod", klog.KObj(pod), "slice", klog.KObj(changed), "claim", klog.KObj(claim))
+				return fwk.Queue, nil
+			}
 			if err != nil {
 				// When in doubt, try again.
 				return fwk.Queue, nil
@@ -374,10 +403,11 @@ func requestClasses(claim *resourceapi.ResourceClaim) []string {
 }
 
 // anyDeviceMatches evaluates the class's and the request's selectors on
-// the devices of the slices until one matches. Results come from the
-// allocator's cache, so each device and expression is evaluated once per
-// slice version, however many pods ask.
-func (pl *Plugin) anyDeviceMatches(request requestSelector, slices []*resourceapi.ResourceSlice) (bool, error) {
+// the devices of the slices until one matches, or until the budget is
+// spent (allocator.ErrBudgetSpent). Results come from the allocator's
+// cache, so each device and expression is evaluated once per slice
+// version, however many pods ask.
+func (pl *Plugin) anyDeviceMatches(request requestSelector, slices []*resourceapi.ResourceSlice, budget *allocator.CostBudget) (bool, error) {
 	class, err := pl.tracker.DeviceClasses().Get(request.class)
 	if err != nil {
 		// A missing class is handled by its own event.
@@ -398,7 +428,8 @@ func (pl *Plugin) anyDeviceMatches(request requestSelector, slices []*resourceap
 		for i := range slice.Spec.Devices {
 			matches := true
 			for _, expr := range expressions {
-				ok, err := pl.cache.Matches(features, slice, i, expr)
+				// Hints have no context; the budget bounds them.
+				ok, err := pl.cache.MatchesWithin(context.Background(), budget, features, slice, i, expr)
 				if err != nil {
 					return false, err
 				}

@@ -1,6 +1,7 @@
 package dra
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -349,4 +350,51 @@ func TestSliceHint(t *testing.T) {
 			checkHint(t, env, got, err, tc.want)
 		})
 	}
+}
+
+// TestSliceHintBudget: the slice hint spends at most hintCostBudget on CEL
+// evaluations the cache does not hold. A selector that takes most of the
+// API server's cost limit on each device (builder.SlowSelector) gets one
+// evaluation per hint, and the pod is queued (Filter, under filterTimeout,
+// decides); each later hint resumes where the last stopped, and the one
+// that evaluates the last device answers exactly. A selector of ordinary
+// cost is answered exactly on a pool of 2,048 devices.
+func TestSliceHintBudget(t *testing.T) {
+	pod := podWithClaims("gpu")
+	logger, _ := ktesting.NewTestContext(t)
+	t.Run("slow selector", func(t *testing.T) {
+		const devices = 4
+		slice := builder.MakeSlice("node-a").Node("node-a").Devices(builder.Devices("gpu", devices, func(_ int, d *builder.DeviceWrapper) { d.Int("index", -1) })...).Obj()
+		claim := builder.MakeClaim("gpu").Request("gpu", gpuClass, 1, builder.SlowSelector(gpuClass, "index")).Obj()
+		env := hintEnv(t, pod, builder.MakeClass(gpuClass), claim)
+		for i := range devices {
+			// The last device's result, evaluated within the budget,
+			// completes the answer: no device matches.
+			want := fwk.Queue
+			if i == devices-1 {
+				want = fwk.QueueSkip
+			}
+			got, err := env.plugin.afterSliceChange(logger, pod, nil, slice)
+			checkHint(t, env, got, err, want)
+			if evaluated := env.plugin.cache.Stats().MatchMisses; evaluated != int64(i+1) {
+				t.Fatalf("after hint %d: %d evaluations, want %d", i+1, evaluated, i+1)
+			}
+		}
+	})
+	t.Run("ordinary selector, large pool", func(t *testing.T) {
+		const slices = 16
+		var pool []runtime.Object
+		for i := range slices {
+			pool = append(pool, builder.MakeSlice(fmt.Sprintf("node-a-%d", i)).Node("node-a").Pool("node-a", 1, slices).
+				Devices(builder.Devices(fmt.Sprintf("gpu-%d", i), resourceapi.ResourceSliceMaxDevices, func(_ int, d *builder.DeviceWrapper) { d.String("model", "L40S") })...).Obj())
+		}
+		claim := builder.MakeClaim("gpu").Request("gpu", gpuClass, 1, `device.attributes["gpu.example.com"].model == "H100"`).Obj()
+		class := builder.MakeClass(gpuClass, `device.driver == "gpu.example.com"`)
+		env := hintEnv(t, pod, append(pool, class, claim)...)
+		got, err := env.plugin.afterSliceChange(logger, pod, nil, pool[0])
+		checkHint(t, env, got, err, fwk.QueueSkip)
+		if evaluated := env.plugin.cache.Stats().MatchMisses; evaluated != 2*slices*resourceapi.ResourceSliceMaxDevices {
+			t.Errorf("%d evaluations, want both selectors on every device", evaluated)
+		}
+	})
 }

@@ -259,7 +259,11 @@ func (c *deviceCollector) CollectWithStability(ch chan<- metrics.Metric) {
 	for _, uid := range t.InFlight() {
 		inFlight = append(inFlight, t.PendingAllocation(uid))
 	}
-	for _, cc := range capacity.CountByClass(context.Background(), resourceSlices, claims, classes, inFlight, c.cache, c.features) {
+	counts, err := capacity.CountByClass(context.Background(), resourceSlices, claims, classes, inFlight, c.cache, c.features)
+	if err != nil {
+		return
+	}
+	for _, cc := range counts {
 		for state, n := range map[string]int32{
 			deviceAllocated: cc.Allocated, deviceInFlight: cc.InFlight, deviceAvailable: cc.Available, deviceUnavailable: cc.Unavailable,
 		} {

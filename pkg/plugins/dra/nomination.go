@@ -189,14 +189,16 @@ func (pl *Plugin) nominateGroup(ctx context.Context, group string, assignments [
 		if err != nil || nodeInfo.Node() == nil {
 			continue
 		}
-		a, err := pl.liveAllocator(ctx, s, edits)
-		if err != nil {
-			logger.V(4).Info("No claim nomination for a pod of the group", "pod", klog.KObj(pod), "err", err)
+		results, err := pl.allocateForGroup(ctx, s, edits, nodeInfo.Node())
+		switch {
+		case allocationTimedOut(ctx, err):
+			logger.V(2).Info("No claim nomination for a pod of the group: its devices were not found within filterTimeout", "pod", klog.KObj(pod), "node", info.NominatedNodeName, "filterTimeout", pl.filterTimeout)
 			continue
-		}
-		results, err := a.Allocate(ctx, nodeInfo.Node(), s.pending)
-		if err != nil || len(results) != len(s.pending) {
-			logger.V(4).Info("No claim nomination for a pod of the group: its claims do not fit next to the others'", "pod", klog.KObj(pod), "node", info.NominatedNodeName, "index", i, "err", err)
+		case err != nil:
+			logger.V(4).Info("No claim nomination for a pod of the group", "pod", klog.KObj(pod), "node", info.NominatedNodeName, "err", err)
+			continue
+		case len(results) != len(s.pending):
+			logger.V(4).Info("No claim nomination for a pod of the group: its claims do not fit next to the others'", "pod", klog.KObj(pod), "node", info.NominatedNodeName, "index", i)
 			continue
 		}
 		pl.nominate(logger, pod, info.NominatedNodeName, group, results, victims, freed)
@@ -204,6 +206,19 @@ func (pl *Plugin) nominateGroup(ctx context.Context, group string, assignments [
 			tracker.AddAllocation(&edits.Added, &results[j], pl.fts.EnableDRAConsumableCapacity)
 		}
 	}
+}
+
+// allocateForGroup allocates the pod's pending claims on the node next to
+// edits, within filterTimeout as Filter does: PodGroupPostFilter runs in
+// the group's scheduling cycle.
+func (pl *Plugin) allocateForGroup(ctx context.Context, s *stateData, edits allocator.Edits, node *v1.Node) ([]resourceapi.AllocationResult, error) {
+	ctx, cancel := pl.allocationContext(ctx)
+	defer cancel()
+	a, err := pl.liveAllocator(ctx, s, edits)
+	if err != nil {
+		return nil, err
+	}
+	return a.Allocate(ctx, node, s.pending)
 }
 
 // addState adds what one allocated state takes to another.
@@ -476,7 +491,10 @@ func nominationEnded(logger klog.Logger, activate func(klog.Logger)) func(*track
 // once the claims of the pods being deleted (or gone) there are freed, if
 // they fit. Without it, the devices freed for a
 // preemptor of the old leader go to the first pod that asks, and the
-// preemptor evicts again.
+// preemptor evicts again. It runs in the first cycle's PreFilter, and each
+// nominee's search is bounded by filterTimeout as Filter's is: a nominee
+// whose devices are not found in time gets no nomination, and the first
+// cycle waits at most that long per nominee.
 func (pl *Plugin) rebuildNominations(ctx context.Context) {
 	logger := klog.FromContext(ctx)
 	pods, err := pl.fh.SharedInformerFactory().Core().V1().Pods().Lister().List(labels.Everything())
@@ -553,7 +571,14 @@ func (pl *Plugin) rebuildNominations(ctx context.Context) {
 			if len(pending) == 0 {
 				continue
 			}
-			results, err := base.WithEdits(edits).Allocate(ctx, nodeInfo.Node(), pending)
+			allocCtx, cancel := pl.allocationContext(ctx)
+			results, err := base.WithEdits(edits).Allocate(allocCtx, nodeInfo.Node(), pending)
+			cancel()
+			if allocationTimedOut(ctx, err) {
+				// The pod preempts again if it must.
+				logger.V(2).Info("Claim nomination not rebuilt: the pod's devices were not found within filterTimeout", "pod", klog.KObj(pod), "node", node, "filterTimeout", pl.filterTimeout)
+				continue
+			}
 			if err != nil || len(results) != len(pending) {
 				continue
 			}

@@ -1,6 +1,8 @@
 package dra
 
 import (
+	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -12,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 	"k8s.io/utils/ptr"
@@ -523,5 +526,110 @@ func TestDryRunsOfCrossNodeVictims(t *testing.T) {
 	}
 	if _, ok := s.results.allocation("node-a"); ok {
 		t.Errorf("a dry run's fit was kept for Reserve")
+	}
+}
+
+// boundedNominationCases: a nominee whose claim has a selector that takes
+// minutes to evaluate on node-a's 2,048 devices (builder.SlowSelector)
+// gets no claim nomination, one with an ordinary selector gets one.
+var boundedNominationCases = map[string]struct {
+	selector string
+	want     bool
+}{
+	"slow selector":     {selector: builder.SlowSelector(gpuClass, "index")},
+	"ordinary selector": {selector: `device.attributes["gpu.example.com"].index == -1`, want: true},
+}
+
+// slowNominationEnv is a nomination environment with the nominee, its
+// claim with the selector, 2,048 devices on node-a in the scheduler's
+// snapshot, and filterTimeout 100ms.
+func slowNominationEnv(t *testing.T, nominee *v1.Pod, selector string) *nominationEnv {
+	t.Helper()
+	const count = 16
+	objects := []runtime.Object{builder.MakeClass(gpuClass), builder.MakeClaim(nominee.Name+"-gpu").Request("gpu", gpuClass, 1, selector).Obj()}
+	for i := range count {
+		objects = append(objects, builder.MakeSlice(fmt.Sprintf("node-a-%d", i)).Node("node-a").Pool(gpuPool, 1, count).
+			Devices(builder.Devices(fmt.Sprintf("gpu-%d", i), resourceapi.ResourceSliceMaxDevices, func(_ int, d *builder.DeviceWrapper) { d.Int("index", -1) })...).Obj())
+	}
+	env := newNominationEnv(t, nominee, objects...)
+	nodeInfo := framework.NewNodeInfo()
+	nodeInfo.SetNode(nodeA)
+	env.plugin.fh = snapshotHandle{testHandle: env.plugin.fh.(testHandle), nodes: map[string]fwk.NodeInfo{"node-a": nodeInfo}}
+	env.plugin.filterTimeout = 100 * time.Millisecond
+	return env
+}
+
+// returns runs f and fails the test unless it returns within
+// wait.ForeverTestTimeout, hundreds of times filterTimeout; then it
+// cancels f's context, which the allocator honours, and waits for it.
+func (env *nominationEnv) returns(what string, f func(ctx context.Context)) {
+	env.t.Helper()
+	ctx, cancel := context.WithCancel(env.ctx)
+	defer cancel()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		f(ctx)
+	}()
+	select {
+	case <-done:
+	case <-time.After(wait.ForeverTestTimeout):
+		cancel()
+		<-done
+		env.t.Fatalf("%s still searched after %s, with filterTimeout %s", what, wait.ForeverTestTimeout, env.plugin.filterTimeout)
+	}
+}
+
+// TestRebuildNominationsBounded: a new leader rebuilds the claim
+// nominations of the pods nominated to a node before its first cycle, each
+// nominee's search within filterTimeout as Filter's: a nominee whose
+// devices are not found in time gets no nomination, and the rebuild
+// returns instead of holding the first cycle.
+func TestRebuildNominationsBounded(t *testing.T) {
+	for name, tc := range boundedNominationCases {
+		t.Run(name, func(t *testing.T) {
+			pod := prioritized("nominee", 100)
+			pod.Spec.SchedulerName = "test"
+			pod.Status.NominatedNodeName = "node-a"
+			env := slowNominationEnv(t, pod, tc.selector)
+			env.returns("rebuildNominations", env.plugin.rebuildNominations)
+			if got := env.tracker.Nominations().Get(pod.UID) != nil; got != tc.want {
+				t.Errorf("nomination rebuilt: %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// assignment is a pod of a pod group that pod-group preemption placed.
+type assignment struct {
+	fwk.ProposedAssignment
+	pod   *v1.Pod
+	state fwk.CycleState
+}
+
+func (a assignment) GetPod() *v1.Pod               { return a.pod }
+func (a assignment) GetCycleState() fwk.CycleState { return a.state }
+
+// TestNominateGroupBounded: PodGroupPostFilter's claim nominations for the
+// pods of a group are searched within filterTimeout as Filter's: a pod
+// whose devices are not found in time gets no nomination, and the group's
+// cycle goes on.
+func TestNominateGroupBounded(t *testing.T) {
+	for name, tc := range boundedNominationCases {
+		t.Run(name, func(t *testing.T) {
+			pod := prioritized("member", 100)
+			env := slowNominationEnv(t, pod, tc.selector)
+			state := framework.NewCycleState()
+			if _, status := env.plugin.PreFilter(env.ctx, state, pod, nil); !status.IsSuccess() {
+				t.Fatalf("PreFilter: %v", status)
+			}
+			infos := map[types.NamespacedName]*fwk.NominatingInfo{{Namespace: pod.Namespace, Name: pod.Name}: {NominatedNodeName: "node-a"}}
+			env.returns("nominateGroup", func(ctx context.Context) {
+				env.plugin.nominateGroup(ctx, "default/group", []fwk.ProposedAssignment{assignment{pod: pod, state: state}}, infos)
+			})
+			if got := env.tracker.Nominations().Get(pod.UID) != nil; got != tc.want {
+				t.Errorf("nomination: %v, want %v", got, tc.want)
+			}
+		})
 	}
 }

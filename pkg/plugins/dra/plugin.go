@@ -15,6 +15,13 @@
 // their devices: the StructuredDRAPreemption plugin, with claim nomination
 // (nomination.go).
 //
+// A claim's selectors can be valid and still slow to evaluate, and each
+// place that evaluates them in the scheduler's path has a bound: Filter
+// and claim nomination's searches filterTimeout per pod and node
+// (allocationContext), the slice hint a budget of CEL cost per pod and
+// event (hintCostBudget), after which it queues the pod for Filter to
+// decide.
+//
 // Files:
 //   - plugin.go: Plugin, New, Registry, the tracker and allocator cache
 //     shared by all profiles of the process;
