@@ -257,7 +257,7 @@ func (n *Node) CheckClean(ctx context.Context) error {
 			return err
 		}
 		return fmt.Errorf("the host is not as it was before the node started (%s vs %s):\n%s",
-			filepath.Join(n.cfg.StateDir, "host-before.txt"), afterPath, b.String())
+			filepath.Join(n.cfg.StateDir, "host-before.txt"), afterPath, strings.TrimSuffix(b.String(), "\n"))
 	}
 	if err := os.Remove(diffPath); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return err
