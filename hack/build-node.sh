@@ -24,7 +24,7 @@
 #                             that libcuda.so.1: whether a container's loader finds it
 #
 # runc, the CNI plugins, iptables and conntrack come from Debian
-# (hack/lib/node.sh installs them). Each group is rebuilt only when its
+# (hack/node.sh installs them). Each group is rebuilt only when its
 # stamp (versions, Go toolchain, platform; the sources for the images)
 # changes or an output is missing; the Go build cache makes a rebuild after
 # a version change incremental. Cold, on 2 busy cores: kubelet and
@@ -40,7 +40,7 @@ CONTAINERD_VERSION=v2.4.2
 # kernel features these nodes do not use; the shim needs no gRPC server.
 CONTAINERD_TAGS="urfave_cli_no_docs no_btrfs no_devmapper no_zfs"
 SHIM_TAGS="${CONTAINERD_TAGS} no_grpc"
-# Image names of the node's own images; never pulled (see hack/lib/node.sh).
+# Image names of the node's own images; never pulled (see test/node/harness).
 NODE_IMAGE_REPOSITORY=localhost/drasched-node
 NODE_IMAGE_TAG="test"
 

@@ -9,7 +9,7 @@
 #         it up and prints how to use it
 #   down  tear down what KEEP=1 left
 #   REAL_NODE=1 (root) adds a real node next to the kwok nodes: containerd,
-#         kubelet and runc of hack/lib/node.sh (hack/build-node.sh builds
+#         kubelet and runc of hack/node.sh (hack/build-node.sh builds
 #         them), its GPUs simulated as in make test-node, and shows a GPU
 #         pod's container printing the devices it sees (docs/real-node.md).
 #
@@ -96,14 +96,14 @@ source hack/lib/processes.sh
 # shellcheck source=hack/lib/kwok.sh
 source hack/lib/kwok.sh
 
-# The real node (REAL_NODE=1): hack/lib/node.sh with its state and logs
-# beside the demo's. Its pods are only those that tolerate its taint.
-NODE_LOG_DIR=${log_dir}/node
-NODE_SNAPSHOT=${demo_dir}/node-host-before.txt
-NODE_PROXY=0
-NODE_TAINTS=drasched.dev/real-node=true:NoSchedule
-# shellcheck source=hack/lib/node.sh
-source hack/lib/node.sh
+# The real node (REAL_NODE=1): hack/node.sh up --kubeconfig, with its state
+# and logs beside the demo's. Its pods are only those that tolerate its
+# taint. real_node_env reads where it lives.
+export NODE_LOG_DIR=${log_dir}/node
+export NODE_STATE_DIR=${demo_dir}/node
+export NODE_PROXY=0
+export NODE_TAINTS=drasched.dev/real-node=true:NoSchedule
+NODE_ROOT="" NODE_HOSTNAME="" NODE_BIN=""
 real_node_inventory=test/node/testdata/inventory.yaml
 if [[ "${REAL_NODE}" == 1 ]]; then
   binaries[gpu-kubelet-plugin-real]=${bin_dir}/gpu-kubelet-plugin
@@ -113,10 +113,10 @@ fi
 teardown() {
   local name
   # The real node first: its pods are drained through the API server.
-  if [[ -d "${NODE_RUN}/pids" && -f "${NODE_SNAPSHOT}" ]]; then
-    node_down
-    node_check_clean
-    rm -f "${NODE_SNAPSHOT}"
+  # hack/node.sh down puts the host back and checks it.
+  if [[ -f "${NODE_STATE_DIR}/state.json" ]]; then
+    hack/node.sh down
+    rm -f "${NODE_STATE_DIR}/state.json"
   fi
   for name in "${!binaries[@]}"; do
     stop_process "${name}" "${binaries[${name}]}"
@@ -331,21 +331,27 @@ up() {
   echo "Demo done in $((SECONDS - start))s."
 }
 
+# real_node_env sets NODE_ROOT, NODE_HOSTNAME and NODE_BIN from
+# hack/node.sh env.
+real_node_env() {
+  local line
+  while IFS= read -r line; do
+    case "${line}" in
+      NODE_ROOT=* | NODE_HOSTNAME=* | NODE_BIN=*) printf -v "${line%%=*}" '%s' "${line#*=}" ;;
+    esac
+  done < <(hack/node.sh env)
+}
+
 # real_node_up adds the real node ${NODE_HOSTNAME} to the kwok cluster:
 # containerd, the kubelet (with kwokctl's CA and an admin kubeconfig) and
 # a gpu-kubelet-plugin process for it, its GPUs simulated by character
 # devices under the node's device root and its NVIDIA driver by a driver
 # root with hack/build-node.sh's libcuda.
 real_node_up() {
-  step "adding a real node: containerd, kubelet and runc (hack/lib/node.sh), GPUs of ${real_node_inventory} as device nodes under ${NODE_ROOT}/devroot"
-  node_require
-  node_install_packages
-  node_check_ports
-  node_snapshot
-  mkdir -p "${NODE_ROOT}/pki" "${NODE_RUN}" "${NODE_ROOT}/inventory" "${NODE_ROOT}/devroot/dev"
-  cp "${KWOK_WORKDIR}/clusters/${cluster}/pki/ca.crt" "${NODE_ROOT}/pki/ca.crt"
-  cp "${kubeconfig}" "${NODE_ROOT}/admin.kubeconfig"
-  cp "${kubeconfig}" "${NODE_ROOT}/kubelet.kubeconfig"
+  real_node_env
+  step "adding a real node: containerd, kubelet and runc (hack/node.sh), GPUs of ${real_node_inventory} as device nodes under ${NODE_ROOT}/devroot"
+  hack/node.sh up --kubeconfig "${kubeconfig}" --ca "${KWOK_WORKDIR}/clusters/${cluster}/pki/ca.crt"
+  mkdir -p "${NODE_ROOT}/inventory" "${NODE_ROOT}/devroot/dev"
   cp "${real_node_inventory}" "${NODE_ROOT}/inventory/gpus.yaml"
   local i gpus
   gpus=$(grep -c '^- index:' "${real_node_inventory}")
@@ -372,8 +378,6 @@ real_node_up() {
   ln -s "libcuda.so.${version}" "${lib}/libcuda.so.1"
   echo "stands for NVML" >"${lib}/libnvidia-ml.so.${version}"
   ln -s "libnvidia-ml.so.${version}" "${lib}/libnvidia-ml.so.1"
-  # shellcheck disable=SC2119 # no images besides the node's own
-  node_up
   start_process gpu-kubelet-plugin-real "${binaries[gpu-kubelet-plugin-real]}" run \
     --kubeconfig "${kubeconfig}" --node-name "${NODE_HOSTNAME}" \
     --backend inventory --inventory "${NODE_ROOT}/inventory/gpus.yaml" \

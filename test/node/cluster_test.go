@@ -53,7 +53,7 @@ const (
 // cluster is the node the tests share.
 type cluster struct {
 	repo     string // the repository root
-	root     string // NODE_ROOT of hack/lib/node.sh
+	root     string // NODE_ROOT (test/node/harness)
 	nodeName string
 	client   kubernetes.Interface
 

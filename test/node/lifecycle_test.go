@@ -227,7 +227,7 @@ func readyCondition(node *corev1.Node) *corev1.NodeCondition {
 // It compares with the kubelet's own earlier report, not with the clock:
 // a restarted kubelet reports its status once soon after it starts, which
 // may be before hack/node.sh restart-kubelet returns, and after that only
-// on a change or every nodeStatusReportFrequency (hack/lib/node.sh); and
+// on a change or every nodeStatusReportFrequency (test/node/harness); and
 // the API keeps the time in whole seconds.
 func (c *cluster) waitNodeHeartbeat(t *testing.T, before time.Time) {
 	t.Helper()
