@@ -10,6 +10,10 @@ import (
 // as kind XArgs in this group.
 const GroupName = "kubescheduler.config.k8s.io"
 
+// PluginName is the scheduler plugin these arguments are for; its
+// arguments' kind is PluginName + "Args".
+const PluginName = "StructuredDRA"
+
 // SchemeGroupVersion is the internal version of GroupName.
 var SchemeGroupVersion = schema.GroupVersion{Group: GroupName, Version: runtime.APIVersionInternal}
 

@@ -24,9 +24,9 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/drasched/drasched/pkg/allocator"
+	"github.com/drasched/drasched/pkg/core"
 	"github.com/drasched/drasched/pkg/driver/gpu"
 	"github.com/drasched/drasched/pkg/driver/gpu/device"
-	"github.com/drasched/drasched/pkg/explain"
 	"github.com/drasched/drasched/pkg/tracker"
 )
 
@@ -345,7 +345,7 @@ func (g *gen) fabric() {
 // on random nodes, with the allocator and kube-scheduler's features.
 func (g *gen) claims() error {
 	ctx := context.Background()
-	features := explain.DefaultFeatures()
+	features := core.DefaultFeatures()
 	state := tracker.NewAllocatedState()
 	cache := allocator.NewCache(0)
 	for i := range g.opts.Claims {

@@ -22,7 +22,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/drasched/drasched/pkg/allocator"
-	"github.com/drasched/drasched/pkg/explain"
+	"github.com/drasched/drasched/pkg/core"
 	"github.com/drasched/drasched/pkg/tracker"
 )
 
@@ -56,7 +56,7 @@ type Options struct {
 	// profile's allocation.topologyAttributes do; the nodes view counts the
 	// groups that are wholly free.
 	TopologyAttributes []resourceapi.FullyQualifiedName
-	// Features are the allocator's; nil means explain.DefaultFeatures,
+	// Features are the allocator's; nil means core.DefaultFeatures,
 	// kube-scheduler's for this binary's feature gates.
 	Features *structured.Features
 	// Cache is the allocator cache for class selectors; nil means a new
@@ -180,7 +180,7 @@ var ErrNotFound = errors.New("not found")
 // Top counts the devices of the snapshot for the view of opts. When ctx
 // ends first, it returns the context's error.
 func Top(ctx context.Context, snap *Snapshot, opts Options) (*Report, error) {
-	features := explain.DefaultFeatures()
+	features := core.DefaultFeatures()
 	if opts.Features != nil {
 		features = *opts.Features
 	}

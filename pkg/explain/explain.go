@@ -23,15 +23,13 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
-	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 	"k8s.io/dynamic-resource-allocation/resourceclaim"
 	"k8s.io/dynamic-resource-allocation/structured"
-	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/dynamicresources"
-	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/feature"
 
 	"github.com/drasched/drasched/pkg/allocator"
+	"github.com/drasched/drasched/pkg/core"
 	"github.com/drasched/drasched/pkg/tracker"
 )
 
@@ -39,18 +37,11 @@ import (
 type Options struct {
 	// Node limits the report to one node; empty means all nodes.
 	Node string
-	// Features are the allocator's features; DefaultFeatures when nil.
+	// Features are the allocator's features; core.DefaultFeatures when nil.
 	Features *structured.Features
 	// MaxHolders bounds how many pods per node are tried as "frees if
 	// deleted" (each is one more allocation); 0 means 50.
 	MaxHolders int
-}
-
-// DefaultFeatures are the allocator features of this binary's feature
-// gates: kube-scheduler 1.37's defaults, as the scheduler plugin derives
-// them.
-func DefaultFeatures() structured.Features {
-	return dynamicresources.AllocatorFeatures(feature.NewSchedulerFeaturesFromGates(utilfeature.DefaultFeatureGate))
 }
 
 // Report is what Explain found.
@@ -232,7 +223,7 @@ func explain(ctx context.Context, pod *v1.Pod, in *inputs, opts Options) (*Repor
 		return report, nil
 	}
 
-	features := DefaultFeatures()
+	features := core.DefaultFeatures()
 	if opts.Features != nil {
 		features = *opts.Features
 	}

@@ -3,7 +3,7 @@
 // cluster of a capacity.Snapshot, as drasched would, with drasched's
 // allocator (pkg/allocator, with the profile's allocation policy) for
 // their ResourceClaims and StructuredDRA's ranking of nodes
-// (dra.NodeScore), and says for the first copy that does not fit why not,
+// (core.NodeScore), and says for the first copy that does not fit why not,
 // node by node, with the allocator's reasons (the reasons kubectl drasched
 // explain gives). It only reads.
 //
@@ -38,8 +38,8 @@ import (
 	"github.com/drasched/drasched/apis/config"
 	"github.com/drasched/drasched/pkg/allocator"
 	"github.com/drasched/drasched/pkg/capacity"
+	"github.com/drasched/drasched/pkg/core"
 	"github.com/drasched/drasched/pkg/explain"
-	"github.com/drasched/drasched/pkg/plugins/dra"
 	"github.com/drasched/drasched/pkg/tracker"
 )
 
@@ -59,7 +59,7 @@ type Options struct {
 	// Args are StructuredDRA's arguments (ProfileArgs); nil means the
 	// defaults.
 	Args *config.StructuredDRAArgs
-	// Features are the allocator's; nil means explain.DefaultFeatures.
+	// Features are the allocator's; nil means core.DefaultFeatures.
 	Features *structured.Features
 	// Cache is the allocator cache; nil means a new one.
 	Cache *allocator.Cache
@@ -138,13 +138,13 @@ func Fit(ctx context.Context, snap *capacity.Snapshot, w *Workload, opts Options
 			return nil, err
 		}
 	}
-	features := explain.DefaultFeatures()
+	features := core.DefaultFeatures()
 	if opts.Features != nil {
 		features = *opts.Features
 	}
 	p := &placer{
 		snap: snap, w: w, features: features, opts: opts,
-		score: dra.ScoreOptions{
+		score: core.ScoreOptions{
 			PrioritizedList: features.PrioritizedList,
 			Strategy:        args.Scoring.DeviceStrategy,
 			BestFit:         args.Allocation.Policy == config.AllocationPolicyBestFit && args.Allocator != config.AllocatorUpstream,
@@ -244,7 +244,7 @@ type placer struct {
 	w        *Workload
 	features structured.Features
 	opts     Options
-	score    dra.ScoreOptions
+	score    core.ScoreOptions
 
 	base *allocator.Allocator
 	// cur sees what the pods placed so far take; added is that.
@@ -563,7 +563,7 @@ func (p *placer) evaluate(ctx context.Context, node *v1.Node, in *instance) (*an
 			return &answer{}, nil
 		}
 	}
-	return &answer{fits: true, results: results, score: dra.NodeScore(ctx, p.cur, p.score, in.claims, node, results)}, nil
+	return &answer{fits: true, results: results, score: core.NodeScore(ctx, p.cur, p.score, in.claims, node, results)}, nil
 }
 
 func pendingClaims(in *instance) []*resourceapi.ResourceClaim {

@@ -5,12 +5,8 @@ import (
 	"os"
 	"slices"
 
-	schedconfig "k8s.io/kubernetes/pkg/scheduler/apis/config"
-	schedscheme "k8s.io/kubernetes/pkg/scheduler/apis/config/scheme"
-
 	"github.com/drasched/drasched/apis/config"
-	"github.com/drasched/drasched/apis/config/scheme"
-	"github.com/drasched/drasched/pkg/plugins/dra"
+	"github.com/drasched/drasched/apis/config/decode"
 )
 
 // DefaultProfile is the profile drasched's shipped configuration has.
@@ -24,18 +20,18 @@ const DefaultProfile = "drasched"
 // the defaults, as in kube-scheduler.
 func ProfileArgs(path, profile string) (*config.StructuredDRAArgs, error) {
 	if path == "" {
-		return scheme.DefaultArgs()
+		return decode.DefaultArgs()
 	}
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
-	var cfg schedconfig.KubeSchedulerConfiguration
-	if _, _, err := schedscheme.Codecs.UniversalDecoder().Decode(data, nil, &cfg); err != nil {
+	profiles, err := decode.Profiles(data)
+	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	var names []string
-	for _, p := range cfg.Profiles {
+	for _, p := range profiles {
 		names = append(names, p.SchedulerName)
 	}
 	i := slices.Index(names, profile)
@@ -49,13 +45,5 @@ func ProfileArgs(path, profile string) (*config.StructuredDRAArgs, error) {
 	case profile == "":
 		return nil, fmt.Errorf("%s has profiles %v: name one with --profile", path, names)
 	}
-	for _, pc := range cfg.Profiles[i].PluginConfig {
-		if pc.Name != dra.Name {
-			continue
-		}
-		if args, ok := pc.Args.(*config.StructuredDRAArgs); ok {
-			return args, nil
-		}
-	}
-	return scheme.DefaultArgs()
+	return profiles[i].Args, nil
 }

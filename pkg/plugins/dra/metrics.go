@@ -14,7 +14,7 @@ import (
 
 	"github.com/drasched/drasched/pkg/allocator"
 	"github.com/drasched/drasched/pkg/capacity"
-	"github.com/drasched/drasched/pkg/explain"
+	"github.com/drasched/drasched/pkg/core"
 	"github.com/drasched/drasched/pkg/tracker"
 )
 
@@ -230,7 +230,7 @@ var devicesDesc = metrics.NewDesc(metrics.BuildFQName(metricsNamespace, metricsS
 	[]string{"device_class", "state"}, nil, metrics.ALPHA, "")
 
 func newDeviceCollector(t func() tracker.Interface, cache *allocator.Cache) *deviceCollector {
-	return &deviceCollector{tracker: t, cache: cache, features: explain.DefaultFeatures()}
+	return &deviceCollector{tracker: t, cache: cache, features: core.DefaultFeatures()}
 }
 
 // DescribeWithStability implements metrics.StableCollector.

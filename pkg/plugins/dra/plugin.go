@@ -85,7 +85,7 @@ import (
 )
 
 // Name is the plugin's name in profiles.
-const Name = "StructuredDRA"
+const Name = config.PluginName
 
 // Plugin is the StructuredDRA plugin.
 type Plugin struct {

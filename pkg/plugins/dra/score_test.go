@@ -91,43 +91,6 @@ func TestBestFitScore(t *testing.T) {
 	}
 }
 
-func TestPrioritizedListScore(t *testing.T) {
-	claim := builder.MakeClaim("c").FirstAvailable("gpu",
-		builder.SubRequest("big", "gpu", 1),
-		builder.SubRequest("medium", "gpu", 1),
-		builder.SubRequest("small", "gpu", 1),
-	).Obj()
-	plain := builder.MakeClaim("plain").Request("gpu", "gpu", 1).Obj()
-	result := func(requests ...string) resourceapi.AllocationResult {
-		var r resourceapi.AllocationResult
-		for _, request := range requests {
-			r.Devices.Results = append(r.Devices.Results, resourceapi.DeviceRequestAllocationResult{Request: request, Driver: "d", Pool: "p", Device: "x"})
-		}
-		return r
-	}
-	allocatedEarlier := claim.DeepCopy()
-	allocatedEarlier.Status.Allocation = &resourceapi.AllocationResult{}
-	*allocatedEarlier.Status.Allocation = result("gpu/medium")
-
-	for name, tc := range map[string]struct {
-		claims  []*resourceapi.ResourceClaim
-		results []resourceapi.AllocationResult
-		want    int64
-	}{
-		"first choice":                 {claims: []*resourceapi.ResourceClaim{claim}, results: []resourceapi.AllocationResult{result("gpu/big")}, want: 8},
-		"third choice":                 {claims: []*resourceapi.ResourceClaim{claim}, results: []resourceapi.AllocationResult{result("gpu/small")}, want: 6},
-		"no prioritized list":          {claims: []*resourceapi.ResourceClaim{plain}, results: []resourceapi.AllocationResult{result("gpu")}, want: 0},
-		"allocated earlier counts too": {claims: []*resourceapi.ResourceClaim{allocatedEarlier, claim}, results: []resourceapi.AllocationResult{result("gpu/big")}, want: 7 + 8},
-		"plain then list":              {claims: []*resourceapi.ResourceClaim{plain, claim}, results: []resourceapi.AllocationResult{result("gpu"), result("gpu/medium")}, want: 7},
-	} {
-		t.Run(name, func(t *testing.T) {
-			if got := prioritizedListScore(tc.claims, tc.results); got != tc.want {
-				t.Errorf("score %d, want %d", got, tc.want)
-			}
-		})
-	}
-}
-
 // TestPreScore: Score is skipped for a pod with nothing to allocate (no
 // claims, all claims allocated, PreFilter skipped) and runs for one with a
 // claim to allocate.
