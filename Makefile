@@ -231,7 +231,7 @@ etcd: ## Build etcd (pinned) into $(BIN_DIR) for scheduler_perf and integration 
 MODULES := . hack/tools hack/helm hack/images bench/cmd/report
 
 .PHONY: verify
-verify: verify-fmt verify-mod shellcheck verify-codegen vet lint logcheck ## Run all static checks, as CI does before make test: formatting and import groups, go mod tidy, shellcheck, generated files, go vet, golangci-lint, logcheck.
+verify: verify-fmt verify-mod shellcheck verify-codegen verify-deps vet lint logcheck ## Run all static checks, as CI does before make test: formatting and import groups, go mod tidy, shellcheck, generated files, the layers (kubectl-drasched links no kube-scheduler), go vet, golangci-lint (depguard holds the layers per file), logcheck.
 
 .PHONY: fmt
 fmt: ## Format the Go files of all modules: gofmt, and imports in groups (standard library, other modules, github.com/drasched/drasched; .golangci.yml).
@@ -275,6 +275,10 @@ verify-mod: ## Fail if go.mod or go.sum of a module is not tidy (go mod tidy -di
 logcheck: ## Check that the code logs contextually: a logger from the context or a parameter, no global klog calls (sigs.k8s.io/logtools' logcheck, pinned in hack/tools/go.mod; exceptions in hack/logcheck.conf).
 	GOFLAGS="$${GOFLAGS:-} -tags=schedulerperf,faults,node" $(GO_TOOL) logcheck \
 		-check-contextual -check-with-helpers -check-logger-constructor -config hack/logcheck.conf ./...
+
+.PHONY: verify-deps
+verify-deps: ## Fail if kubectl-drasched links a kube-scheduler package (go list -deps; hack/verify-deps.sh).
+	hack/verify-deps.sh
 
 .PHONY: shellcheck
 shellcheck: ## Run shellcheck over every shell script (Debian's shellcheck; hack/verify-shellcheck.sh).
