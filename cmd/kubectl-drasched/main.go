@@ -98,7 +98,13 @@ func newCommand(out io.Writer) *cobra.Command {
 				enc.SetIndent("", "  ")
 				return enc.Encode(report)
 			}
-			return printText(out, report)
+			if err := printText(out, report); err != nil {
+				return err
+			}
+			for _, n := range report.Notes {
+				_, _ = fmt.Fprintln(cmd.ErrOrStderr(), "Note:", n)
+			}
+			return nil
 		},
 	}
 	explainCmd.Flags().StringVar(&node, "node", "", "explain this node only")

@@ -3,7 +3,9 @@
 // kubectl drasched top (cmd/kubectl-drasched) prints its Report; the
 // scheduler's device metrics (pkg/plugins/dra) count with its Count.
 // Package fit (pkg/capacity/fit) answers the question that follows: how
-// many more pods like this one fit, and where.
+// many more pods like this one fit, and where. Read is the one reader of
+// the cluster for top, fit and explain (pkg/explain), so that the three
+// agree on a device that a DeviceTaintRule drains.
 //
 // # Definitions
 //

@@ -15,7 +15,8 @@ import (
 	"k8s.io/dynamic-resource-allocation/resourceslice/tracker"
 )
 
-// Snapshot is the cluster state that Top and fit work on.
+// Snapshot is the cluster state that Top, fit and explain work on: one
+// reader, so that the three agree on what they see.
 type Snapshot struct {
 	Nodes []*v1.Node
 	// Slices have the taints of DeviceTaintRules added to their devices,
@@ -24,7 +25,7 @@ type Snapshot struct {
 	Slices  []*resourceapi.ResourceSlice
 	Claims  []*resourceapi.ResourceClaim
 	Classes []*resourceapi.DeviceClass
-	// Pods are read only with ReadOptions.Pods (fit needs them).
+	// Pods are read only with ReadOptions.Pods (fit and explain need them).
 	Pods []*v1.Pod
 	// Notes say what could not be read and was left out.
 	Notes []string
@@ -39,7 +40,7 @@ type ReadOptions struct {
 	Timeout time.Duration
 }
 
-// Read lists what Top and fit need: nodes, ResourceSlices with
+// Read lists what Top, fit and explain need: nodes, ResourceSlices with
 // DeviceTaintRules applied (by the library kube-scheduler applies them
 // with, k8s.io/dynamic-resource-allocation/resourceslice/tracker),
 // ResourceClaims, DeviceClasses and, on request, pods. A refused read of

@@ -7,8 +7,10 @@
 // The answer is the allocator's, on the API's state at the moment of the
 // read: allocations that the scheduler holds in flight (Reserve to PreBind)
 // are not visible here, the scheduler's own cycle may see a newer or older
-// state, and DeviceTaintRules are not applied (kube-scheduler's DRA manager
-// applies them to its slice lister, which a client cannot reuse).
+// state. It reads the cluster with capacity.Read, as kubectl drasched top
+// and fit do: DeviceTaintRules are applied to the slices with the library
+// kube-scheduler applies them with, so that the three agree on a drained
+// device (test/integration/agreement_test.go).
 package explain
 
 import (
@@ -29,6 +31,7 @@ import (
 	"k8s.io/dynamic-resource-allocation/structured"
 
 	"github.com/drasched/drasched/pkg/allocator"
+	"github.com/drasched/drasched/pkg/capacity"
 	"github.com/drasched/drasched/pkg/core"
 	"github.com/drasched/drasched/pkg/tracker"
 )
@@ -51,6 +54,9 @@ type Report struct {
 	// Node is the node of a bound pod; Placement its devices.
 	Node      string            `json:"node,omitempty"`
 	Placement []DevicePlacement `json:"placement,omitempty"`
+	// Notes say what the read left out (DeviceTaintRules it was not
+	// allowed to read), as top's and fit's do.
+	Notes []string `json:"notes,omitempty"`
 	// Problems keep the pod off every node before any device is looked
 	// at: a claim not created yet, a missing DeviceClass.
 	Problems []string `json:"problems,omitempty"`
@@ -106,80 +112,55 @@ type Holder struct {
 	Frees int `json:"frees"`
 }
 
-// Explain reads the pod and everything its claims depend on and explains
-// its placement.
+// Explain reads the pod and the cluster, with capacity.Read (the reader
+// kubectl drasched top and fit use, DeviceTaintRules applied), and explains
+// the pod's placement.
 func Explain(ctx context.Context, client kubernetes.Interface, namespace, name string, opts Options) (*Report, error) {
 	pod, err := client.CoreV1().Pods(namespace).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("get pod %s/%s: %w", namespace, name, err)
 	}
-	in, err := read(ctx, client, opts.Node)
+	snap, err := capacity.Read(ctx, client, capacity.ReadOptions{Pods: true})
 	if err != nil {
 		return nil, err
 	}
-	return explain(ctx, pod, in, opts)
+	return ExplainSnapshot(ctx, pod, snap, opts)
 }
 
-// inputs are the API objects Explain works on.
+// ExplainSnapshot explains the pod's placement on a snapshot that
+// capacity.Read took with ReadOptions.Pods (its pods name the consumers
+// that hold devices). The snapshot is only read.
+func ExplainSnapshot(ctx context.Context, pod *v1.Pod, snap *capacity.Snapshot, opts Options) (*Report, error) {
+	in := &inputs{Snapshot: snap, nodes: snap.Nodes, pods: map[string]*v1.Pod{}}
+	if opts.Node != "" {
+		i := slices.IndexFunc(snap.Nodes, func(n *v1.Node) bool { return n.Name == opts.Node })
+		if i < 0 {
+			return nil, fmt.Errorf("node %s: not found", opts.Node)
+		}
+		in.nodes = snap.Nodes[i : i+1]
+	}
+	for _, p := range snap.Pods {
+		in.pods[string(p.UID)] = p
+	}
+	report, err := explain(ctx, pod, in, opts)
+	if report != nil {
+		report.Notes = slices.Clone(snap.Notes)
+	}
+	return report, err
+}
+
+// inputs are the snapshot Explain works on, with the nodes to look at and
+// the pods by UID, for naming consumers.
 type inputs struct {
-	claims  []resourceapi.ResourceClaim
-	classes []*resourceapi.DeviceClass
-	slices  []*resourceapi.ResourceSlice
-	nodes   []*v1.Node
-	pods    map[string]*v1.Pod // by UID, for naming consumers
-}
-
-func read(ctx context.Context, client kubernetes.Interface, node string) (*inputs, error) {
-	in := &inputs{pods: map[string]*v1.Pod{}}
-	claims, err := client.ResourceV1().ResourceClaims("").List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return nil, fmt.Errorf("list resource claims: %w", err)
-	}
-	in.claims = claims.Items
-	classes, err := client.ResourceV1().DeviceClasses().List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return nil, fmt.Errorf("list device classes: %w", err)
-	}
-	for i := range classes.Items {
-		in.classes = append(in.classes, &classes.Items[i])
-	}
-	resourceSlices, err := client.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return nil, fmt.Errorf("list resource slices: %w", err)
-	}
-	for i := range resourceSlices.Items {
-		in.slices = append(in.slices, &resourceSlices.Items[i])
-	}
-	if node != "" {
-		n, err := client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
-		if err != nil {
-			return nil, fmt.Errorf("get node %s: %w", node, err)
-		}
-		in.nodes = []*v1.Node{n}
-	} else {
-		nodes, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return nil, fmt.Errorf("list nodes: %w", err)
-		}
-		for i := range nodes.Items {
-			in.nodes = append(in.nodes, &nodes.Items[i])
-		}
-	}
-	pods, err := client.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return nil, fmt.Errorf("list pods: %w", err)
-	}
-	for i := range pods.Items {
-		in.pods[string(pods.Items[i].UID)] = &pods.Items[i]
-	}
-	return in, nil
+	*capacity.Snapshot
+	nodes []*v1.Node
+	pods  map[string]*v1.Pod
 }
 
 func explain(ctx context.Context, pod *v1.Pod, in *inputs, opts Options) (*Report, error) {
 	report := &Report{Pod: pod.Namespace + "/" + pod.Name}
 	byName := map[string]*resourceapi.ResourceClaim{}
-	for i := range in.claims {
-		c := &in.claims[i]
+	for _, c := range in.Claims {
 		byName[c.Namespace+"/"+c.Name] = c
 	}
 	// The pod's claims, in the order of its spec.
@@ -214,7 +195,7 @@ func explain(ctx context.Context, pod *v1.Pod, in *inputs, opts Options) (*Repor
 			continue
 		}
 		for _, class := range requestClasses(claim) {
-			if _, err := allocator.ClassList(in.classes).Get(class); err != nil {
+			if _, err := allocator.ClassList(in.Classes).Get(class); err != nil {
 				report.Problems = append(report.Problems, fmt.Sprintf("claim %s: DeviceClass %s does not exist", claim.Name, class))
 			}
 		}
@@ -232,13 +213,12 @@ func explain(ctx context.Context, pod *v1.Pod, in *inputs, opts Options) (*Repor
 		ownNames.Insert(claim.Namespace + "/" + claim.Name)
 	}
 	state := tracker.NewAllocatedState()
-	for i := range in.claims {
-		c := &in.claims[i]
+	for _, c := range in.Claims {
 		if !ownNames.Has(c.Namespace + "/" + c.Name) {
 			tracker.AddAllocation(&state, c.Status.Allocation, features.ConsumableCapacity)
 		}
 	}
-	a, err := allocator.New(ctx, features, state, allocator.ClassList(in.classes), in.slices, allocator.Options{})
+	a, err := allocator.New(ctx, features, state, allocator.ClassList(in.Classes), in.Slices, allocator.Options{})
 	if err != nil {
 		return nil, fmt.Errorf("allocator: %w", err)
 	}
@@ -349,15 +329,14 @@ type holder struct {
 // by the pod they are reserved for.
 func (e *explainer) nodeHolders(node *v1.Node) []*holder {
 	pools := sets.New[string]() // driver/pool of the node's own slices
-	for _, s := range e.in.slices {
+	for _, s := range e.in.Slices {
 		if s.Spec.NodeName != nil && *s.Spec.NodeName == node.Name {
 			pools.Insert(s.Spec.Driver + "/" + s.Spec.Pool.Name)
 		}
 	}
 	byKey := map[string]*holder{}
 	var keys []string
-	for i := range e.in.claims {
-		c := &e.in.claims[i]
+	for _, c := range e.in.Claims {
 		if c.Status.Allocation == nil || !slices.ContainsFunc(c.Status.Allocation.Devices.Results, func(r resourceapi.DeviceRequestAllocationResult) bool {
 			return pools.Has(r.Driver + "/" + r.Pool)
 		}) {
@@ -509,7 +488,7 @@ func (e *explainer) tolerations(ctx context.Context, node *v1.Node, nr *NodeRepo
 		return nil
 	}
 	seen := sets.New[string]()
-	for _, s := range e.in.slices {
+	for _, s := range e.in.Slices {
 		if s.Spec.NodeName == nil || *s.Spec.NodeName != node.Name {
 			continue
 		}

@@ -9,8 +9,12 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/drasched/drasched/internal/builder"
 	"github.com/drasched/drasched/pkg/allocator"
@@ -187,3 +191,47 @@ func TestProblems(t *testing.T) {
 }
 
 func ptrTo[T any](v T) *T { return &v }
+
+// TestDeviceTaintRule: explain reads the cluster as top and fit do, with
+// DeviceTaintRules applied; a rule it may not read leaves the device
+// untainted and a note that says so.
+func TestDeviceTaintRule(t *testing.T) {
+	rule := &resourceapi.DeviceTaintRule{
+		ObjectMeta: metav1.ObjectMeta{Name: "drain"},
+		Spec: resourceapi.DeviceTaintRuleSpec{
+			DeviceSelector: &resourceapi.DeviceTaintSelector{Device: ptrTo("gpu-1")},
+			Taint:          resourceapi.DeviceTaint{Key: "example.com/drain", Effect: resourceapi.DeviceTaintEffectNoSchedule},
+		},
+	}
+	objects := []runtime.Object{builder.MakeNode("node-a"), gpus("node-a", 2, nil), pod("p", "two"),
+		builder.MakeClaim("two").Request("gpu", class, 2).Obj(), rule}
+
+	r := run(t, "p", Options{}, objects...)
+	nr := nodeReport(t, r, "node-a")
+	if nr.Fits || len(nr.Reasons) != 1 || !strings.Contains(nr.Reasons[0].Message, "1 tainted") {
+		t.Errorf("with the rule: %+v, want no fit for one tainted device", nr)
+	}
+	if len(r.Notes) != 0 {
+		t.Errorf("with the rule readable: notes %q", r.Notes)
+	}
+
+	client := fake.NewClientset(append(objects, builder.MakeClass(class))...)
+	client.PrependReactor("list", "devicetaintrules", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewForbidden(schema.GroupResource{Group: "resource.k8s.io", Resource: "devicetaintrules"}, "", nil)
+	})
+	r, err := Explain(context.Background(), client, "default", "p", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !nodeReport(t, r, "node-a").Fits || len(r.Notes) != 1 || !strings.Contains(r.Notes[0], "DeviceTaintRules not applied") {
+		t.Errorf("rules forbidden: %+v, want a fit and a note that the rules were not applied", r)
+	}
+}
+
+// TestMissingNode: Options.Node naming no node is an error that names it.
+func TestMissingNode(t *testing.T) {
+	client := fake.NewClientset(builder.MakeNode("node-a"), pod("p"))
+	if _, err := Explain(context.Background(), client, "default", "p", Options{Node: "node-b"}); err == nil || !strings.Contains(err.Error(), "node-b") {
+		t.Errorf("missing node: %v, want an error naming it", err)
+	}
+}
