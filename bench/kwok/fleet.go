@@ -3,12 +3,14 @@ package main
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
 
+	"github.com/drasched/drasched/pkg/core"
 	"github.com/drasched/drasched/pkg/driver/gpu"
 )
 
@@ -370,19 +372,20 @@ func minGPUs(layouts []map[string]int, demand map[string]int, upper int) int {
 // eachDevice calls f for every device of the GPU driver in the newest
 // generation of its pool.
 func eachDevice(all []resourceapi.ResourceSlice, f func(pool string, d *resourceapi.Device)) {
-	newest := map[string]int64{}
-	for _, s := range all {
-		if g, ok := newest[s.Spec.Pool.Name]; !ok || s.Spec.Pool.Generation > g {
-			newest[s.Spec.Pool.Name] = s.Spec.Pool.Generation
-		}
-	}
+	list := make([]*resourceapi.ResourceSlice, len(all))
 	for i := range all {
-		s := &all[i]
-		if s.Spec.Driver != gpu.DefaultDriverName || s.Spec.Pool.Generation != newest[s.Spec.Pool.Name] {
+		list[i] = &all[i]
+	}
+	pools := core.NewestPools(list)
+	// In the order of the pools' names: callers number what they find.
+	for _, id := range slices.SortedFunc(maps.Keys(pools), func(a, b core.PoolID) int { return cmp.Compare(a.Pool, b.Pool) }) {
+		if id.Driver != gpu.DefaultDriverName {
 			continue
 		}
-		for j := range s.Spec.Devices {
-			f(s.Spec.Pool.Name, &s.Spec.Devices[j])
+		for _, s := range pools[id].Slices {
+			for j := range s.Spec.Devices {
+				f(id.Pool, &s.Spec.Devices[j])
+			}
 		}
 	}
 }

@@ -101,7 +101,7 @@ type caseResult struct {
 	// PeakRSSBytes its peak resident set size meanwhile; cost cases only.
 	CPUSeconds   float64 `json:"cpu_seconds,omitempty"`
 	PeakRSSBytes uint64  `json:"peak_rss_bytes,omitempty"`
-	// AllocationErrors counts what kwokcluster.Verify found.
+	// AllocationErrors counts what invariants.Check found.
 	AllocationErrors int `json:"allocation_errors"`
 	// Errors are the first errors of the case, for the report.
 	Errors []string `json:"errors,omitempty"`

@@ -18,7 +18,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
-	"github.com/drasched/drasched/internal/kwokcluster"
+	"github.com/drasched/drasched/internal/invariants"
 	"github.com/drasched/drasched/internal/manifest"
 )
 
@@ -286,7 +286,8 @@ func (r *runner) fill(c *caseResult, names []string, start time.Time) {
 	c.Latencies, c.BoundAt, c.Seconds, c.Unbound = s.latencies, s.boundAt, s.seconds, s.unbound
 }
 
-// verify checks the allocations in the namespace with kwokcluster.Verify.
+// verify checks the allocations in the namespace with invariants.Check, as
+// an observer after the fact (every allocated device published).
 // Pods are listed before and after the claims, and only those bound in
 // both lists, the same pod and not being deleted, are checked against the
 // claims: a pod bound before the claims were listed got its claims
@@ -315,7 +316,8 @@ func (r *runner) verify(ctx context.Context) []error {
 		return []error{fmt.Errorf("list pods: %w", err)}
 	}
 	pods := stablyBound(before.Items, after.Items)
-	return kwokcluster.Verify(kwokcluster.Cluster{Pods: pods, Claims: claims.Items, Slices: resourceSlices.Items, Nodes: nodes.Items})
+	return invariants.Check(invariants.Cluster{Pods: pods, Claims: claims.Items, Slices: resourceSlices.Items, Nodes: nodes.Items},
+		invariants.Options{Namespace: r.cfg.Namespace, Unpublished: true})
 }
 
 // stablyBound returns the pods bound in before that are in after too, the

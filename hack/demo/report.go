@@ -23,7 +23,7 @@ import (
 	"k8s.io/dynamic-resource-allocation/resourceclaim"
 	"k8s.io/utils/ptr"
 
-	"github.com/drasched/drasched/internal/kwokcluster"
+	"github.com/drasched/drasched/internal/invariants"
 	"github.com/drasched/drasched/pkg/driver/gpu"
 )
 
@@ -46,8 +46,8 @@ type snapshot struct {
 	claims map[string]*resourceapi.ResourceClaim
 	// devices by "<pool>/<device>", of the GPU driver.
 	devices map[string]*resourceapi.Device
-	// cluster is everything read, for kwokcluster.Verify.
-	cluster kwokcluster.Cluster
+	// cluster is everything read, for invariants.Check.
+	cluster invariants.Cluster
 }
 
 // podState classifies a pod for the report.
@@ -98,7 +98,7 @@ func readSnapshot(ctx context.Context, client kubernetes.Interface, q query) (*s
 		groups:  map[string]*schedulingapi.PodGroup{},
 		claims:  map[string]*resourceapi.ResourceClaim{},
 		devices: map[string]*resourceapi.Device{},
-		cluster: kwokcluster.Cluster{Pods: podList.Items, Claims: claimList.Items, Slices: sliceList.Items, Nodes: nodeList.Items},
+		cluster: invariants.Cluster{Pods: podList.Items, Claims: claimList.Items, Slices: sliceList.Items, Nodes: nodeList.Items},
 	}
 	for i := range podList.Items {
 		pod := &podList.Items[i]
@@ -262,11 +262,12 @@ func writeTable(out io.Writer, s *snapshot) error {
 	return nil
 }
 
-// verify checks the allocations as an observer can (kwokcluster.Verify):
-// every claim of a bound pod is allocated on the pod's node and reserved
-// for it; no device belongs to two claims.
+// verify checks the allocations as an observer can (invariants.Check,
+// every allocated device published): every claim of a bound pod is
+// allocated on the pod's node and reserved for it; no device belongs to two
+// claims.
 func verify(s *snapshot) error {
-	return errors.Join(kwokcluster.Verify(s.cluster)...)
+	return errors.Join(invariants.Check(s.cluster, invariants.Options{Unpublished: true})...)
 }
 
 // podGroupOf returns the name of the pod's PodGroup, "" if none.

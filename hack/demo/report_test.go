@@ -246,7 +246,7 @@ func TestReportGangsBroken(t *testing.T) {
 }
 
 // TestVerify: the report checks the allocations it read with
-// kwokcluster.Verify (tested there in detail).
+// invariants.Check (tested there in detail).
 func TestVerify(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	good := cluster()
@@ -264,7 +264,7 @@ func TestVerify(t *testing.T) {
 		wantErr string
 	}{
 		"good":         {objects: good},
-		"device twice": {objects: twice, wantErr: "device gpu.drasched.dev/n1/gpu-0 is allocated to claims default/mig-slice-mig-def and default/one-gpu-gpu-abc"},
+		"device twice": {objects: twice, wantErr: "device gpu.drasched.dev/n1/gpu-0 is allocated to default/mig-slice-mig-def (request mig) and default/one-gpu-gpu-abc"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			s, err := readSnapshot(ctx, fake.NewClientset(tc.objects...), query{namespace: "default", schedulerName: "drasched"})

@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
+	"github.com/drasched/drasched/pkg/core"
 	"github.com/drasched/drasched/pkg/driver/gpu"
 	"github.com/drasched/drasched/pkg/driver/gpu/device"
 	"github.com/drasched/drasched/pkg/driver/gpu/discovery"
@@ -229,20 +230,14 @@ func PoolsByName(all []resourceapi.ResourceSlice) map[string][]resourceapi.Resou
 // published completely: as many slices of the newest generation as each
 // says the pool has. The allocator ignores incomplete pools.
 func PoolComplete(nodeName string, all []resourceapi.ResourceSlice) bool {
-	var generation int64 = -1
-	var pool []resourceapi.ResourceSlice
-	for _, s := range all {
-		if s.Spec.Driver != gpu.DefaultDriverName || s.Spec.Pool.Name != nodeName || ptr.Deref(s.Spec.NodeName, "") != nodeName {
-			continue
-		}
-		switch {
-		case s.Spec.Pool.Generation > generation:
-			generation, pool = s.Spec.Pool.Generation, []resourceapi.ResourceSlice{s}
-		case s.Spec.Pool.Generation == generation:
-			pool = append(pool, s)
+	var list []*resourceapi.ResourceSlice
+	for i := range all {
+		if s := &all[i]; ptr.Deref(s.Spec.NodeName, "") == nodeName {
+			list = append(list, s)
 		}
 	}
-	return len(pool) > 0 && int64(len(pool)) == pool[0].Spec.Pool.ResourceSliceCount
+	p := core.NewestPools(list)[core.PoolID{Driver: gpu.DefaultDriverName, Pool: nodeName}]
+	return p != nil && p.Complete()
 }
 
 // WaitOptions tune WaitNodes.

@@ -14,6 +14,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/drasched/drasched/pkg/allocator"
+	"github.com/drasched/drasched/pkg/core"
 )
 
 // The machine-readable prefixes of PoolStatus.validationError, and the
@@ -98,25 +99,11 @@ func (d *device) id() structured.DeviceID {
 // defaultAttr is the partition type attribute for pools whose slices
 // declare none.
 func pools(resourceSlices []*resourceapi.ResourceSlice, claims []*resourceapi.ResourceClaim, defaultAttr string) []*pool {
-	newest := map[poolKey]int64{}
-	for _, s := range resourceSlices {
-		k := poolKey{s.Spec.Driver, s.Spec.Pool.Name}
-		if g, ok := newest[k]; !ok || s.Spec.Pool.Generation > g {
-			newest[k] = s.Spec.Pool.Generation
-		}
-	}
+	newest := core.NewestPools(resourceSlices)
 	byKey := make(map[poolKey]*pool, len(newest))
-	for _, s := range resourceSlices {
-		k := poolKey{s.Spec.Driver, s.Spec.Pool.Name}
-		if s.Spec.Pool.Generation < newest[k] {
-			continue
-		}
-		p := byKey[k]
-		if p == nil {
-			p = &pool{key: k, generation: newest[k], inUse: sets.New[string]()}
-			byKey[k] = p
-		}
-		p.slices = append(p.slices, s)
+	for id, np := range newest {
+		k := poolKey{id.Driver, id.Pool}
+		byKey[k] = &pool{key: k, generation: np.Generation, inUse: sets.New[string](), slices: np.Slices}
 	}
 	list := make([]*pool, 0, len(byKey))
 	for _, p := range byKey {

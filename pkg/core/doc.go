@@ -1,7 +1,8 @@
 // Package core holds the rules that the scheduler plugin and the tools
 // (kubectl drasched explain, top and fit) must apply alike and that need no
 // scheduler framework: which allocator features this binary's feature gates
-// give, and how a node ranks for a pod's device allocation.
+// give, how a node ranks for a pod's device allocation, and which slices
+// a pool publishes now (its newest generation).
 //
 // It imports no k8s.io/kubernetes/pkg/scheduler package and no drasched
 // package above the allocator, so that kubectl-drasched can link it

@@ -198,7 +198,7 @@ func settle(t *testing.T, env *framework.Env, sched *framework.Scheduler, wantBo
 }
 
 // verifyEndState checks a settled state: the invariants of
-// test/integration/invariants (bound pods' claims allocated on their node
+// internal/invariants (bound pods' claims allocated on their node
 // and reserved for them, no reservation for a pod that is gone, no device
 // allocated twice, no capacity or counter overcommitted), claims reserved
 // only for bound pods, exactly wantBound pods bound and the rest

@@ -5,7 +5,7 @@
 // while a pod binds, events that arrive while a pod is being scheduled, a
 // leader paused past its lease, kube-apiserver restarted and the scheduler
 // killed in the middle of a load. Every scenario ends with the invariants
-// checked against the API (test/integration/invariants: no device in two
+// checked against the API (internal/invariants: no device in two
 // claims, no counter overcommitted, reservations only for existing pods),
 // plus: claims are reserved only for bound pods, every pod that fits is
 // bound without waiting for the scheduler's periodic flush of

@@ -16,8 +16,8 @@ import (
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 
 	"github.com/drasched/drasched/internal/builder"
+	"github.com/drasched/drasched/internal/invariants"
 	"github.com/drasched/drasched/test/integration/framework"
-	"github.com/drasched/drasched/test/integration/invariants"
 )
 
 // blockLabel marks the pods the blocker plugin holds up.

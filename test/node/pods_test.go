@@ -25,12 +25,48 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/drasched/drasched/internal/builder"
+	"github.com/drasched/drasched/internal/invariants"
 	"github.com/drasched/drasched/pkg/driver/gpu/device"
 )
 
+// checkInvariants fails the test with every violation of invariants.Check
+// in the namespace, the checks the integration tests, the demo and the
+// benchmarks make: the bound pods' claims allocated on this node and
+// reserved for them, no claim held for a pod that is gone, no device in two
+// claims of any namespace, no counter of a GPU and its MIG devices
+// overcommitted.
+func (c *cluster) checkInvariants(t *testing.T, ctx context.Context, namespace string) {
+	t.Helper()
+	pods, err := c.client.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Errorf("check invariants: %v", err)
+		return
+	}
+	claims, err := c.client.ResourceV1().ResourceClaims("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Errorf("check invariants: %v", err)
+		return
+	}
+	resourceSlices, err := c.client.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Errorf("check invariants: %v", err)
+		return
+	}
+	nodes, err := c.client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Errorf("check invariants: %v", err)
+		return
+	}
+	for _, err := range invariants.Check(invariants.Cluster{Pods: pods.Items, Claims: claims.Items, Slices: resourceSlices.Items, Nodes: nodes.Items},
+		invariants.Options{Namespace: namespace, GonePods: true}) {
+		t.Errorf("invariant violated: %v", err)
+	}
+}
+
 // namespace creates a namespace for one test and deletes it when the test
 // ends, waiting until it is gone: its pods' claims are unprepared and
-// their devices free for the next test.
+// their devices free for the next test. Before it deletes the namespace it
+// checks the invariants (checkInvariants).
 func (c *cluster) namespace(t *testing.T, name string) string {
 	t.Helper()
 	_, ctx := ktesting.NewTestContext(t)
@@ -40,6 +76,7 @@ func (c *cluster) namespace(t *testing.T, name string) string {
 	}
 	t.Cleanup(func() {
 		ctx := context.WithoutCancel(ctx)
+		c.checkInvariants(t, ctx, name)
 		if t.Failed() {
 			c.dumpNamespace(t, ctx, name)
 		}

@@ -7,7 +7,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/drasched/drasched/test/integration/invariants"
+	"github.com/drasched/drasched/internal/invariants"
 )
 
 // VerifyAllocations fails the test with every violation of the invariants
@@ -56,5 +56,11 @@ func (env *Env) CheckAllocations(ctx context.Context) ([]string, error) {
 	if err != nil {
 		return nil, fmt.Errorf("list slices: %w", err)
 	}
-	return invariants.Check(env.Namespace, pods.Items, claims.Items, nodes.Items, slices.Items), nil
+	errs := invariants.Check(invariants.Cluster{Pods: pods.Items, Claims: claims.Items, Nodes: nodes.Items, Slices: slices.Items},
+		invariants.Options{Namespace: env.Namespace, GonePods: true})
+	problems := make([]string, len(errs))
+	for i, err := range errs {
+		problems[i] = err.Error()
+	}
+	return problems, nil
 }

@@ -1,4 +1,4 @@
-package kwokcluster
+package invariants
 
 import (
 	"strings"
@@ -8,10 +8,12 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2/ktesting"
 	"k8s.io/utils/ptr"
 
 	"github.com/drasched/drasched/internal/builder"
+	"github.com/drasched/drasched/internal/kwokcluster"
 	"github.com/drasched/drasched/pkg/driver/gpu"
 )
 
@@ -47,11 +49,11 @@ func sharedDevice(name string) resourceapi.Device {
 func a100Slices(t *testing.T, nodeName string) []resourceapi.ResourceSlice {
 	t.Helper()
 	_, ctx := ktesting.NewTestContext(t)
-	gpus, err := Discover(ctx, "../../config/inventory/a100-mig-8.yaml")
+	gpus, err := kwokcluster.Discover(ctx, "../../config/inventory/a100-mig-8.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	objs, err := NodeSlices(gpus, NodeObject(nodeName, "a100-mig-8.yaml", "test"))
+	objs, err := kwokcluster.NodeSlices(gpus, kwokcluster.NodeObject(nodeName, "a100-mig-8.yaml", "test"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,7 +79,9 @@ func migOf(t *testing.T, all []resourceapi.ResourceSlice, gpuName string) string
 	return ""
 }
 
-func TestVerify(t *testing.T) {
+// TestCheckCluster: the checks as an observer of a whole cluster runs them
+// after the fact (the demo, the benchmarks): with Options.Unpublished.
+func TestCheckCluster(t *testing.T) {
 	p1 := builder.MakePod("p1").UID("uid-p1").Claim("c", "c1").Node("n1").Obj()
 	p2 := builder.MakePod("p2").UID("uid-p2").Claim("c", "c2").Node("n1").Obj()
 	nodes := []corev1.Node{node("n1"), node("n2")}
@@ -104,7 +108,7 @@ func TestVerify(t *testing.T) {
 				*builder.MakeClaim("c1").Allocated("r", driver, "n1", "gpu-0").AllocatedOn("n1").ReservedFor(p1).Obj(),
 				*builder.MakeClaim("c2").Allocated("r", driver, "n1", "gpu-0").AllocatedOn("n1").ReservedFor(p2).Obj(),
 			},
-			wantErr: []string{"device gpu.drasched.dev/n1/gpu-0 is allocated to claims default/c1 and default/c2"},
+			wantErr: []string{"device gpu.drasched.dev/n1/gpu-0 is allocated to default/c1 (request r) and default/c2 (request r)"},
 		},
 		"device twice, claim without pod": {
 			claims: []resourceapi.ResourceClaim{
@@ -112,7 +116,7 @@ func TestVerify(t *testing.T) {
 				*builder.MakeClaim("c2").Allocated("r", driver, "n1", "gpu-1").AllocatedOn("n1").ReservedFor(p2).Obj(),
 				*builder.MakeClaim("orphan").Allocated("r", driver, "n1", "gpu-1").AllocatedOn("n1").Obj(),
 			},
-			wantErr: []string{"device gpu.drasched.dev/n1/gpu-1 is allocated to claims default/c2 and default/orphan"},
+			wantErr: []string{"device gpu.drasched.dev/n1/gpu-1 is allocated to default/c2 (request r) and default/orphan (request r)"},
 		},
 		"device of another node": {
 			claims: []resourceapi.ResourceClaim{
@@ -185,22 +189,33 @@ func TestVerify(t *testing.T) {
 				*builder.MakeClaim("c1").Allocated("r", driver, "n1", "gpu-0").AllocatedOn("n1").ReservedFor(p1).Obj(),
 				*builder.MakeClaim("c2").Allocated("r", driver, "n1", mig0).AllocatedOn("n1").ReservedFor(p2).Obj(),
 			},
-			wantErr: []string{"of counter set gpu-0"},
+			wantErr: []string{"of counter gpu-0-memory-slices/"},
 		},
 		"shared device within its capacity": {
 			slices: []resourceapi.ResourceSlice{shared},
 			claims: []resourceapi.ResourceClaim{
-				*builder.MakeClaim("c1").Allocated("r", driver, "n1", "nic-0").ConsumedCapacity("bandwidth", "4").AllocatedOn("n1").ReservedFor(p1).Obj(),
-				*builder.MakeClaim("c2").Allocated("r", driver, "n1", "nic-0").ConsumedCapacity("bandwidth", "6").AllocatedOn("n1").ReservedFor(p2).Obj(),
+				share(builder.MakeClaim("c1").Allocated("r", driver, "n1", "nic-0").ConsumedCapacity("bandwidth", "4").AllocatedOn("n1").ReservedFor(p1).Obj(), "a"),
+				share(builder.MakeClaim("c2").Allocated("r", driver, "n1", "nic-0").ConsumedCapacity("bandwidth", "6").AllocatedOn("n1").ReservedFor(p2).Obj(), "b"),
 			},
+		},
+		"shared device without shares": {
+			// The allocator gives every allocation of a device that allows
+			// multiple allocations a share ID; two without are two claims
+			// on one device.
+			slices: []resourceapi.ResourceSlice{shared},
+			claims: []resourceapi.ResourceClaim{
+				*builder.MakeClaim("c1").Allocated("r", driver, "n1", "nic-0").AllocatedOn("n1").ReservedFor(p1).Obj(),
+				*builder.MakeClaim("c2").Allocated("r", driver, "n1", "nic-0").AllocatedOn("n1").ReservedFor(p2).Obj(),
+			},
+			wantErr: []string{"device gpu.drasched.dev/n1/nic-0 is allocated to default/c1 (request r) and default/c2 (request r)"},
 		},
 		"shared device beyond its capacity": {
 			slices: []resourceapi.ResourceSlice{shared},
 			claims: []resourceapi.ResourceClaim{
-				*builder.MakeClaim("c1").Allocated("r", driver, "n1", "nic-0").ConsumedCapacity("bandwidth", "4").AllocatedOn("n1").ReservedFor(p1).Obj(),
-				*builder.MakeClaim("c2").Allocated("r", driver, "n1", "nic-0").ConsumedCapacity("bandwidth", "7").AllocatedOn("n1").ReservedFor(p2).Obj(),
+				share(builder.MakeClaim("c1").Allocated("r", driver, "n1", "nic-0").ConsumedCapacity("bandwidth", "4").AllocatedOn("n1").ReservedFor(p1).Obj(), "a"),
+				share(builder.MakeClaim("c2").Allocated("r", driver, "n1", "nic-0").ConsumedCapacity("bandwidth", "7").AllocatedOn("n1").ReservedFor(p2).Obj(), "b"),
 			},
-			wantErr: []string{"device gpu.drasched.dev/n1/nic-0: claims consume 11 of capacity bandwidth"},
+			wantErr: []string{"device gpu.drasched.dev/n1/nic-0: shares consume 11 of capacity bandwidth"},
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -211,7 +226,7 @@ func TestVerify(t *testing.T) {
 			if c.Slices == nil {
 				c.Slices = twoGPUs
 			}
-			errs := Verify(c)
+			errs := Check(c, Options{Unpublished: true})
 			if len(errs) != len(tc.wantErr) {
 				t.Fatalf("got %d errors %v, want %d: %q", len(errs), errs, len(tc.wantErr), tc.wantErr)
 			}
@@ -222,4 +237,11 @@ func TestVerify(t *testing.T) {
 			}
 		})
 	}
+}
+
+// share gives the claim's one device result a share ID, as the allocator
+// does on a device that allows multiple allocations.
+func share(claim *resourceapi.ResourceClaim, id string) resourceapi.ResourceClaim {
+	claim.Status.Allocation.Devices.Results[0].ShareID = ptr.To(types.UID(id))
+	return *claim
 }
