@@ -38,7 +38,11 @@
 //
 // Locking: Tracker.mutex guards the entries map and every transition of an
 // entry; calls into the SharedDRAManager happen under it only where they do
-// not call back (Signal, Remove, Get). AssumeClaimAfterAPICall delivers
-// events to the scheduler's handlers synchronously, so it is never called
-// with the mutex held. slicesMutex guards the cached slice list only.
+// not call back (Signal, Remove, Get). AssumeClaimAfterAPICall and
+// AssumedClaimRestore deliver events to the scheduler's handlers
+// synchronously, so they are never called with the mutex held. An
+// allocation leaves flight only after the claim cache's handlers, the
+// manager's count of allocated devices among them, have seen the claim
+// that holds it: the cache's store shows a claim before that (see
+// awaitClaimEvents; TestSettledOnlyOnceCounted). slicesMutex guards the cached slice list only.
 package tracker

@@ -488,6 +488,7 @@ func (t *Tracker) settle(ctx context.Context, key types.UID) (done, freed bool) 
 	// made of, so once it holds the outcome the entry is redundant.
 	if cached, ok := t.cached(target, need); ok {
 		logger.V(5).Info("Claim write settled by the claim cache", "claim", klog.KObj(target))
+		t.awaitClaimEvents()
 		t.drop(key)
 		return true, freedBy(cached)
 	}
@@ -530,6 +531,20 @@ func (t *Tracker) settle(ctx context.Context, key types.UID) (done, freed bool) 
 		return true, true
 	}
 	return false, false
+}
+
+// awaitClaimEvents returns once the claim cache has delivered to its
+// handlers every event it took in before the call. The cache's store shows
+// a new claim version before its handlers see it, and one of them is the
+// DRA manager's count of allocated devices: an allocation that left flight
+// as soon as Get showed its claim would, until that handler ran, be counted
+// nowhere, and another pod could be given its devices. Every call of the
+// assume cache that may change it delivers the pending events, waiting for
+// a delivery in progress, before it returns (what AssumeClaimAfterAPICall
+// does for Written); restoring a claim that cannot exist changes nothing.
+// Never call it with t.mutex held: the handlers may call the tracker.
+func (t *Tracker) awaitClaimEvents() {
+	t.claims.AssumedClaimRestore("", PlaceholderName)
 }
 
 // drop removes an entry if it is still there.

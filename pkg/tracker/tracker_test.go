@@ -20,6 +20,8 @@ import (
 	"k8s.io/dynamic-resource-allocation/structured"
 	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/ktesting"
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/util/assumecache"
 	"k8s.io/utils/ptr"
 
 	"github.com/drasched/drasched/internal/builder"
@@ -40,6 +42,10 @@ type testEnv struct {
 	client    *fake.Clientset
 	tracker   *tracker.Tracker
 	activated atomic.Int32
+	// manager and claimCache are the DRA manager under the tracker and
+	// its claim cache.
+	manager    fwk.SharedDRAManager
+	claimCache *assumecache.AssumeCache
 }
 
 // setup starts a tracker on a fresh fake clientset holding the claims and
@@ -53,10 +59,11 @@ func setup(t *testing.T, grace time.Duration, claims ...*resourceapi.ResourceCla
 		env.create(t, claim)
 	}
 	factory := informers.NewSharedInformerFactory(env.client, 0)
-	manager, err := trackertest.NewManager(ctx, env.client, factory)
+	manager, claimCache, err := trackertest.NewManagerWithCache(ctx, env.client, factory)
 	if err != nil {
 		t.Fatal(err)
 	}
+	env.manager, env.claimCache = manager, claimCache
 	env.tracker, err = tracker.New(ctx, tracker.Options{
 		Manager:      manager,
 		Client:       env.client,
@@ -419,6 +426,69 @@ func TestWriteUnknown(t *testing.T) {
 				t.Errorf("pods activated: %v, want %v", got, tc.wantActivate)
 			}
 		})
+	}
+}
+
+// TestSettledOnlyOnceCounted: the claim cache's store shows a written claim
+// before its handlers, the DRA manager's count of allocated devices among
+// them, have seen it. The test holds the delivery of the cache's events
+// open (a handler of its own blocks on an event of another claim, delivered
+// by a test goroutine, so that the informer's delivery of the written claim
+// waits behind it) and checks that the write's devices stay counted while
+// the store already shows the claim: the tracker must not let the
+// allocation leave flight before the count has it. Before the tracker waited
+// for the delivery, the devices were counted nowhere in that window, and
+// TestWriteUnknown/landed failed now and then under the race detector.
+func TestSettledOnlyOnceCounted(t *testing.T) {
+	env := setup(t, time.Hour, claim("a"), claim("b"))
+	tr := env.tracker
+	held, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	env.claimCache.AddEventHandler(cache.ResourceEventHandlerFuncs{UpdateFunc: func(_, obj any) {
+		if c, ok := obj.(*resourceapi.ResourceClaim); ok && c.Name == "b" && c.Labels["hold"] == "true" {
+			once.Do(func() { close(held) })
+			<-release
+		}
+	}})
+	t.Cleanup(func() {
+		select {
+		case <-release:
+		default:
+			close(release)
+		}
+	})
+
+	base := env.get(t, "a")
+	a := withAllocation(base, allocation("gpu-0"))
+	if err := tr.Reserve(a); err != nil {
+		t.Fatal(err)
+	}
+	// Another claim's event, delivered by this goroutine: the handler
+	// holds the delivery.
+	b := env.get(t, "b")
+	b.Labels = map[string]string{"hold": "true"}
+	go func() { _ = env.manager.ResourceClaims().AssumeClaimAfterAPICall(b) }()
+	<-held
+
+	written := env.writeStatus(t, a)
+	tr.WriteUnknown(env.ctx, a.UID, base)
+	env.eventually(t, "the store shows the written claim", func() bool {
+		c, err := tr.Claim(namespace, "a")
+		return err == nil && c.ResourceVersion == written.ResourceVersion
+	})
+	// The worker settles an unknown write from the cache within its first
+	// retries (20 ms and up); look for well beyond that.
+	for range 50 {
+		if got := env.allocated(t); !got.Equal(ids("gpu-0")) {
+			t.Fatalf("the store shows the written claim, its event is not delivered: allocated %v, want gpu-0", got)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+
+	close(release)
+	env.eventually(t, "the write settled", func() bool { return len(tr.InFlight()) == 0 })
+	if got := env.allocated(t); !got.Equal(ids("gpu-0")) {
+		t.Fatalf("after the write settled: allocated %v, want gpu-0", got)
 	}
 }
 

@@ -37,6 +37,14 @@ import (
 // and a ResourceSlice tracker (without DeviceTaintRules). Call it before
 // starting the factory.
 func NewManager(ctx context.Context, client kubernetes.Interface, factory informers.SharedInformerFactory) (fwk.SharedDRAManager, error) {
+	manager, _, err := NewManagerWithCache(ctx, client, factory)
+	return manager, err
+}
+
+// NewManagerWithCache is NewManager that also returns the manager's claim
+// cache, for tests that hold the delivery of its events with a handler of
+// their own.
+func NewManagerWithCache(ctx context.Context, client kubernetes.Interface, factory informers.SharedInformerFactory) (fwk.SharedDRAManager, *assumecache.AssumeCache, error) {
 	resource := factory.Resource().V1()
 	claims := assumecache.NewAssumeCache(klog.FromContext(ctx), resource.ResourceClaims().Informer(), "ResourceClaim", "", nil)
 	slices, err := resourceslicetracker.StartTracker(ctx, resourceslicetracker.Options{
@@ -44,11 +52,11 @@ func NewManager(ctx context.Context, client kubernetes.Interface, factory inform
 		KubeClient:    client,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("start ResourceSlice tracker: %w", err)
+		return nil, nil, fmt.Errorf("start ResourceSlice tracker: %w", err)
 	}
 	// The class lister must exist before the factory starts.
 	resource.DeviceClasses().Informer()
-	return dynamicresources.NewDRAManager(ctx, claims, slices, factory), nil
+	return dynamicresources.NewDRAManager(ctx, claims, slices, factory), claims, nil
 }
 
 // VersionedClientset returns a fake clientset that names, identifies and
