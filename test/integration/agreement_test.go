@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -72,13 +73,7 @@ spec:
 	}
 	createJob := func(name string) {
 		env.CreatePod(env.MakePod(name).ClaimFromTemplate("gpus", "two"))
-		env.WaitFor(framework.Timeout, "the claim controller creates "+name+"'s claim", func(ctx context.Context) (bool, string, error) {
-			pod, err := env.Client.CoreV1().Pods(env.Namespace).Get(ctx, name, metav1.GetOptions{})
-			if err != nil {
-				return false, "", err
-			}
-			return len(pod.Status.ResourceClaimStatuses) == 1, "no claim yet", nil
-		})
+		env.WaitForPod(name, "given its claim by the claim controller", func(p *v1.Pod) bool { return len(p.Status.ResourceClaimStatuses) == 1 })
 	}
 	createJob("job-0")
 
