@@ -187,7 +187,7 @@ test-faults: ## Run the fault-injection scenarios: lost write answers, late watc
 .PHONY: test-race
 test-race: ## Run the tests of concurrent code paths with the race detector.
 	$(GO) test -race -run 'TestConcurrentNodes|TestCacheReuse|TestExplain|TestReadMostlyMap' ./pkg/allocator
-	$(GO) test -race ./pkg/tracker/... ./pkg/plugins/dra ./pkg/leaderfence
+	$(GO) test -race ./pkg/tracker/... ./pkg/plugins/dra ./pkg/plugins/drapreemption ./pkg/leaderfence
 
 .PHONY: conformance
 conformance: ## Run upstream's allocator suite against pkg/allocator (UPSTREAM=1 adds upstream's variants) and upstream's DRA integration suite against StructuredDRA.

@@ -38,6 +38,7 @@ import (
 	"github.com/drasched/drasched/apis/config/validation"
 	"github.com/drasched/drasched/internal/manifest"
 	"github.com/drasched/drasched/pkg/plugins/dra"
+	"github.com/drasched/drasched/pkg/plugins/drapreemption"
 )
 
 const (
@@ -265,7 +266,7 @@ profiles:
 `))
 	profiles := append(ours.Profiles, reference.Profiles...)
 
-	registry := frameworkruntime.Registry{pluginName: dra.New, dra.PreemptionName: dra.NewPreemption}
+	registry := frameworkruntime.Registry{pluginName: dra.New, drapreemption.Name: drapreemption.New}
 	client := fake.NewClientset()
 	broadcaster := events.NewBroadcaster(&events.EventSinkImpl{Interface: client.EventsV1()})
 	sched, err := scheduler.New(ctx, client, informers.NewSharedInformerFactory(client, 0), nil,
@@ -292,7 +293,7 @@ profiles:
 			case names.DynamicResources:
 				renamedPlugins[i].Name = pluginName
 			case names.DefaultPreemption:
-				renamedPlugins[i].Name = dra.PreemptionName
+				renamedPlugins[i].Name = drapreemption.Name
 			}
 		}
 		if notImplemented[point] {
@@ -321,7 +322,7 @@ profiles:
 			case i < inTree && j > structured:
 				t.Errorf("%s: %s runs before DynamicResources by default but after %s", point, p.Name, pluginName)
 			case i > inTree && p.Name == names.DefaultPreemption && j < structured:
-				t.Errorf("%s: DefaultPreemption runs after DynamicResources by default but %s before %s", point, dra.PreemptionName, pluginName)
+				t.Errorf("%s: DefaultPreemption runs after DynamicResources by default but %s before %s", point, drapreemption.Name, pluginName)
 			}
 		}
 	}

@@ -24,6 +24,7 @@ import (
 	"github.com/drasched/drasched/apis/config"
 	_ "github.com/drasched/drasched/apis/config/scheme"
 	"github.com/drasched/drasched/bench/internal/results"
+	draplugins "github.com/drasched/drasched/pkg/plugins"
 	"github.com/drasched/drasched/pkg/plugins/dra"
 )
 
@@ -81,11 +82,11 @@ func TestSchedulerConfig(t *testing.T) {
 		t.Errorf("StructuredDRA not enabled: %v", enabled)
 	}
 	// Every plugin of the profile must be one that scheduler_perf can
-	// build: kube-scheduler's or one of dra.Registry.
-	inTree, ours := plugins.NewInTreeRegistry(), dra.Registry(dra.ProcessOptions{})
+	// build: kube-scheduler's or one of plugins.Registry.
+	inTree, ours := plugins.NewInTreeRegistry(), draplugins.Registry(dra.ProcessOptions{})
 	for _, name := range names(profile.Plugins.MultiPoint.Enabled) {
 		if _, ok := inTree[name]; !ok && ours[name] == nil {
-			t.Errorf("plugin %s of the shipped profile is neither in-tree nor in dra.Registry", name)
+			t.Errorf("plugin %s of the shipped profile is neither in-tree nor in drasched's plugins.Registry", name)
 		}
 	}
 	if disabled := names(profile.Plugins.MultiPoint.Disabled); !slices.Contains(disabled, "DynamicResources") {

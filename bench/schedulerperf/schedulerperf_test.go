@@ -25,6 +25,7 @@ import (
 
 	_ "github.com/drasched/drasched/apis/config/scheme" // StructuredDRAArgs in the scheduler configuration
 	"github.com/drasched/drasched/bench/internal/results"
+	draplugins "github.com/drasched/drasched/pkg/plugins"
 	"github.com/drasched/drasched/pkg/plugins/dra"
 )
 
@@ -102,7 +103,7 @@ func BenchmarkSchedulerPerf(b *testing.B) {
 	// The generated configurations select their workloads; labels are
 	// gone, so no label filter may apply.
 	perf.PerfSchedulingLabelFilter = ""
-	registry := dra.Registry(dra.ProcessOptions{})
+	registry := draplugins.Registry(dra.ProcessOptions{})
 
 	plan := Plan(Select(Cases, opts), opts.Runs)
 	if len(plan) == 0 {

@@ -32,7 +32,9 @@ import (
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 
 	"github.com/drasched/drasched/pkg/leaderfence"
+	draplugins "github.com/drasched/drasched/pkg/plugins"
 	"github.com/drasched/drasched/pkg/plugins/dra"
+	"github.com/drasched/drasched/pkg/plugins/drapreemption"
 	"github.com/drasched/drasched/pkg/version"
 )
 
@@ -49,7 +51,7 @@ func newCommand(extra ...app.Option) *cobra.Command {
 	opts := options.NewOptions()
 	fence := leaderfence.New(leaderfence.DefaultMargin)
 	var registry []app.Option
-	for name, factory := range dra.Registry(dra.ProcessOptions{Fence: fence}) {
+	for name, factory := range draplugins.Registry(dra.ProcessOptions{Fence: fence}) {
 		registry = append(registry, app.WithPlugin(name, factory))
 	}
 	registry = append(registry, extra...)
@@ -254,9 +256,9 @@ func checkProfiles(cfg *schedconfig.KubeSchedulerConfiguration) error {
 		errs = append(errs, fmt.Errorf("no profile enables %s; pods with resource claims would be scheduled by the in-tree plugin or not at all", dra.Name))
 	}
 	for _, profile := range cfg.Profiles {
-		if profile.Plugins != nil && enabled(profile.Plugins, dra.PreemptionName) && enabled(profile.Plugins, names.DefaultPreemption) {
+		if profile.Plugins != nil && enabled(profile.Plugins, drapreemption.Name) && enabled(profile.Plugins, names.DefaultPreemption) {
 			errs = append(errs, fmt.Errorf("profile %q enables both %s and %s, which would preempt twice; disable %s",
-				profile.SchedulerName, dra.PreemptionName, names.DefaultPreemption, names.DefaultPreemption))
+				profile.SchedulerName, drapreemption.Name, names.DefaultPreemption, names.DefaultPreemption))
 		}
 	}
 	for _, name := range inTree {

@@ -18,6 +18,7 @@ import (
 	"k8s.io/kubernetes/pkg/features"
 	"k8s.io/kubernetes/pkg/scheduler"
 
+	draplugins "github.com/drasched/drasched/pkg/plugins"
 	"github.com/drasched/drasched/pkg/plugins/dra"
 )
 
@@ -225,7 +226,7 @@ func TestUnboundedFilterWarning(t *testing.T) {
 			if _, err := scheduler.New(ctx, client, scheduler.NewInformerFactory(client, 0, nil), nil,
 				func(string) events.EventRecorderLogger { return events.NewFakeRecorder(100) },
 				scheduler.WithProfiles(cfg.Profiles...),
-				scheduler.WithFrameworkOutOfTreeRegistry(dra.Registry(dra.ProcessOptions{})),
+				scheduler.WithFrameworkOutOfTreeRegistry(draplugins.Registry(dra.ProcessOptions{})),
 			); err != nil {
 				t.Fatal(err)
 			}

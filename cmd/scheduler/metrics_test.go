@@ -18,6 +18,7 @@ import (
 	"k8s.io/kubernetes/cmd/kube-scheduler/app/options"
 	"k8s.io/kubernetes/pkg/scheduler"
 
+	draplugins "github.com/drasched/drasched/pkg/plugins"
 	"github.com/drasched/drasched/pkg/plugins/dra"
 )
 
@@ -38,7 +39,7 @@ var buildScheduler = sync.OnceValue(func() error {
 	_, err = scheduler.New(ctx, client, factory, nil,
 		func(string) events.EventRecorderLogger { return events.NewFakeRecorder(100) },
 		scheduler.WithProfiles(cfg.Profiles...),
-		scheduler.WithFrameworkOutOfTreeRegistry(dra.Registry(dra.ProcessOptions{})),
+		scheduler.WithFrameworkOutOfTreeRegistry(draplugins.Registry(dra.ProcessOptions{})),
 	)
 	return err
 })

@@ -12,8 +12,9 @@
 // that the change can help, Score can also rank by device usage,
 // allocation state comes from pkg/tracker, pods whose claims come from one
 // template can be batched (sign.go), and preemption can evict pods for
-// their devices: the StructuredDRAPreemption plugin, with claim nomination
-// (nomination.go).
+// their devices: the StructuredDRAPreemption plugin (pkg/plugins/drapreemption),
+// with claim nomination (nomination.go), which it reaches through
+// Nominator.
 //
 // A claim's selectors can be valid and still slow to evaluate, and each
 // place that evaluates them in the scheduler's path has a bound: Filter
@@ -23,7 +24,7 @@
 // decide.
 //
 // Files:
-//   - plugin.go: Plugin, New, Registry, the tracker and allocator cache
+//   - plugin.go: Plugin, New, Factory, the tracker and allocator cache
 //     shared by all profiles of the process;
 //   - state.go: the cycle state, per-node filter results and the status
 //     helpers;
@@ -40,10 +41,10 @@
 //     preemption's dry runs and pod-group preemption's simulation;
 //   - nomination.go: claim nomination, what a preemptor holds while its
 //     victims go, for whom, and until when;
-//   - structureddrapreemption.go: the StructuredDRAPreemption plugin,
-//     upstream's DefaultPreemption with claim nomination, bounded waits,
-//     pod-group preemption for devices, and a message that says which
-//     devices the victims free;
+//   - preemption.go: Nominator, what the StructuredDRAPreemption plugin of
+//     the profile calls: nominations from its dry runs, the waits for
+//     victims, and the message that says which devices the victims free;
+//     simulation.go: pod-group preemption's simulation;
 //   - compact.go: the ResourceSlice informer's transform, which keeps the
 //     scheduler's copies smaller;
 //   - metrics.go: the plugin's metrics and the observation of upstream's
@@ -165,22 +166,10 @@ type ProcessOptions struct {
 }
 
 // Factory returns the plugin factory with process options, for
-// cmd/scheduler.
+// cmd/scheduler (through plugins.Registry).
 func Factory(opts ProcessOptions) frameworkruntime.PluginFactory {
 	return func(ctx context.Context, obj runtime.Object, fh fwk.Handle) (fwk.Plugin, error) {
 		return newPlugin(ctx, obj, fh, opts)
-	}
-}
-
-// Registry is the plugins that drasched adds to kube-scheduler's, by name:
-// StructuredDRA with the process options, and StructuredDRAPreemption. It
-// is the one list of them: cmd/scheduler registers it, and the tests and
-// benchmarks that build a scheduler of the shipped profile use it, so a
-// plugin the profile enables is never missing there.
-func Registry(opts ProcessOptions) frameworkruntime.Registry {
-	return frameworkruntime.Registry{
-		Name:           Factory(opts),
-		PreemptionName: NewPreemption,
 	}
 }
 

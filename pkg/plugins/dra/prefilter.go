@@ -187,7 +187,7 @@ func (pl *Plugin) PreFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod,
 		s.allocator = a
 		// In pod-group preemption's simulation, the candidate victims
 		// are off the snapshot, and their claims free their devices
-		// (structureddrapreemption.go).
+		// (simulation.go).
 		if sim := simulationOf(ctx); sim != nil {
 			s.dryRun = sim.dryRun(pl)
 		}

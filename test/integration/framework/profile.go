@@ -14,6 +14,7 @@ import (
 
 	draschedconfig "github.com/drasched/drasched/apis/config"
 	_ "github.com/drasched/drasched/apis/config/scheme" // StructuredDRAArgs
+	draplugins "github.com/drasched/drasched/pkg/plugins"
 	"github.com/drasched/drasched/pkg/plugins/dra"
 )
 
@@ -39,7 +40,7 @@ func DraschedConfiguration() (*config.KubeSchedulerConfiguration, frameworkrunti
 		return nil, nil, fmt.Errorf("the shipped scheduler configuration must have exactly the profile %s", SchedulerName)
 	}
 	cfg.LeaderElection.LeaderElect = false
-	return &cfg, dra.Registry(dra.ProcessOptions{}), nil
+	return &cfg, draplugins.Registry(dra.ProcessOptions{}), nil
 }
 
 // RepoFile is the path of a file of the repository, such as

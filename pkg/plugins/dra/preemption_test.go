@@ -1,61 +1,14 @@
 package dra
 
 import (
-	"strings"
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/klog/v2/ktesting"
-	schedconfig "k8s.io/kubernetes/pkg/scheduler/apis/config"
 
-	"github.com/drasched/drasched/apis/config"
 	"github.com/drasched/drasched/internal/builder"
 )
-
-// NewPreemption takes DefaultPreemptionArgs, or none (DefaultPreemption's
-// defaults), and refuses other args and invalid values with a message
-// that names the plugin.
-func TestNewPreemption(t *testing.T) {
-	env := newPluginEnv(t, nil)
-	_, ctx := ktesting.NewTestContext(t)
-	for name, tc := range map[string]struct {
-		args    *schedconfig.DefaultPreemptionArgs
-		other   bool
-		wantErr string
-	}{
-		"defaults":   {},
-		"args":       {args: &schedconfig.DefaultPreemptionArgs{MinCandidateNodesPercentage: 20, MinCandidateNodesAbsolute: 50}},
-		"bad values": {args: &schedconfig.DefaultPreemptionArgs{MinCandidateNodesPercentage: 200, MinCandidateNodesAbsolute: 50}, wantErr: "minCandidateNodesPercentage"},
-		"other args": {other: true, wantErr: "want DefaultPreemptionArgs"},
-	} {
-		t.Run(name, func(t *testing.T) {
-			var p interface{ Name() string }
-			var err error
-			switch {
-			case tc.other:
-				p, err = NewPreemption(ctx, &config.StructuredDRAArgs{}, env.plugin.fh)
-			case tc.args != nil:
-				p, err = NewPreemption(ctx, tc.args, env.plugin.fh)
-			default:
-				p, err = NewPreemption(ctx, nil, env.plugin.fh)
-			}
-			if tc.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.wantErr) || !strings.Contains(err.Error(), PreemptionName) {
-					t.Fatalf("error %v, want one naming %s and containing %q", err, PreemptionName, tc.wantErr)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if p.Name() != PreemptionName {
-				t.Errorf("name %q, want %q", p.Name(), PreemptionName)
-			}
-		})
-	}
-}
 
 // freedForPreemptor counts, per request, the devices of the preemptor's
 // fit on the node that its victims' claims held or that share counters

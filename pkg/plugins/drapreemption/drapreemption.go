@@ -1,0 +1,281 @@
+// Package drapreemption is the StructuredDRAPreemption scheduler plugin:
+// upstream's DefaultPreemption with claim nomination. It owns the
+// preemption side (the evaluator's hooks, the bound on waiting for pods
+// stuck terminating, pod-group preemption) and asks the StructuredDRA
+// plugin of its profile, through dra.Nominator, for what only that plugin
+// knows: the devices a dry run found, the nominations in its tracker, and
+// the simulation's view of the victims' claims. The dry runs themselves
+// are StructuredDRA's PreFilterExtensions, which the framework calls on
+// every plugin of the profile.
+package drapreemption
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	policy "k8s.io/api/policy/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
+	"k8s.io/klog/v2"
+	configv1 "k8s.io/kube-scheduler/config/v1"
+	fwk "k8s.io/kube-scheduler/framework"
+	schedconfig "k8s.io/kubernetes/pkg/scheduler/apis/config"
+	schedconfigv1 "k8s.io/kubernetes/pkg/scheduler/apis/config/v1"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/defaultpreemption"
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/feature"
+	"k8s.io/kubernetes/pkg/scheduler/framework/preemption"
+
+	draschedv1 "github.com/drasched/drasched/apis/config/v1"
+	"github.com/drasched/drasched/pkg/plugins/dra"
+)
+
+// Name is the name in profiles of the plugin that runs in place of
+// DefaultPreemption.
+const Name = "StructuredDRAPreemption"
+
+// Preemption is upstream's DefaultPreemption (the same evaluator, executor,
+// victim order, PodDisruptionBudget handling, PreEnqueue gate and events)
+// with claim nomination for the StructuredDRA plugin of the same profile,
+// through its dra.Nominator:
+//
+//   - each dry run knows the node it is for, and what the pod gets there
+//     once the victims are gone is kept per node (SelectVictimsOnNode);
+//   - PostFilter: a nominee whose victims' claims are still being freed
+//     waits for them instead of preempting again; when DefaultPreemption
+//     nominates the pod, the dry run's allocation on that node becomes its
+//     claim nomination, and the message says what the victims free for it
+//     ("preempting 4 victims to free 4 devices of request gpus");
+//   - upstream's wait for the pods it preempted to terminate on the
+//     nominated node ends once they are stuck (PodEligibleToPreemptOthers);
+//   - PodGroupPostFilter: pod-group preemption's simulation sees the
+//     devices of the victims it removed as free, and the group's pods get
+//     nominations that are held as one.
+//
+// The plugin also works without StructuredDRA in the profile: then it is
+// DefaultPreemption.
+type Preemption struct {
+	*defaultpreemption.DefaultPreemption
+	fh fwk.Handle
+}
+
+var (
+	_ fwk.PostFilterPlugin         = &Preemption{}
+	_ fwk.PodGroupPostFilterPlugin = &Preemption{}
+	_ fwk.PreEnqueuePlugin         = &Preemption{}
+	_ fwk.EnqueueExtensions        = &Preemption{}
+	_ preemption.Interface         = &preemptionHooks{}
+)
+
+// New builds the plugin from DefaultPreemptionArgs (the profile
+// may give them under this plugin's name), or with DefaultPreemption's
+// defaults when the profile gives none: kube-scheduler defaults the args of
+// in-tree plugins only.
+func New(ctx context.Context, obj runtime.Object, fh fwk.Handle) (fwk.Plugin, error) {
+	if obj == nil {
+		defaults := &configv1.DefaultPreemptionArgs{}
+		scheme := schedconfigv1.GetPluginArgConversionScheme()
+		scheme.Default(defaults)
+		args := &schedconfig.DefaultPreemptionArgs{}
+		if err := scheme.Convert(defaults, args, nil); err != nil {
+			return nil, fmt.Errorf("default DefaultPreemptionArgs: %w", err)
+		}
+		obj = args
+	}
+	if _, ok := obj.(*schedconfig.DefaultPreemptionArgs); !ok {
+		return nil, fmt.Errorf("plugin %s: got args of type %T, want DefaultPreemptionArgs", Name, obj)
+	}
+	dp, err := defaultpreemption.New(ctx, obj, fh, feature.NewSchedulerFeaturesFromGates(utilfeature.DefaultFeatureGate))
+	if err != nil {
+		return nil, fmt.Errorf("plugin %s: %w", Name, err)
+	}
+	// The evaluator calls these through its Interface, which
+	// defaultpreemption.New leaves open to change.
+	dp.Evaluator.Interface = &preemptionHooks{DefaultPreemption: dp, fh: fh}
+	return &Preemption{DefaultPreemption: dp, fh: fh}, nil
+}
+
+// Name returns the plugin's name.
+func (p *Preemption) Name() string { return Name }
+
+// PostFilter lets a nominee wait for its victims, or runs DefaultPreemption
+// and turns its nomination into a claim nomination.
+func (p *Preemption) PostFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, m fwk.NodeToStatusReader) (*fwk.PostFilterResult, *fwk.Status) {
+	pl := dra.NominatorOf(p.fh)
+	if pl == nil {
+		return p.DefaultPreemption.PostFilter(ctx, cs, pod, m)
+	}
+	if node, msg := pl.NominationWait(ctx, cs, pod); node != "" {
+		// The result repeats the nomination: with none, the scheduler
+		// nominates the pod anew from its informer copy, which may not
+		// show the nomination yet (preemption sets it asynchronously),
+		// and the pod would lose it.
+		return framework.NewPostFilterResultWithNominatedNode(node), fwk.NewStatus(fwk.Unschedulable, "preemption: "+msg)
+	}
+	result, status := p.DefaultPreemption.PostFilter(ctx, cs, pod, m)
+	if !status.IsSuccess() || result == nil || result.NominatingInfo == nil || result.NominatedNodeName == "" {
+		return result, status
+	}
+	if freed := pl.Nominate(ctx, cs, pod, result.NominatedNodeName); freed != "" {
+		return result, fwk.NewStatus(fwk.Success, status.Message()+" to free "+freed)
+	}
+	return result, status
+}
+
+// PodGroupPostFilter runs pod-group preemption with a simulation that sees
+// the devices of the victims it removes as free, and turns its nominations
+// into claim nominations held as one; a group whose victims' claims are
+// still being freed waits for them instead.
+func (p *Preemption) PodGroupPostFilter(ctx context.Context, state fwk.PodGroupCycleState, group fwk.PodGroupInfo, pgSchedulingFunc fwk.PodGroupSchedulingFunc) (*fwk.PodGroupPostFilterResult, *fwk.Status) {
+	pl := dra.NominatorOf(p.fh)
+	if pl == nil {
+		return p.DefaultPreemption.PodGroupPostFilter(ctx, state, group, pgSchedulingFunc)
+	}
+	if infos, msg := pl.GroupNominationWait(ctx, state, group); infos != nil {
+		// As upstream answers for a preemption still under way: the
+		// pods keep their nominations and come back when it is done.
+		return &fwk.PodGroupPostFilterResult{NominatingInfos: infos}, fwk.NewStatus(fwk.Success, "pod group preemption: "+msg)
+	}
+	group = withoutStuckNominations(p.fh, pl.NominationMargin(), group)
+	sim := pl.NewSimulation()
+	var assignments []fwk.ProposedAssignment
+	simulate := func(ctx context.Context) (*fwk.PodGroupAssignments, *fwk.Status) {
+		result, status := pgSchedulingFunc(sim.Context(ctx))
+		if result != nil {
+			assignments = result.ProposedAssignments
+		}
+		return result, status
+	}
+	result, status := p.DefaultPreemption.PodGroupPostFilter(ctx, state, group, simulate)
+	if !status.IsSuccess() || result == nil {
+		return result, status
+	}
+	key := ""
+	if pg := group.GetPodGroup(); pg != nil {
+		key = pg.Namespace + "/" + pg.Name
+	}
+	pl.NominateGroup(ctx, key, assignments, result.NominatingInfos)
+	return result, status
+}
+
+// preemptionHooks are the evaluator's calls that claim nomination needs to
+// see, around DefaultPreemption's own.
+type preemptionHooks struct {
+	*defaultpreemption.DefaultPreemption
+	fh fwk.Handle
+}
+
+// SelectVictimsOnNode names the node in the dry run's state, so that the
+// StructuredDRA plugin keeps what the pod gets on the node with the
+// victims chosen.
+func (h *preemptionHooks) SelectVictimsOnNode(ctx context.Context, cs fwk.CycleState, preemptor *v1.Pod, nodeInfo fwk.NodeInfo, allPossibleVictims []*preemption.DomainVictim, pdbs []*policy.PodDisruptionBudget) ([]*v1.Pod, int, *fwk.Status) {
+	var done func([]*v1.Pod)
+	if pl := dra.NominatorOf(h.fh); pl != nil {
+		done = pl.BeginDryRun(cs, nodeInfo.Node().Name)
+	}
+	victims, violations, status := h.DefaultPreemption.SelectVictimsOnNode(ctx, cs, preemptor, nodeInfo, allPossibleVictims, pdbs)
+	if done != nil && status.IsSuccess() {
+		done(victims)
+	}
+	return victims, violations, status
+}
+
+// PodEligibleToPreemptOthers is DefaultPreemption's, with a bound: it does
+// not let a pod preempt while a pod it preempted is still terminating on
+// its nominated node, and a pod stuck there (a kubelet that is gone, a
+// finalizer) would keep it from preempting forever. Once every such pod
+// has been terminating for longer than its grace period and the
+// nomination margin, the pod may preempt again; until then the message
+// says until when it waits.
+func (h *preemptionHooks) PodEligibleToPreemptOthers(ctx context.Context, pod *v1.Pod, nominatedNodeStatus *fwk.Status) (bool, string) {
+	ok, msg := h.DefaultPreemption.PodEligibleToPreemptOthers(ctx, pod, nominatedNodeStatus)
+	node := pod.Status.NominatedNodeName
+	if ok || node == "" || pod.Spec.PreemptionPolicy != nil && *pod.Spec.PreemptionPolicy == v1.PreemptNever {
+		return ok, msg
+	}
+	until := preemptedUntil(h.fh, margin(h.fh), node)
+	if until.IsZero() {
+		return ok, msg
+	}
+	if time.Now().After(until) {
+		klog.FromContext(ctx).V(4).Info("Pods preempted for the pod are stuck terminating on its nominated node; it may preempt again", "pod", klog.KObj(pod), "node", node)
+		return true, ""
+	}
+	return false, fmt.Sprintf("%s It waits until %s at the latest.", msg, until.UTC().Format(time.RFC3339))
+}
+
+// preemptedUntil returns how long the pods that preemption evicted on the
+// node may still take to terminate: the latest end of their grace period
+// plus the nomination margin; zero if none is terminating there. Once it
+// has passed, all of them are stuck.
+func preemptedUntil(fh fwk.Handle, margin time.Duration, node string) time.Time {
+	nodeInfo, err := fh.SnapshotSharedLister().NodeInfos().Get(node)
+	if err != nil || nodeInfo == nil {
+		return time.Time{}
+	}
+	var until time.Time
+	for _, p := range nodeInfo.GetPods() {
+		victim := p.GetPod()
+		if preemption.PodTerminatingByPreemption(victim) {
+			until = latest(until, victim.DeletionTimestamp.Add(margin))
+		}
+	}
+	return until
+}
+
+// withoutStuckNominations returns the group with its pods' nominations
+// cleared where every pod preempted on the nominated node is stuck: upstream's
+// pod-group preemption does not preempt while such a pod terminates there,
+// without a bound (its isOngoingPreemption). A group none of whose pods is
+// affected is returned as it is.
+func withoutStuckNominations(fh fwk.Handle, margin time.Duration, group fwk.PodGroupInfo) fwk.PodGroupInfo {
+	pods := group.GetUnscheduledPods()
+	var out []*v1.Pod
+	now := time.Now()
+	for i, pod := range pods {
+		node := pod.Status.NominatedNodeName
+		if node == "" {
+			continue
+		}
+		if until := preemptedUntil(fh, margin, node); until.IsZero() || now.Before(until) {
+			continue
+		}
+		if out == nil {
+			out = slices.Clone(pods)
+		}
+		cleared := pod.DeepCopy()
+		cleared.Status.NominatedNodeName = ""
+		out[i] = cleared
+	}
+	if out == nil {
+		return group
+	}
+	return groupWithPods{PodGroupInfo: group, pods: out}
+}
+
+// groupWithPods is a pod group whose unscheduled pods are the given ones.
+type groupWithPods struct {
+	fwk.PodGroupInfo
+	pods []*v1.Pod
+}
+
+func (g groupWithPods) GetUnscheduledPods() []*v1.Pod { return g.pods }
+
+func latest(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
+
+// margin is the nomination margin of the profile's StructuredDRA plugin;
+// the default if the profile does not run it.
+func margin(fh fwk.Handle) time.Duration {
+	if pl := dra.NominatorOf(fh); pl != nil {
+		return pl.NominationMargin()
+	}
+	return draschedv1.DefaultNominationMargin
+}
