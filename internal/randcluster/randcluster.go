@@ -27,7 +27,6 @@ import (
 	"github.com/drasched/drasched/pkg/core"
 	"github.com/drasched/drasched/pkg/driver/gpu"
 	"github.com/drasched/drasched/pkg/driver/gpu/device"
-	"github.com/drasched/drasched/pkg/tracker"
 )
 
 // Options shape a cluster.
@@ -346,7 +345,7 @@ func (g *gen) fabric() {
 func (g *gen) claims() error {
 	ctx := context.Background()
 	features := core.DefaultFeatures()
-	state := tracker.NewAllocatedState()
+	state := core.NewAllocatedState()
 	cache := allocator.NewCache(0)
 	for i := range g.opts.Claims {
 		claim := g.claim(i)
@@ -366,7 +365,7 @@ func (g *gen) claims() error {
 			}
 			if results != nil {
 				claim.Status.Allocation = &results[0]
-				tracker.AddAllocation(&state, claim.Status.Allocation, features.ConsumableCapacity)
+				core.AddAllocation(&state, claim.Status.Allocation, features.ConsumableCapacity)
 				break
 			}
 		}

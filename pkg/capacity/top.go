@@ -23,7 +23,6 @@ import (
 
 	"github.com/drasched/drasched/pkg/allocator"
 	"github.com/drasched/drasched/pkg/core"
-	"github.com/drasched/drasched/pkg/tracker"
 )
 
 // View is what Top lists.
@@ -487,9 +486,9 @@ func nodeRows(ctx context.Context, snap *Snapshot, all []*pool, names sets.Set[s
 // topology adds the topology groups of each node, as the allocator forms
 // them.
 func topology(ctx context.Context, snap *Snapshot, rows map[string]*Node, features structured.Features, opts Options) error {
-	state := tracker.NewAllocatedState()
+	state := core.NewAllocatedState()
 	for _, c := range snap.Claims {
-		tracker.AddAllocation(&state, c.Status.Allocation, features.ConsumableCapacity)
+		core.AddAllocation(&state, c.Status.Allocation, features.ConsumableCapacity)
 	}
 	a, err := allocator.New(ctx, features, state, allocator.ClassList(snap.Classes), snap.Slices,
 		allocator.Options{Cache: opts.Cache, TopologyAttributes: opts.TopologyAttributes})

@@ -33,7 +33,6 @@ import (
 	"github.com/drasched/drasched/pkg/allocator"
 	"github.com/drasched/drasched/pkg/capacity"
 	"github.com/drasched/drasched/pkg/core"
-	"github.com/drasched/drasched/pkg/tracker"
 )
 
 // Options change what Explain looks at.
@@ -212,10 +211,10 @@ func explain(ctx context.Context, pod *v1.Pod, in *inputs, opts Options) (*Repor
 	for _, claim := range own {
 		ownNames.Insert(claim.Namespace + "/" + claim.Name)
 	}
-	state := tracker.NewAllocatedState()
+	state := core.NewAllocatedState()
 	for _, c := range in.Claims {
 		if !ownNames.Has(c.Namespace + "/" + c.Name) {
-			tracker.AddAllocation(&state, c.Status.Allocation, features.ConsumableCapacity)
+			core.AddAllocation(&state, c.Status.Allocation, features.ConsumableCapacity)
 		}
 	}
 	a, err := allocator.New(ctx, features, state, allocator.ClassList(in.Classes), in.Slices, allocator.Options{})
@@ -356,7 +355,7 @@ func (e *explainer) nodeHolders(node *v1.Node) []*holder {
 		}
 		h := byKey[key]
 		if h == nil {
-			h = &holder{Holder: Holder{Pod: podName}, state: tracker.NewAllocatedState()}
+			h = &holder{Holder: Holder{Pod: podName}, state: core.NewAllocatedState()}
 			byKey[key] = h
 			keys = append(keys, key)
 		}
@@ -367,7 +366,7 @@ func (e *explainer) nodeHolders(node *v1.Node) []*holder {
 				h.devices++
 			}
 		}
-		tracker.AddAllocation(&h.state, c.Status.Allocation, e.features.ConsumableCapacity)
+		core.AddAllocation(&h.state, c.Status.Allocation, e.features.ConsumableCapacity)
 	}
 	sort.Strings(keys)
 	holders := make([]*holder, 0, len(keys))
@@ -450,11 +449,11 @@ func (e *explainer) holders(ctx context.Context, node *v1.Node, nr *NodeReport, 
 	}
 	// No one holder is enough: the ones that free the most, together.
 	sort.SliceStable(tried, func(i, j int) bool { return tried[i].total > tried[j].total })
-	together := tracker.NewAllocatedState()
+	together := core.NewAllocatedState()
 	var names []string
 	for _, t := range tried {
 		for _, allocation := range t.h.allocations {
-			tracker.AddAllocation(&together, allocation, e.features.ConsumableCapacity)
+			core.AddAllocation(&together, allocation, e.features.ConsumableCapacity)
 		}
 		names = append(names, t.h.describe())
 		results, err := e.alloc.WithEdits(allocator.Edits{Freed: together}).Allocate(ctx, node, pending)

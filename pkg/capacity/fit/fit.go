@@ -40,7 +40,6 @@ import (
 	"github.com/drasched/drasched/pkg/capacity"
 	"github.com/drasched/drasched/pkg/core"
 	"github.com/drasched/drasched/pkg/explain"
-	"github.com/drasched/drasched/pkg/tracker"
 )
 
 // MaxCount bounds how many units Fit places when it is asked for as many
@@ -305,9 +304,9 @@ func (p *placer) setup(ctx context.Context, args *config.StructuredDRAArgs) erro
 		}
 	}
 
-	state := tracker.NewAllocatedState()
+	state := core.NewAllocatedState()
 	for _, c := range p.snap.Claims {
-		tracker.AddAllocation(&state, c.Status.Allocation, p.features.ConsumableCapacity)
+		core.AddAllocation(&state, c.Status.Allocation, p.features.ConsumableCapacity)
 	}
 	var err error
 	p.base, err = allocator.New(ctx, p.features, state, classes, p.snap.Slices, allocator.Options{
@@ -316,7 +315,7 @@ func (p *placer) setup(ctx context.Context, args *config.StructuredDRAArgs) erro
 	if err != nil {
 		return fmt.Errorf("allocator: %w", err)
 	}
-	p.cur, p.added = p.base, tracker.NewAllocatedState()
+	p.cur, p.added = p.base, core.NewAllocatedState()
 
 	for _, s := range p.snap.Slices {
 		key := s.Spec.Driver + "/" + s.Spec.Pool.Name
@@ -642,7 +641,7 @@ func (p *placer) commit(in *instance, node *v1.Node, results []resourceapi.Alloc
 			everywhere = true
 			*undo = append(*undo, func() { c.Status.Allocation = nil })
 		}
-		tracker.AddAllocation(&p.added, &allocation, p.features.ConsumableCapacity)
+		core.AddAllocation(&p.added, &allocation, p.features.ConsumableCapacity)
 		for _, r := range allocation.Devices.Results {
 			pl.Devices = append(pl.Devices, explain.DevicePlacement{Claim: c.Namespace + "/" + c.Name, Request: r.Request, Driver: r.Driver, Pool: r.Pool, Device: r.Device})
 			if p.poolNode[r.Driver+"/"+r.Pool] != node.Name {
@@ -719,7 +718,7 @@ func (p *placer) why(ctx context.Context, in *instance) (*Unplaced, error) {
 }
 
 func cloneState(s structured.AllocatedState) structured.AllocatedState {
-	c := tracker.NewAllocatedState()
+	c := core.NewAllocatedState()
 	c.AllocatedDevices = s.AllocatedDevices.Clone()
 	c.AllocatedSharedDeviceIDs = s.AllocatedSharedDeviceIDs.Clone()
 	for id, capacity := range s.AggregatedCapacity {

@@ -10,14 +10,16 @@ package dra
 // group's scheduling algorithm (PreFilter and Filter on fresh states),
 // then adds victims back through AddPod in the same way.
 //
-// The plugin follows those edits with a dryRun per state:
+// The plugin follows those edits with a dryRun per state. What the
+// removed pods free is core.Victims, which needs neither the framework
+// nor the plugin (the plugin gives it each pod's claims from the tracker):
 //
 //   - RemovePod: the claims of the pod free their devices if every pod they
 //     are reserved for has been removed (a claim shared with a pod that
-//     stays frees nothing), unless the pod is stuck terminating (see
-//     stuck). Partitionable devices give back their counters and
+//     stays frees nothing), unless the pod is stuck terminating
+//     (core.Stuck). Partitionable devices give back their counters and
 //     consumable capacity exactly the victim's share, because freed
-//     devices are counted by tracker.AddAllocation, the rule by which the
+//     devices are counted by core.AddAllocation, the rule by which the
 //     cycle's state counted them as taken; admin access frees nothing.
 //   - AddPod of a removed pod undoes RemovePod. AddPod of any other pod is
 //     a pod nominated to the node, which the framework adds before it
@@ -48,8 +50,6 @@ package dra
 
 import (
 	"context"
-	"maps"
-	"slices"
 	"sync"
 	"time"
 
@@ -63,29 +63,16 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/framework/preemption"
 
 	"github.com/drasched/drasched/pkg/allocator"
-	"github.com/drasched/drasched/pkg/tracker"
+	"github.com/drasched/drasched/pkg/core"
 )
 
 // dryRun is the edits of one state: a clone that DefaultPreemption
 // dry-runs a node on, or a state of pod-group preemption's simulation.
 // Only the goroutine that owns the state touches it.
 type dryRun struct {
-	// removed are the pods the dry run took off, by UID.
-	removed map[types.UID]*v1.Pod
-	// claims are the claims of each removed pod as they were when it was
-	// removed, by pod UID.
-	claims map[types.UID][]*resourceapi.ResourceClaim
-	// freed are the claims that the removed pods free (frees), by UID,
-	// and freedState the devices they take, both kept by RemovePod and
-	// AddPod.
-	freed      map[types.UID]*resourceapi.ResourceClaim
-	freedState structured.AllocatedState
-	// shared: removed, claims, freed and freedState are those of the
-	// state this one was cloned from, copied before this one changes
-	// them (own). The framework clones a state for every Filter call on
-	// a node with nominated pods, and pod-group preemption's states hold
-	// thousands of victims.
-	shared bool
+	// victims are the pods the dry run took off and what they free,
+	// kept by RemovePod and AddPod; nil until the first edit.
+	victims *core.Victims
 
 	// mutex guards alloc and allocInFlight: in pod-group preemption's
 	// simulation, Filter runs for several nodes at once on one state.
@@ -113,29 +100,21 @@ type dryRun struct {
 	simulation bool
 }
 
-// clone returns the edits for a clone of the state, shared until one of
-// them is edited; the clone of a state without edits gets an empty dryRun,
-// ready to be edited.
+// clone returns the edits for a clone of the state, shared until the
+// clone is edited (core.Victims.Clone); the clone of a state without edits
+// gets an empty dryRun, ready to be edited.
 func (d *dryRun) clone() *dryRun {
 	if d == nil {
-		return &dryRun{
-			removed:    map[types.UID]*v1.Pod{},
-			claims:     map[types.UID][]*resourceapi.ResourceClaim{},
-			freed:      map[types.UID]*resourceapi.ResourceClaim{},
-			freedState: tracker.NewAllocatedState(),
-			fit:        &fitCell{},
-		}
+		return &dryRun{fit: &fitCell{}}
 	}
 	c := &dryRun{
-		removed:    d.removed,
-		claims:     d.claims,
-		freed:      d.freed,
-		freedState: d.freedState,
-		shared:     true,
 		live:       d.live,
 		node:       d.node,
 		fit:        d.fit,
 		simulation: d.simulation,
+	}
+	if d.victims != nil {
+		c.victims = d.victims.Clone()
 	}
 	if c.fit == nil {
 		c.fit = &fitCell{}
@@ -146,47 +125,18 @@ func (d *dryRun) clone() *dryRun {
 	return c
 }
 
-// own copies the edits that the state shares with the one it was cloned
-// from, before it changes them.
-func (d *dryRun) own() {
-	if !d.shared {
-		return
+// edit returns the dry run's victims to change, made on first use.
+func (pl *Plugin) edit(d *dryRun) *core.Victims {
+	if d.victims == nil {
+		d.victims = core.NewVictims(pl.nominationMargin, pl.fts.EnableDRAConsumableCapacity)
 	}
-	d.removed, d.claims, d.freed = maps.Clone(d.removed), maps.Clone(d.claims), maps.Clone(d.freed)
-	freedState := tracker.NewAllocatedState()
-	addState(&freedState, d.freedState)
-	d.freedState, d.shared = freedState, false
+	return d.victims
 }
 
 // remove takes pods off with their claims and updates what they free.
 func (pl *Plugin) remove(d *dryRun, pods map[types.UID]*v1.Pod) {
-	d.own()
-	for uid, pod := range pods {
-		d.removed[uid] = pod
-		d.claims[uid] = pl.claimsOfPod(pod)
-	}
-	for uid := range pods {
-		pl.updateFreed(d, d.claims[uid])
-	}
+	pl.edit(d).Remove(pods, pl.claimsOfPod, time.Now())
 	d.edited()
-}
-
-// updateFreed adds the claims that the removed pods now free to the freed
-// ones, and takes out those they no longer free.
-func (pl *Plugin) updateFreed(d *dryRun, claims []*resourceapi.ResourceClaim) {
-	now := time.Now()
-	for _, claim := range claims {
-		frees := pl.frees(claim, d.removed, now)
-		old, freed := d.freed[claim.UID]
-		switch {
-		case frees && !freed:
-			d.freed[claim.UID] = claim
-			tracker.AddAllocation(&d.freedState, claim.Status.Allocation, pl.fts.EnableDRAConsumableCapacity)
-		case !frees && freed:
-			delete(d.freed, claim.UID)
-			tracker.RemoveAllocation(&d.freedState, old.Status.Allocation, pl.fts.EnableDRAConsumableCapacity)
-		}
-	}
 }
 
 // edited drops the allocator of the previous edits.
@@ -201,18 +151,18 @@ func (d *dryRun) removedPods() map[types.UID]*v1.Pod {
 	if d == nil {
 		return nil
 	}
-	return d.removed
+	return d.victims.Removed()
 }
 
 // active: the state's allocated state differs from the cycle's.
 func (d *dryRun) active() bool {
-	return d != nil && len(d.removed) > 0
+	return len(d.removedPods()) > 0
 }
 
 // preempting: the state is one of DefaultPreemption's dry runs: Filter's
 // fit is not for Reserve.
 func (d *dryRun) preempting() bool {
-	return d != nil && !d.simulation && (d.node != "" || len(d.removed) > 0)
+	return d != nil && !d.simulation && (d.node != "" || d.active())
 }
 
 // fitCell holds the allocation that the last successful Filter of a dry
@@ -273,13 +223,7 @@ func (pl *Plugin) AddPod(ctx context.Context, cs fwk.CycleState, _ *v1.Pod, podI
 	if s == nil {
 		return status
 	}
-	pod := podInfoToAdd.GetPod()
-	if _, ok := d.removed[pod.UID]; ok {
-		d.own()
-		claims := d.claims[pod.UID]
-		delete(d.removed, pod.UID)
-		delete(d.claims, pod.UID)
-		pl.updateFreed(d, claims)
+	if d.victims != nil && d.victims.Restore(podInfoToAdd.GetPod().UID, time.Now()) {
 		d.edited()
 	}
 	return nil
@@ -312,31 +256,17 @@ func (pl *Plugin) freedClaims(d *dryRun) []*resourceapi.ResourceClaim {
 	if d == nil {
 		return nil
 	}
-	uids := slices.Sorted(maps.Keys(d.freed))
-	freed := make([]*resourceapi.ResourceClaim, 0, len(uids))
-	for _, uid := range uids {
-		freed = append(freed, d.freed[uid])
-	}
-	return freed
-}
-
-// stuck: the pod has been terminating for longer than its grace period
-// and the nomination margin. Evicting it again frees nothing that will
-// come: whatever holds it (a kubelet that is gone, a finalizer) holds its
-// devices too. Preemption must find other victims instead of waiting for
-// it again.
-func (pl *Plugin) stuck(pod *v1.Pod, now time.Time) bool {
-	return pod.DeletionTimestamp != nil && now.After(pod.DeletionTimestamp.Add(pl.nominationMargin))
+	return d.victims.Freed()
 }
 
 // edits are what the state's allocator sees changed from the cycle's
 // allocated state: the claims the dry run's victims free, and the devices
 // of the nominations that the pod yields to, which no victim frees.
 func (pl *Plugin) edits(s *stateData) allocator.Edits {
-	if s.dryRun == nil {
-		return allocator.Edits{Freed: tracker.NewAllocatedState(), Added: s.nominated}
+	if s.dryRun == nil || s.dryRun.victims == nil {
+		return allocator.Edits{Freed: core.NewAllocatedState(), Added: s.nominated}
 	}
-	return allocator.Edits{Freed: s.dryRun.freedState, Added: s.nominated}
+	return allocator.Edits{Freed: s.dryRun.victims.FreedState(), Added: s.nominated}
 }
 
 // claimsOfPod returns the claims a pod on a node holds: those of its spec
@@ -350,27 +280,6 @@ func (pl *Plugin) claimsOfPod(pod *v1.Pod) []*resourceapi.ResourceClaim {
 		}
 	}
 	return claims
-}
-
-// frees: the claim is allocated and reserved only for removed pods, so the
-// claim controller deallocates (or deletes) it once they are gone, and
-// one of them is not stuck terminating.
-func (pl *Plugin) frees(claim *resourceapi.ResourceClaim, removed map[types.UID]*v1.Pod, now time.Time) bool {
-	if claim.Status.Allocation == nil || len(claim.Status.ReservedFor) == 0 {
-		return false
-	}
-	going := false
-	for _, consumer := range claim.Status.ReservedFor {
-		if consumer.APIGroup != "" || consumer.Resource != "pods" {
-			return false
-		}
-		pod, ok := removed[consumer.UID]
-		if !ok {
-			return false
-		}
-		going = going || !pl.stuck(pod, now)
-	}
-	return going
 }
 
 // dryRunAllocator returns the allocator for the state's edits, built once
@@ -402,9 +311,9 @@ func (pl *Plugin) dryRunAllocator(ctx context.Context, s *stateData) (nodeAlloca
 	if d.simulation {
 		// Apart from the nominations, which are many more and do not
 		// change: a rebuild costs the allocations in flight.
-		edits.AlsoAdded = tracker.NewAllocatedState()
+		edits.AlsoAdded = core.NewAllocatedState()
 		for _, allocation := range inFlight {
-			tracker.AddAllocation(&edits.AlsoAdded, allocation, pl.fts.EnableDRAConsumableCapacity)
+			core.AddAllocation(&edits.AlsoAdded, allocation, pl.fts.EnableDRAConsumableCapacity)
 		}
 		a, err = d.live.allocator(ctx, pl, s, inFlight, edits)
 	} else {
@@ -520,8 +429,8 @@ func editedState(state *structured.AllocatedState, edits allocator.Edits) struct
 	for id, c := range edits.Freed.AggregatedCapacity {
 		out.AggregatedCapacity.Remove(structured.DeviceConsumedCapacity{DeviceID: id, ConsumedCapacity: c})
 	}
-	addState(&out, edits.Added)
-	addState(&out, edits.AlsoAdded)
+	core.AddState(&out, edits.Added)
+	core.AddState(&out, edits.AlsoAdded)
 	return out
 }
 

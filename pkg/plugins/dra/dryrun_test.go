@@ -21,7 +21,7 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 
 	"github.com/drasched/drasched/internal/builder"
-	"github.com/drasched/drasched/pkg/tracker"
+	"github.com/drasched/drasched/pkg/core"
 	"github.com/drasched/drasched/pkg/tracker/trackertest"
 )
 
@@ -199,10 +199,10 @@ func TestDryRunFreedIncremental(t *testing.T) {
 	// fromScratch counts the devices of the claims that the removed pods
 	// free, claim by claim.
 	fromScratch := func(d *dryRun) []string {
-		state := tracker.NewAllocatedState()
+		state := core.NewAllocatedState()
 		for _, claim := range claims {
-			if env.plugin.frees(claim, d.removed, time.Now()) {
-				tracker.AddAllocation(&state, claim.Status.Allocation, true)
+			if d.victims.Frees(claim, time.Now()) {
+				core.AddAllocation(&state, claim.Status.Allocation, true)
 			}
 		}
 		return devices(state)
@@ -213,7 +213,7 @@ func TestDryRunFreedIncremental(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got := devices(s.dryRun.freedState)
+		got := devices(s.dryRun.victims.FreedState())
 		if diff := cmp.Diff(fromScratch(s.dryRun), got); diff != "" {
 			t.Fatalf("%s: freed devices differ from counting them from scratch (-scratch +kept):\n%s", step, diff)
 		}
@@ -248,7 +248,7 @@ func TestDryRunFreedIncremental(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff([]string{"gpu-1"}, devices(cloned.dryRun.freedState)); diff != "" {
+	if diff := cmp.Diff([]string{"gpu-1"}, devices(cloned.dryRun.victims.FreedState())); diff != "" {
 		t.Errorf("clone after d added back (-want +got):\n%s", diff)
 	}
 	check("clone edited", []string{"gpu-1", "gpu-3"})

@@ -60,6 +60,7 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/drasched/drasched/pkg/allocator"
+	"github.com/drasched/drasched/pkg/core"
 	"github.com/drasched/drasched/pkg/tracker"
 )
 
@@ -73,14 +74,14 @@ func (pl *Plugin) nominatedState(logger klog.Logger, pod *v1.Pod) (structured.Al
 		return structured.AllocatedState{}, false
 	}
 	priority := corev1helpers.PodPriority(pod)
-	state := tracker.NewAllocatedState()
+	state := core.NewAllocatedState()
 	held := false
 	for _, n := range noms {
 		if !pl.nominationStands(logger, n) || n.Pod == pod.UID || n.Priority < priority {
 			continue
 		}
 		for i := range n.Allocations {
-			tracker.AddAllocation(&state, &n.Allocations[i], pl.fts.EnableDRAConsumableCapacity)
+			core.AddAllocation(&state, &n.Allocations[i], pl.fts.EnableDRAConsumableCapacity)
 		}
 		held = true
 	}
@@ -181,9 +182,9 @@ func (pl *Plugin) nominateGroup(ctx context.Context, group string, assignments [
 			victims = slices.Collect(maps.Values(s.dryRun.removedPods()))
 			freed = pl.freedClaims(s.dryRun)
 			edits = pl.edits(s)
-			edits.Added = tracker.NewAllocatedState()
+			edits.Added = core.NewAllocatedState()
 			others, _ := pl.nominatedState(logger, pod)
-			addState(&edits.Added, others)
+			core.AddState(&edits.Added, others)
 		}
 		nodeInfo, err := pl.fh.SnapshotSharedLister().NodeInfos().Get(info.NominatedNodeName)
 		if err != nil || nodeInfo.Node() == nil {
@@ -203,7 +204,7 @@ func (pl *Plugin) nominateGroup(ctx context.Context, group string, assignments [
 		}
 		pl.nominate(logger, pod, info.NominatedNodeName, group, results, victims, freed)
 		for j := range results {
-			tracker.AddAllocation(&edits.Added, &results[j], pl.fts.EnableDRAConsumableCapacity)
+			core.AddAllocation(&edits.Added, &results[j], pl.fts.EnableDRAConsumableCapacity)
 		}
 	}
 }
@@ -219,15 +220,6 @@ func (pl *Plugin) allocateForGroup(ctx context.Context, s *stateData, edits allo
 		return nil, err
 	}
 	return a.Allocate(ctx, node, s.pending)
-}
-
-// addState adds what one allocated state takes to another.
-func addState(to *structured.AllocatedState, from structured.AllocatedState) {
-	to.AllocatedDevices.Insert(from.AllocatedDevices.UnsortedList()...)
-	to.AllocatedSharedDeviceIDs.Insert(from.AllocatedSharedDeviceIDs.UnsortedList()...)
-	for id, c := range from.AggregatedCapacity {
-		to.AggregatedCapacity.Insert(structured.DeviceConsumedCapacity{DeviceID: id, ConsumedCapacity: c})
-	}
 }
 
 // victimClaims records the claims the victims free.
@@ -291,10 +283,10 @@ func (pl *Plugin) nominationWait(ctx context.Context, base *structured.Allocated
 		pl.tracker.Nominations().EndIf(n, tracker.EndExpired)
 		return nil, ""
 	}
-	victims := tracker.NewAllocatedState()
+	victims := core.NewAllocatedState()
 	pending := 0
 	for _, v := range n.Victims {
-		tracker.AddAllocation(&victims, v.Allocation, pl.fts.EnableDRAConsumableCapacity)
+		core.AddAllocation(&victims, v.Allocation, pl.fts.EnableDRAConsumableCapacity)
 		live, err := pl.tracker.Claim(v.Namespace, v.Name)
 		if err == nil && live.UID == v.UID && live.Status.Allocation != nil {
 			if consumer, ok := pl.liveConsumer(live); ok {
@@ -345,8 +337,8 @@ func (pl *Plugin) heldByOther(n *tracker.Nomination, allocation *resourceapi.All
 	for _, v := range n.Victims {
 		victim.Insert(v.UID)
 	}
-	mine := tracker.NewAllocatedState()
-	tracker.AddAllocation(&mine, allocation, pl.fts.EnableDRAConsumableCapacity)
+	mine := core.NewAllocatedState()
+	core.AddAllocation(&mine, allocation, pl.fts.EnableDRAConsumableCapacity)
 	claims, err := pl.tracker.Claims()
 	if err != nil {
 		return "", false
@@ -374,9 +366,9 @@ func (pl *Plugin) endNominationsTakenBy(logger klog.Logger, pod *v1.Pod, claims 
 	if pl.tracker.Nominations().Len() == 0 {
 		return
 	}
-	taken := tracker.NewAllocatedState()
+	taken := core.NewAllocatedState()
 	for _, claim := range claims {
-		tracker.AddAllocation(&taken, claim.Status.Allocation, pl.fts.EnableDRAConsumableCapacity)
+		core.AddAllocation(&taken, claim.Status.Allocation, pl.fts.EnableDRAConsumableCapacity)
 	}
 	for _, n := range pl.tracker.Nominations().List() {
 		if n.Pod == pod.UID || !nominationTakes(n, &taken, pl.fts.EnableDRAConsumableCapacity) {
@@ -419,8 +411,8 @@ func (pl *Plugin) liveConsumer(claim *resourceapi.ResourceClaim) (string, bool) 
 // countsAny reports whether state counts a device or share of the
 // allocation.
 func countsAny(state *structured.AllocatedState, allocation *resourceapi.AllocationResult, consumableCapacity bool) bool {
-	mine := tracker.NewAllocatedState()
-	tracker.AddAllocation(&mine, allocation, consumableCapacity)
+	mine := core.NewAllocatedState()
+	core.AddAllocation(&mine, allocation, consumableCapacity)
 	return state.AllocatedDevices.HasAny(mine.AllocatedDevices.UnsortedList()...) ||
 		state.AllocatedSharedDeviceIDs.HasAny(mine.AllocatedSharedDeviceIDs.UnsortedList()...)
 }
@@ -449,9 +441,9 @@ func (pl *Plugin) nominationTouches(n *tracker.Nomination, claim *resourceapi.Re
 	if claim.Status.Allocation == nil {
 		return false
 	}
-	nominated := tracker.NewAllocatedState()
+	nominated := core.NewAllocatedState()
 	for i := range n.Allocations {
-		tracker.AddAllocation(&nominated, &n.Allocations[i], pl.fts.EnableDRAConsumableCapacity)
+		core.AddAllocation(&nominated, &n.Allocations[i], pl.fts.EnableDRAConsumableCapacity)
 	}
 	return countsAny(&nominated, claim.Status.Allocation, pl.fts.EnableDRAConsumableCapacity)
 }
@@ -548,13 +540,13 @@ func (pl *Plugin) rebuildNominations(ctx context.Context) {
 			}
 			return nominees[i].CreationTimestamp.Before(&nominees[j].CreationTimestamp)
 		})
-		edits := allocator.Edits{Freed: tracker.NewAllocatedState(), Added: tracker.NewAllocatedState()}
+		edits := allocator.Edits{Freed: core.NewAllocatedState(), Added: core.NewAllocatedState()}
 		for _, claim := range freed {
-			tracker.AddAllocation(&edits.Freed, claim.Status.Allocation, pl.fts.EnableDRAConsumableCapacity)
+			core.AddAllocation(&edits.Freed, claim.Status.Allocation, pl.fts.EnableDRAConsumableCapacity)
 		}
 		for _, n := range pl.tracker.Nominations().List() {
 			for i := range n.Allocations {
-				tracker.AddAllocation(&edits.Added, &n.Allocations[i], pl.fts.EnableDRAConsumableCapacity)
+				core.AddAllocation(&edits.Added, &n.Allocations[i], pl.fts.EnableDRAConsumableCapacity)
 			}
 		}
 		var victims []*v1.Pod
@@ -584,7 +576,7 @@ func (pl *Plugin) rebuildNominations(ctx context.Context) {
 			}
 			pl.nominate(logger, pod, node, "", results, victims, freed)
 			for i := range results {
-				tracker.AddAllocation(&edits.Added, &results[i], pl.fts.EnableDRAConsumableCapacity)
+				core.AddAllocation(&edits.Added, &results[i], pl.fts.EnableDRAConsumableCapacity)
 			}
 			logger.V(2).Info("Rebuilt claim nomination of a pod nominated before this scheduler led", "pod", klog.KObj(pod), "node", node)
 		}

@@ -30,6 +30,7 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/framework/preemption"
 
 	draschedv1 "github.com/drasched/drasched/apis/config/v1"
+	"github.com/drasched/drasched/pkg/core"
 	"github.com/drasched/drasched/pkg/plugins/dra"
 )
 
@@ -220,7 +221,7 @@ func preemptedUntil(fh fwk.Handle, margin time.Duration, node string) time.Time 
 	for _, p := range nodeInfo.GetPods() {
 		victim := p.GetPod()
 		if preemption.PodTerminatingByPreemption(victim) {
-			until = latest(until, victim.DeletionTimestamp.Add(margin))
+			until = latest(until, core.StuckFrom(victim, margin))
 		}
 	}
 	return until

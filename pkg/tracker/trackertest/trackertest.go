@@ -29,6 +29,7 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/dynamicresources"
 	"k8s.io/kubernetes/pkg/scheduler/util/assumecache"
 
+	"github.com/drasched/drasched/pkg/core"
 	"github.com/drasched/drasched/pkg/tracker"
 )
 
@@ -224,13 +225,13 @@ func (c fakeClasses) Get(name string) (*resourceapi.DeviceClass, error) {
 }
 
 // AllocatedState counts the devices of allocated and in-flight claims,
-// by tracker.AddAllocation's rule with consumable capacity enabled.
+// by core.AddAllocation's rule with consumable capacity enabled.
 func (f *Fake) AllocatedState(context.Context) (*structured.AllocatedState, error) {
 	f.mutex.Lock()
 	defer f.mutex.Unlock()
-	state := tracker.NewAllocatedState()
+	state := core.NewAllocatedState()
 	add := func(claim *resourceapi.ResourceClaim) {
-		tracker.AddAllocation(&state, claim.Status.Allocation, true)
+		core.AddAllocation(&state, claim.Status.Allocation, true)
 	}
 	for _, claim := range f.claims {
 		add(claim)

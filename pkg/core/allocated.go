@@ -1,4 +1,4 @@
-package tracker
+package core
 
 import (
 	resourceapi "k8s.io/api/resource/v1"
@@ -61,5 +61,14 @@ func eachTaken(allocation *resourceapi.AllocationResult, consumableCapacity bool
 			continue
 		}
 		device(id)
+	}
+}
+
+// AddState adds what one allocated state takes to another.
+func AddState(to *structured.AllocatedState, from structured.AllocatedState) {
+	to.AllocatedDevices.Insert(from.AllocatedDevices.UnsortedList()...)
+	to.AllocatedSharedDeviceIDs.Insert(from.AllocatedSharedDeviceIDs.UnsortedList()...)
+	for id, c := range from.AggregatedCapacity {
+		to.AggregatedCapacity.Insert(structured.DeviceConsumedCapacity{DeviceID: id, ConsumedCapacity: c})
 	}
 }
