@@ -54,12 +54,12 @@ help: ## Show this help.
 # takes half a minute to find everything up to date on 2 cores.
 SOURCE_DATE := $(shell TZ=UTC0 git log -1 --date=format-local:%Y-%m-%dT%H:%M:%SZ --format=%cd 2>/dev/null)
 
-# `make demo HELM=1`: the Helm chart's demo instead (hack/demo-helm.sh).
+# `make demo HELM=1`: the Helm chart's demo instead (demo/helm.sh).
 HELM ?=
 # `make demo REAL_NODE=1` (root): a real node next to the kwok nodes, with a
-# GPU pod running as a container (hack/demo.sh, docs/real-node.md).
+# GPU pod running as a container (demo/demo.sh, docs/real-node.md).
 REAL_NODE ?=
-DEMO_SCRIPT := $(if $(filter 1,$(HELM)),hack/demo-helm.sh,hack/demo.sh)
+DEMO_SCRIPT := $(if $(filter 1,$(HELM)),demo/helm.sh,demo/demo.sh)
 DEMO_DIR := $(OUTPUT_DIR)/$(if $(filter 1,$(HELM)),demo-helm,demo)
 
 .PHONY: demo

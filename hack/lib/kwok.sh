@@ -1,6 +1,6 @@
 # shellcheck shell=bash disable=SC2154 # the sourcing script's cluster_bin
-# The kwokctl of a script that runs kwok clusters (hack/demo.sh,
-# hack/demo-helm.sh, hack/bench-kwok.sh). Source it; the functions use the
+# The kwokctl of a script that runs kwok clusters (demo/demo.sh,
+# demo/helm.sh, hack/bench-kwok.sh). Source it; the functions use the
 # sourcing script's cluster_bin, the folder of the control-plane binaries.
 
 # kwokctl runs the locally built kwokctl.

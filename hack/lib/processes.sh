@@ -1,6 +1,6 @@
 # shellcheck shell=bash disable=SC2154 # the sourcing script's variables
 # Background processes of the scripts that run a kwok cluster and programs
-# against it (hack/demo.sh, hack/demo-helm.sh, hack/bench-kwok.sh). Source
+# against it (demo/demo.sh, demo/helm.sh, hack/bench-kwok.sh). Source
 # it after hack/lib/init.sh; the functions use these variables of the
 # sourcing script:
 #   run_dir   folder of the PID files

@@ -3,7 +3,7 @@
 // devices: no device in two claims, no claim held for a pod that is gone,
 // every bound pod's claims allocated on its node and reserved for it. One
 // checker serves every place that checks: the integration and fault tests
-// (test/integration/framework), the demo (hack/demo), the kwok benchmarks
+// (test/integration/framework), the demo (demo/helper), the kwok benchmarks
 // (bench/kwok) and, through the demo's report, the real node.
 package invariants
 

@@ -1,4 +1,4 @@
-// Package kwokcluster holds what the demo (hack/demo) and the kwok
+// Package kwokcluster holds what the demo (demo/helper) and the kwok
 // benchmark (bench/kwok) do alike on a kwok cluster: create GPU nodes whose
 // devices come from the GPU driver's inventory files, publish their
 // ResourceSlices with the driver's own slice building (pkg/driver/gpu),

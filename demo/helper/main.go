@@ -1,4 +1,4 @@
-// Command demo is the Go half of `make demo` (hack/demo.sh runs it): it
+// Command demo is the Go half of `make demo` (demo/demo.sh runs it): it
 // creates kwok nodes whose GPUs come from the GPU driver's inventory files,
 // publishes their ResourceSlices with the driver's own slice building
 // (pkg/driver/gpu), waits for the nodes, derives the scheduler's

@@ -12,13 +12,13 @@
 # kwok runs no containers: the chart's pods show as Running without running,
 # so drasched and the plugin run as local processes, as in `make demo`.
 #
-# Usage: hack/demo-helm.sh [up|down]; KEEP=1 leaves the cluster up.
+# Usage: demo/helm.sh [up|down]; KEEP=1 leaves the cluster up.
 # Needs the binaries of `make commands` (BIN_DIR) and of
 # hack/build-control-plane.sh (CLUSTER_BIN_DIR); `make demo HELM=1` builds
 # both. State and logs go to DEMO_DIR (default _output/demo-helm).
 set -euo pipefail
 # shellcheck source=hack/lib/init.sh
-source "$(dirname "${BASH_SOURCE[0]}")/lib/init.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/../hack/lib/init.sh"
 
 KEEP=${KEEP:-0}
 cluster=${DEMO_CLUSTER:-drasched-helm}
@@ -89,7 +89,7 @@ on_exit() {
 The cluster stays up (KEEP=1). From ${root}:
   export KUBECONFIG=${kubeconfig#"${root}"/} PATH=\$PWD/${cluster_bin#"${root}"/}:\$PATH
   go tool -modfile=hack/helm/go.mod helm list -A
-Tear down: hack/demo-helm.sh down
+Tear down: demo/helm.sh down
 EOF
   else
     step "tearing down"

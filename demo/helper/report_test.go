@@ -162,7 +162,7 @@ func gangCluster(mutate func(fits, fails []*corev1.Pod, claims []*resourceapi.Re
 	return objects
 }
 
-// gangSelector selects the pods of gangs, as hack/demo.sh does.
+// gangSelector selects the pods of gangs, as demo/demo.sh does.
 func gangSelector(t *testing.T) labels.Selector {
 	t.Helper()
 	selector, err := labels.Parse("gang")

@@ -4,7 +4,7 @@
 # drasched scheduling the example GPU workloads of config/examples. See
 # docs/demo.md.
 #
-# Usage: hack/demo.sh [up|down]
+# Usage: demo/demo.sh [up|down]
 #   up    (default) run the demo, then tear the cluster down; KEEP=1 leaves
 #         it up and prints how to use it
 #   down  tear down what KEEP=1 left
@@ -19,7 +19,7 @@
 # go to DEMO_DIR (default _output/demo). DEMO_CLUSTER names the kwok cluster.
 set -euo pipefail
 # shellcheck source=hack/lib/init.sh
-source "$(dirname "${BASH_SOURCE[0]}")/lib/init.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/../hack/lib/init.sh"
 
 KEEP=${KEEP:-0}
 REAL_NODE=${REAL_NODE:-0}
@@ -36,7 +36,7 @@ demo=${demo_dir}/bin/demo
 export KWOK_WORKDIR=${demo_dir}/kwok
 export KWOK_KUBECTL_BINARY=${cluster_bin}/kubectl
 
-# Nodes whose ResourceSlices hack/demo publishes (pkg/driver/gpu builds them).
+# Nodes whose ResourceSlices demo/helper publishes (pkg/driver/gpu builds them).
 demo_nodes=(
   gpu-h100-0=config/inventory/h100-hgx-8.yaml
   gpu-a100-mig-0=config/inventory/a100-mig-8.yaml
@@ -45,7 +45,7 @@ demo_nodes=(
 # The node served by a real gpu-kubelet-plugin process.
 plugin_node=gpu-l40s-0
 plugin_inventory=config/inventory/l40s-4.yaml
-# The pod that must not fit (hack/demo/<name>.yaml).
+# The pod that must not fit (demo/workloads/<name>.yaml).
 unschedulable_pod=four-large-gpus-one-pcie-root
 # kubectl drasched fit: before the workloads, a pod that fits twice on the
 # idle nodes (four GPUs behind one PCIe switch: gpu-l40s-switch-0 has two
@@ -200,8 +200,8 @@ up() {
   rm -f "${log_dir}"/*.log
   at_exit on_exit
 
-  step "building hack/demo (GPU nodes, scheduler configuration, report)"
-  go build -o "${demo}" ./hack/demo
+  step "building demo/helper (GPU nodes, scheduler configuration, report)"
+  go build -o "${demo}" ./demo/helper
 
   step "creating kwok cluster ${cluster} (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok from ${cluster_bin#"${root}"/})"
   local real_node_args=()
@@ -286,13 +286,13 @@ up() {
   step "would it fit? kubectl drasched fit: ${fits_twice} (four GPUs on one PCIe root) fits twice, where and with which GPUs"
   kubectl_drasched fit -f "${fits_twice}" --scheduler-config config/scheduler-config.yaml -o wide
 
-  step "applying workloads (config/examples, hack/demo/workloads.yaml, hack/demo/${unschedulable_pod}.yaml)"
+  step "applying workloads (config/examples, demo/workloads/workloads.yaml, demo/workloads/${unschedulable_pod}.yaml)"
   # The ServiceAccount admission plugin refuses pods until the controller
   # manager has created the namespace's default ServiceAccount.
   kubectl wait --for=create serviceaccount/default --timeout=60s >/dev/null
   kubectl apply -k config/examples
-  kubectl apply -f hack/demo/workloads.yaml
-  kubectl apply -f "hack/demo/${unschedulable_pod}.yaml"
+  kubectl apply -f demo/workloads/workloads.yaml
+  kubectl apply -f "demo/workloads/${unschedulable_pod}.yaml"
 
   step "waiting for drasched to schedule the pods"
   run_watching "${demo}" report --kubeconfig "${kubeconfig}" --expect-unschedulable "${unschedulable_pod}" --timeout 2m
@@ -305,7 +305,7 @@ up() {
   kubectl_drasched top classes -o wide "${top_flags[@]}"
 
   step "would one more fit? kubectl drasched fit: ${unschedulable_pod} fits nowhere, and why, node by node"
-  kubectl_drasched fit -f "hack/demo/${unschedulable_pod}.yaml" --scheduler-config config/scheduler-config.yaml
+  kubectl_drasched fit -f "demo/workloads/${unschedulable_pod}.yaml" --scheduler-config config/scheduler-config.yaml
 
   step "preemption: training pods fill gpu-h100-0, an inference pod of higher priority evicts as many as it needs GPUs (config/examples/preemption)"
   kubectl apply -f config/examples/preemption/training.yaml
@@ -328,7 +328,7 @@ up() {
   if [[ "${REAL_NODE}" == 1 ]]; then
     real_node_workload
   fi
-  echo "Demo done in $((SECONDS - start))s."
+  echo "Demo done in $((SECONDS - start))s. What each step shows, and the output to expect: demo/README.md."
 }
 
 # real_node_env sets NODE_ROOT, NODE_HOSTNAME and NODE_BIN from
@@ -394,12 +394,12 @@ real_node_published() {
   [[ -n "$(kubectl get resourceslices --field-selector "spec.nodeName=${NODE_HOSTNAME}" -o name)" ]]
 }
 
-# real_node_workload runs hack/demo/real-node.yaml: drasched allocates a GPU
+# real_node_workload runs demo/real-node/real-node.yaml: drasched allocates a GPU
 # on the real node, the kubelet has the plugin prepare it, containerd
 # injects it (CDI), and the container prints what it sees.
 real_node_workload() {
-  step "real node: a GPU pod runs as a container on ${NODE_HOSTNAME} and prints its devices (hack/demo/real-node.yaml)"
-  kubectl apply -f hack/demo/real-node.yaml
+  step "real node: a GPU pod runs as a container on ${NODE_HOSTNAME} and prints its devices (demo/real-node/real-node.yaml)"
+  kubectl apply -f demo/real-node/real-node.yaml
   kubectl wait --for=condition=Ready pod/real-gpu --timeout=2m
   kubectl get resourceclaims -o custom-columns=CLAIM:.metadata.name,DEVICE:.status.allocation.devices.results[*].device,NODE:.status.allocation.nodeSelector.nodeSelectorTerms[0].matchFields[0].values[0] |
     grep -E "^CLAIM|real-gpu"

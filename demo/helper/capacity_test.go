@@ -20,14 +20,14 @@ var fitsTwiceRe = regexp.MustCompile(`\nfits_twice=(\S+)`)
 // cluster: on the demo's idle nodes, top counts every GPU as available,
 // the pod of fits_twice fits exactly twice, both times on
 // gpu-l40s-switch-0 (its two PCIe switches of four GPUs), and the pod that
-// must not fit does not, as hack/demo.sh says.
+// must not fit does not, as demo/demo.sh says.
 func TestScenarioCapacity(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	s := readScenario(t)
-	script := string(readFile(t, filepath.Join(repoRoot, "hack", "demo.sh")))
+	script := string(readFile(t, filepath.Join(repoRoot, "demo", "demo.sh")))
 	m := fitsTwiceRe.FindStringSubmatch(script)
 	if m == nil {
-		t.Fatal("hack/demo.sh: fits_twice not found")
+		t.Fatal("demo/demo.sh: fits_twice not found")
 	}
 	snap := &capacity.Snapshot{}
 	for _, n := range s.nodes {
@@ -65,8 +65,8 @@ func TestScenarioCapacity(t *testing.T) {
 		t.Fatal(err)
 	}
 	for file, want := range map[string]int{
-		filepath.Join(repoRoot, m[1]):                                           2,
-		filepath.Join(repoRoot, "hack", "demo", s.unschedulablePods[0]+".yaml"): 0,
+		filepath.Join(repoRoot, m[1]): 2,
+		filepath.Join(repoRoot, "demo", "workloads", s.unschedulablePods[0]+".yaml"): 0,
 	} {
 		w, err := fit.Load(readFile(t, file), "default")
 		if err != nil {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -29,7 +30,7 @@ import (
 	"github.com/drasched/drasched/pkg/explain"
 )
 
-// scenario is what hack/demo.sh sets up, read from the script itself so
+// scenario is what demo/demo.sh sets up, read from the script itself so
 // that the test follows it.
 type scenario struct {
 	nodes             []demoNode
@@ -50,11 +51,11 @@ var (
 
 func readScenario(t *testing.T) scenario {
 	t.Helper()
-	script := string(readFile(t, filepath.Join(repoRoot, "hack", "demo.sh")))
+	script := string(readFile(t, filepath.Join(repoRoot, "demo", "demo.sh")))
 	match := func(re *regexp.Regexp) string {
 		m := re.FindStringSubmatch(script)
 		if m == nil {
-			t.Fatalf("hack/demo.sh: %s not found", re)
+			t.Fatalf("demo/demo.sh: %s not found", re)
 		}
 		return m[1]
 	}
@@ -97,7 +98,7 @@ type workload struct {
 }
 
 // preemptionFiles are the manifests of the demo's preemption step, in the
-// order hack/demo.sh applies them.
+// order demo/demo.sh applies them.
 var preemptionFiles = []string{
 	filepath.Join(repoRoot, "config", "examples", "preemption", "training.yaml"),
 	filepath.Join(repoRoot, "config", "examples", "preemption", "inference.yaml"),
@@ -108,7 +109,7 @@ func gangFile(name string) string {
 	return filepath.Join(repoRoot, "config", "examples", "gang", name+".yaml")
 }
 
-// demoWorkloads reads what hack/demo.sh applies: the DeviceClasses and the
+// demoWorkloads reads what demo/demo.sh applies: the DeviceClasses and the
 // pods with their claims, in the order of the files; then, apart, the pods
 // of the preemption step, and the PodGroups and pods of each gang (of
 // gangFiles) of the gang step.
@@ -120,7 +121,7 @@ func demoWorkloads(t *testing.T, gangFiles ...string) ([]*resourceapi.DeviceClas
 		t.Fatal(err)
 	}
 	files = append(files, examples...)
-	files = append(files, "workloads.yaml", "four-large-gpus-one-pcie-root.yaml")
+	files = append(files, filepath.Join(repoRoot, "demo", "workloads", "workloads.yaml"), filepath.Join(repoRoot, "demo", "workloads", "four-large-gpus-one-pcie-root.yaml"))
 	var objects, preemption, all []runtime.Object
 	for _, f := range files {
 		objects = append(objects, decodeFile(t, f)...)
@@ -182,7 +183,7 @@ func demoWorkloads(t *testing.T, gangFiles ...string) ([]*resourceapi.DeviceClas
 }
 
 // TestScenario keeps the demo honest without a cluster: the nodes of
-// hack/demo.sh, with the slices the driver builds from their inventories,
+// demo/demo.sh, with the slices the driver builds from their inventories,
 // take every pod the demo applies except the one it expects to be
 // unschedulable, all at once (allocated one after the other, with
 // drasched's allocator, on the first node that each pod's node selector
@@ -393,10 +394,10 @@ func TestScripts(t *testing.T) {
 	if err != nil {
 		t.Skip("no bash")
 	}
-	for _, script := range []string{"demo.sh", "demo-helm.sh", "build-control-plane.sh", "bench-kwok.sh", "lib/init.sh", "lib/processes.sh"} {
-		out, err := exec.Command(bash, "-n", filepath.Join(repoRoot, "hack", script)).CombinedOutput()
+	for _, script := range []string{"demo/demo.sh", "demo/helm.sh", "hack/build-control-plane.sh", "hack/bench-kwok.sh", "hack/lib/init.sh", "hack/lib/processes.sh"} {
+		out, err := exec.Command(bash, "-n", filepath.Join(repoRoot, script)).CombinedOutput()
 		if err != nil {
-			t.Errorf("bash -n hack/%s: %v\n%s", script, err, out)
+			t.Errorf("bash -n %s: %v\n%s", script, err, out)
 		}
 	}
 }
@@ -407,10 +408,10 @@ var unpinned = regexp.MustCompile(`@(latest|upgrade|patch|master|main|HEAD)\b`)
 
 // TestPinnedVersions: the scripts pin what they build.
 func TestPinnedVersions(t *testing.T) {
-	for _, script := range []string{"demo.sh", "build-control-plane.sh", "lib/etcd.sh", "bench-kwok.sh"} {
-		for i, line := range strings.Split(string(readFile(t, filepath.Join(repoRoot, "hack", script))), "\n") {
+	for _, script := range []string{"demo/demo.sh", "demo/helm.sh", "hack/build-control-plane.sh", "hack/lib/etcd.sh", "hack/bench-kwok.sh"} {
+		for i, line := range strings.Split(string(readFile(t, filepath.Join(repoRoot, script))), "\n") {
 			if m := unpinned.FindString(line); m != "" {
-				t.Errorf("hack/%s:%d builds an unpinned version (%s): %s", script, i+1, m, line)
+				t.Errorf("%s:%d builds an unpinned version (%s): %s", script, i+1, m, line)
 			}
 		}
 	}
@@ -453,7 +454,7 @@ func TestExplainUnschedulable(t *testing.T) {
 	}
 	// The pod as the claim controller leaves it: its claims generated.
 	pod := target.pod.DeepCopy()
-	pod.Namespace = "default" // where hack/demo.sh applies it
+	pod.Namespace = "default" // where demo/demo.sh applies it
 	for i, pc := range pod.Spec.ResourceClaims {
 		pod.Status.ResourceClaimStatuses = append(pod.Status.ResourceClaimStatuses, corev1.PodResourceClaimStatus{Name: pc.Name, ResourceClaimName: ptr.To(target.claims[i].Name)})
 		objects = append(objects, target.claims[i])
@@ -472,5 +473,87 @@ func TestExplainUnschedulable(t *testing.T) {
 			t.Errorf("node %s: fits %v, reasons %+v; want a reason why the pod does not fit", n.Node, n.Fits, n.Reasons)
 		}
 		t.Logf("%s: %s", n.Node, n.Reasons[0].Message)
+	}
+}
+
+var (
+	stepRe = regexp.MustCompile(`(?m)^\s*step "(.*)"$`)
+	// A parameter expansion, one level of nesting: ${bin_dir#"${root}"/}.
+	stepVarRe      = regexp.MustCompile(`\$\{(?:[^{}]|\{[^}]*\})*\}`)
+	outputStepRe   = regexp.MustCompile(`(?m)^==> \[\d+\] (.*)$`)
+	textBlockRe    = regexp.MustCompile("(?s)```text\n(.*?)```")
+	markdownLinkRe = regexp.MustCompile(`\]\(([a-z-]+)/README\.md\)`)
+	repoPathRe     = regexp.MustCompile("`((?:config|demo|hack|test|docs)/[^` ]+|[a-z0-9-]+\\.yaml)`")
+)
+
+// TestExampleFolders: demo/README.md links every example folder; each
+// says what output to expect; the step lines of that output are steps
+// demo.sh prints (its variables aside), and the files it names exist.
+func TestExampleFolders(t *testing.T) {
+	demoDir := filepath.Join(repoRoot, "demo")
+	var steps []*regexp.Regexp
+	for _, m := range stepRe.FindAllStringSubmatch(string(readFile(t, filepath.Join(demoDir, "demo.sh"))), -1) {
+		literal := strings.Split(stepVarRe.ReplaceAllString(m[1], "\x00"), "\x00")
+		for i := range literal {
+			literal[i] = regexp.QuoteMeta(literal[i])
+		}
+		steps = append(steps, regexp.MustCompile("^"+strings.Join(literal, ".+")+"$"))
+	}
+	if len(steps) < 10 {
+		t.Fatalf("demo/demo.sh: %d steps found, want its steps", len(steps))
+	}
+	linked := sets.New[string]()
+	for _, m := range markdownLinkRe.FindAllStringSubmatch(string(readFile(t, filepath.Join(demoDir, "README.md"))), -1) {
+		linked.Insert(m[1])
+	}
+	entries, err := os.ReadDir(demoDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	folders := 0
+	for _, e := range entries {
+		if !e.IsDir() || e.Name() == "helper" {
+			continue
+		}
+		folders++
+		name := e.Name()
+		t.Run(name, func(t *testing.T) {
+			if !linked.Has(name) {
+				t.Errorf("demo/README.md does not link %s/README.md", name)
+			}
+			readme := string(readFile(t, filepath.Join(demoDir, name, "README.md")))
+			if !strings.Contains(readme, "\n## Expected output\n") {
+				t.Error("no section \"## Expected output\"")
+			}
+			blocks := textBlockRe.FindAllStringSubmatch(readme, -1)
+			if len(blocks) == 0 {
+				t.Error("no text block of the output to expect")
+			}
+			for _, b := range blocks {
+				for _, m := range outputStepRe.FindAllStringSubmatch(b[1], -1) {
+					if !slices.ContainsFunc(steps, func(re *regexp.Regexp) bool { return re.MatchString(m[1]) }) {
+						t.Errorf("expected output shows a step demo/demo.sh does not print: %q", m[1])
+					}
+				}
+			}
+			for _, m := range repoPathRe.FindAllStringSubmatch(readme, -1) {
+				paths := []string{filepath.Join(repoRoot, m[1])}
+				if !strings.Contains(m[1], "/") {
+					// A file of the folder, or of the config/examples
+					// folder it uses.
+					paths, _ = filepath.Glob(filepath.Join(repoRoot, "config", "examples", "*", m[1]))
+					paths = append(paths, filepath.Join(repoRoot, "config", "examples", m[1]), filepath.Join(demoDir, name, m[1]))
+				}
+				if !slices.ContainsFunc(paths, func(path string) bool {
+					_, err := os.Stat(path)
+					return err == nil
+				}) {
+					t.Errorf("names %s, which does not exist", m[1])
+				}
+			}
+		})
+	}
+	if folders < 5 {
+		t.Errorf("%d example folders, want at least 5", folders)
 	}
 }

@@ -11,7 +11,7 @@ import (
 	"github.com/drasched/drasched/pkg/driver/gpu"
 )
 
-// repoRoot is the repository root, where hack/demo.sh resolves its paths.
+// repoRoot is the repository root, where demo/demo.sh resolves its paths.
 const repoRoot = "../.."
 
 func inventory(name string) string {
