@@ -57,7 +57,11 @@ type Nominator interface {
 	NominateGroup(ctx context.Context, group string, assignments []fwk.ProposedAssignment, infos map[types.NamespacedName]*fwk.NominatingInfo)
 }
 
-var _ Nominator = &Plugin{}
+// nominator is the plugin as its Nominator: the preemption plugin's view,
+// apart from the framework's extension points.
+type nominator struct{ pl *Plugin }
+
+var _ Nominator = nominator{}
 
 // plugins are the StructuredDRA plugins by framework handle (one per
 // profile), for the preemption plugin of the same profile: the framework
@@ -77,16 +81,17 @@ func registerPlugin(ctx context.Context, fh fwk.Handle, pl *Plugin) {
 // the caller is built: the profile's plugins are built in no fixed order.
 func NominatorOf(fh fwk.Handle) Nominator {
 	if pl, ok := plugins.Load(fh); ok {
-		return pl.(*Plugin)
+		return nominator{pl: pl.(*Plugin)}
 	}
 	return nil
 }
 
 // NominationMargin implements Nominator.
-func (pl *Plugin) NominationMargin() time.Duration { return pl.nominationMargin }
+func (nm nominator) NominationMargin() time.Duration { return nm.pl.nominationMargin }
 
 // NominationWait implements Nominator.
-func (pl *Plugin) NominationWait(ctx context.Context, cs fwk.CycleState, pod *v1.Pod) (string, string) {
+func (nm nominator) NominationWait(ctx context.Context, cs fwk.CycleState, pod *v1.Pod) (string, string) {
+	pl := nm.pl
 	var base *structured.AllocatedState
 	if s, err := getState(cs); err == nil {
 		base = s.base
@@ -102,7 +107,8 @@ func (pl *Plugin) NominationWait(ctx context.Context, cs fwk.CycleState, pod *v1
 // here is shared between them but the cycle's results, which have a lock.
 // Naming the node makes Filter keep its fit rather than an allocation for
 // Reserve.
-func (pl *Plugin) BeginDryRun(cs fwk.CycleState, node string) func(victims []*v1.Pod) {
+func (nm nominator) BeginDryRun(cs fwk.CycleState, node string) func(victims []*v1.Pod) {
+	pl := nm.pl
 	s, err := getState(cs)
 	if err != nil || s.allocator == nil || s.dryRun == nil {
 		return nil
@@ -114,7 +120,8 @@ func (pl *Plugin) BeginDryRun(cs fwk.CycleState, node string) func(victims []*v1
 }
 
 // Nominate implements Nominator.
-func (pl *Plugin) Nominate(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, node string) string {
+func (nm nominator) Nominate(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, node string) string {
+	pl := nm.pl
 	s, err := getState(cs)
 	if err != nil || s.allocator == nil {
 		return ""
@@ -134,7 +141,8 @@ func (pl *Plugin) Nominate(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, 
 }
 
 // NominateGroup implements Nominator.
-func (pl *Plugin) NominateGroup(ctx context.Context, group string, assignments []fwk.ProposedAssignment, infos map[types.NamespacedName]*fwk.NominatingInfo) {
+func (nm nominator) NominateGroup(ctx context.Context, group string, assignments []fwk.ProposedAssignment, infos map[types.NamespacedName]*fwk.NominatingInfo) {
+	pl := nm.pl
 	pl.nominateGroup(ctx, group, assignments, infos)
 }
 
@@ -231,7 +239,8 @@ func sharesCounters(id structured.DeviceID, freed sets.Set[structured.DeviceID],
 
 // GroupNominationWait implements Nominator: the group waits while one of
 // its pods waits (nominationWait) and none has ended.
-func (pl *Plugin) GroupNominationWait(ctx context.Context, pcs fwk.PodGroupCycleState, group fwk.PodGroupInfo) (map[types.NamespacedName]*fwk.NominatingInfo, string) {
+func (nm nominator) GroupNominationWait(ctx context.Context, pcs fwk.PodGroupCycleState, group fwk.PodGroupInfo) (map[types.NamespacedName]*fwk.NominatingInfo, string) {
+	pl := nm.pl
 	g, _ := groupStateIn(pcs, false)
 	infos := map[types.NamespacedName]*fwk.NominatingInfo{}
 	var messages []string

@@ -35,11 +35,8 @@ type Simulation struct {
 }
 
 // NewSimulation implements Nominator.
-func (pl *Plugin) NewSimulation() *Simulation {
-	return newSimulation(pl.fh)
-}
-
-func newSimulation(fh fwk.Handle) *Simulation {
+func (nm nominator) NewSimulation() *Simulation {
+	fh := nm.pl.fh
 	sim := &Simulation{fh: fh, before: map[string][]*v1.Pod{}}
 	nodes, err := fh.SnapshotSharedLister().NodeInfos().List()
 	if err != nil {
