@@ -95,6 +95,8 @@ declare -A binaries=(
 source hack/lib/processes.sh
 # shellcheck source=hack/lib/kwok.sh
 source hack/lib/kwok.sh
+# shellcheck source=hack/lib/gpu-plugin.sh
+source hack/lib/gpu-plugin.sh
 
 # The real node (REAL_NODE=1): hack/node.sh up --kubeconfig, with its state
 # and logs beside the demo's. Its pods are only those that tolerate its
@@ -124,10 +126,7 @@ teardown() {
   if cluster_exists "${cluster}"; then
     kwokctl delete cluster --name "${cluster}"
   fi
-  if [[ -f "${run_dir}/plugin-dir" ]]; then
-    rm -rf "$(<"${run_dir}/plugin-dir")"
-    rm -f "${run_dir}/plugin-dir"
-  fi
+  remove_gpu_plugin_dir
   rm -f "${kubeconfig}"
 }
 
@@ -242,21 +241,7 @@ up() {
   "${demo}" nodes --kubeconfig "${kubeconfig}" "${args[@]}" --plugin-node "${plugin_node}=${plugin_inventory}"
 
   step "starting gpu-kubelet-plugin for ${plugin_node} (inventory ${plugin_inventory})"
-  # No kubelet runs on kwok nodes: the plugin serves its registration and
-  # DRA sockets to nobody, and publishes its node's ResourceSlices. Socket
-  # paths must stay short (108 bytes), hence a directory under /tmp.
-  local plugin_dir
-  plugin_dir=$(mktemp -d "${TMPDIR:-/tmp}/drasched-demo.XXXXXX")
-  echo "${plugin_dir}" >"${run_dir}/plugin-dir"
-  # The kubelet would have made the registration directory.
-  mkdir -p "${plugin_dir}/registry" "${plugin_dir}/plugin" "${plugin_dir}/cdi"
-  echo "demo-boot" >"${plugin_dir}/boot_id"
-  start_process gpu-kubelet-plugin "${binaries[gpu-kubelet-plugin]}" run \
-    --kubeconfig "${kubeconfig}" --node-name "${plugin_node}" \
-    --backend inventory --inventory "${root}/${plugin_inventory}" \
-    --plugin-data-dir "${plugin_dir}/plugin" --registrar-dir "${plugin_dir}/registry" \
-    --cdi-dir "${plugin_dir}/cdi" --boot-id-file "${plugin_dir}/boot_id" \
-    --metrics-bind-address "" --health-probe-bind-address "" -v=2
+  start_gpu_plugin drasched-demo "${kubeconfig}" "${plugin_node}" "${root}/${plugin_inventory}"
 
   if [[ "${REAL_NODE}" == 1 ]]; then
     real_node_up

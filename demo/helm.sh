@@ -42,6 +42,8 @@ declare -A binaries=(
 source hack/lib/processes.sh
 # shellcheck source=hack/lib/kwok.sh
 source hack/lib/kwok.sh
+# shellcheck source=hack/lib/gpu-plugin.sh
+source hack/lib/gpu-plugin.sh
 
 start=${SECONDS}
 step() {
@@ -63,10 +65,7 @@ teardown() {
   if cluster_exists "${cluster}"; then
     kwokctl delete cluster --name "${cluster}"
   fi
-  if [[ -f "${run_dir}/plugin-dir" ]]; then
-    rm -rf "$(<"${run_dir}/plugin-dir")"
-    rm -f "${run_dir}/plugin-dir"
-  fi
+  remove_gpu_plugin_dir
   rm -f "${kubeconfig}" "${demo_dir}"/*.kubeconfig
 }
 
@@ -217,21 +216,12 @@ EOF
   echo "drasched holds the Lease ${namespace}/drasched"
 
   step "gpu-kubelet-plugin with a token bound to the DaemonSet's pod on ${gpu_node}"
-  local pod plugin_dir
+  local pod
   pod=$(kubectl -n "${namespace}" get pods -l app.kubernetes.io/name=gpu-kubelet-plugin \
     --field-selector spec.nodeName="${gpu_node}" -o jsonpath='{.items[0].metadata.name}')
   sa_kubeconfig "${demo_dir}/plugin.kubeconfig" \
     "$(kubectl -n "${namespace}" create token gpu-kubelet-plugin --bound-object-kind Pod --bound-object-name "${pod}" --duration 1h)"
-  plugin_dir=$(mktemp -d "${TMPDIR:-/tmp}/drasched-helm.XXXXXX")
-  echo "${plugin_dir}" >"${run_dir}/plugin-dir"
-  mkdir -p "${plugin_dir}/registry" "${plugin_dir}/plugin" "${plugin_dir}/cdi"
-  echo "demo-boot" >"${plugin_dir}/boot_id"
-  start_process gpu-kubelet-plugin "${binaries[gpu-kubelet-plugin]}" run \
-    --kubeconfig "${demo_dir}/plugin.kubeconfig" --node-name "${gpu_node}" \
-    --backend inventory --inventory "${root}/config/inventory/l40s-4.yaml" \
-    --plugin-data-dir "${plugin_dir}/plugin" --registrar-dir "${plugin_dir}/registry" \
-    --cdi-dir "${plugin_dir}/cdi" --boot-id-file "${plugin_dir}/boot_id" \
-    --metrics-bind-address "" --health-probe-bind-address "" -v=2
+  start_gpu_plugin drasched-helm "${demo_dir}/plugin.kubeconfig" "${gpu_node}" "${root}/config/inventory/l40s-4.yaml"
   run_watching wait_for "the ResourceSlices of ${gpu_node}" 60 \
     bash -c "[[ -n \"\$(\"${cluster_bin}/kubectl\" --kubeconfig \"${kubeconfig}\" get resourceslices --field-selector spec.nodeName=${gpu_node} -o name)\" ]]"
   kubectl get resourceslices

@@ -394,7 +394,7 @@ func TestScripts(t *testing.T) {
 	if err != nil {
 		t.Skip("no bash")
 	}
-	for _, script := range []string{"demo/demo.sh", "demo/helm.sh", "hack/build-control-plane.sh", "hack/bench-kwok.sh", "hack/lib/init.sh", "hack/lib/processes.sh"} {
+	for _, script := range []string{"demo/demo.sh", "demo/helm.sh", "hack/build-control-plane.sh", "hack/bench-kwok.sh", "hack/lib/init.sh", "hack/lib/processes.sh", "hack/lib/gpu-plugin.sh"} {
 		out, err := exec.Command(bash, "-n", filepath.Join(repoRoot, script)).CombinedOutput()
 		if err != nil {
 			t.Errorf("bash -n %s: %v\n%s", script, err, out)
