@@ -5,9 +5,10 @@ import (
 	"slices"
 
 	resourceapi "k8s.io/api/resource/v1"
-	"k8s.io/component-helpers/nodedeclaredfeatures/features/draoptionalnodeoperations"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
+
+	"github.com/drasched/drasched/internal/minor"
 )
 
 // accepts is the one rule for whether a candidate device can take a device
@@ -111,14 +112,14 @@ func (s *search) accepts(claim int, nr *nodeRequest, ci int, mode checkMode, val
 		if s.a.features.ConsumableCapacity {
 			fits, err := s.capacityFits(nr, ci)
 			if err != nil {
-				return false, "", s.capacityError(claim, nr, ci, err)
+				return s.capacityFailure(claim, nr, ci, err)
 			}
 			if !fits {
 				return false, ReasonCapacityExhausted, nil
 			}
 		}
 	}
-	if s.a.tier.honorsSkipNodeOperations && len(c.ps.slice.Spec.SkipNodeOperations) > 0 && !s.optionalNodeOperations() {
+	if s.a.tier.honorsSkipNodeOperations && len(minor.SkipNodeOperations(&c.ps.slice.Spec)) > 0 && !s.optionalNodeOperations() {
 		return false, ReasonNodeOperationsUnsupported, nil
 	}
 	if len(device.ConsumesCounters) > 0 {
@@ -129,7 +130,7 @@ func (s *search) accepts(claim int, nr *nodeRequest, ci int, mode checkMode, val
 		// may assume that a shared device has a share by then.
 		assumedShared := mode&checkOptimisticShares != 0 && s.allowsMultiple(device)
 		if !assumedShared && !s.furtherShare(ci, device) {
-			if s.a.features.CompatibilityGroups && !s.compatFor(c.pool).admits(device) {
+			if s.a.newer.CompatibilityGroups && !s.compatFor(c.pool).admits(device) {
 				return false, ReasonDevicesIncompatible, nil
 			}
 			if usage, consumption := s.counterDraw(ci); !usage.fits(consumption) {
@@ -162,7 +163,7 @@ func (s *search) accepts(claim int, nr *nodeRequest, ci int, mode checkMode, val
 	if mode&checkAll != 0 && s.a.features.ConsumableCapacity {
 		fits, err := s.capacityFits(nr, ci)
 		if err != nil {
-			return false, "", s.capacityError(claim, nr, ci, err)
+			return s.capacityFailure(claim, nr, ci, err)
 		}
 		if !fits {
 			return false, ReasonCapacityExhausted, nil
@@ -171,17 +172,21 @@ func (s *search) accepts(claim int, nr *nodeRequest, ci int, mode checkMode, val
 	return true, "", nil
 }
 
-// capacityError says which request and device a capacity that cannot be
-// resolved belongs to.
-func (s *search) capacityError(claim int, nr *nodeRequest, ci int, err error) error {
-	return fmt.Errorf("claim %s, request %s: checking capacity for device %s: %w", klog.KObj(s.claims[claim].claim), nr.rd.name, s.cands[ci].id(), err)
+// capacityFailure: a capacity that cannot be resolved fails the search
+// with an error that says which request and device it belongs to; in a
+// minor whose upstream skips such a device, the device does not fit.
+func (s *search) capacityFailure(claim int, nr *nodeRequest, ci int, err error) (bool, Reason, error) {
+	if minor.CapacityErrorSkipsDevice {
+		return false, ReasonCapacityExhausted, nil
+	}
+	return false, "", fmt.Errorf("claim %s, request %s: checking capacity for device %s: %w", klog.KObj(s.claims[claim].claim), nr.rd.name, s.cands[ci].id(), err)
 }
 
 // optionalNodeOperations: devices whose slices skip node operations can be
 // used on this node, which needs the feature and a node that declares it.
 func (s *search) optionalNodeOperations() bool {
-	return s.a.features.OptionalNodeOperations &&
-		slices.Contains(s.node.Status.DeclaredFeatures, draoptionalnodeoperations.DRAOptionalNodeOperationsFeatureGate)
+	return s.a.newer.OptionalNodeOperations &&
+		slices.Contains(s.node.Status.DeclaredFeatures, minor.OptionalNodeOperationsFeature)
 }
 
 // allowsMultiple: the device can be shared by several requests, each

@@ -14,6 +14,8 @@ import (
 	"k8s.io/dynamic-resource-allocation/cel"
 	"k8s.io/dynamic-resource-allocation/structured"
 	"k8s.io/klog/v2"
+
+	"github.com/drasched/drasched/internal/minor"
 )
 
 // Options tune an Allocator. The zero value is valid and gives the default
@@ -40,7 +42,9 @@ type Options struct {
 // call. It is created once per scheduling cycle with the cluster state of
 // that cycle; Allocate is safe to call concurrently for different nodes.
 type Allocator struct {
-	features    structured.Features
+	features structured.Features
+	// newer are the features of features that only some minors have.
+	newer       minor.NewerFeatures
 	celFeatures cel.Features
 	tier        *tier
 	state       structured.AllocatedState
@@ -99,6 +103,7 @@ func New(ctx context.Context, features structured.Features, state structured.All
 	}
 	a := &Allocator{
 		features: features,
+		newer:    minor.NewerFeaturesOf(features),
 		celFeatures: cel.Features{
 			EnableConsumableCapacity: features.ConsumableCapacity,
 			EnableListTypeAttributes: features.ListTypeAttributes,
@@ -225,7 +230,7 @@ func (a *Allocator) newSearch(ctx context.Context, node *v1.Node, claims []*reso
 		s.reqs[ci] = s.requestBuf[nextRequest : nextRequest+len(cd.requests)]
 		s.selectedSub[ci] = s.selectedBuf[nextRequest : nextRequest+len(cd.requests)]
 		nextRequest += len(cd.requests)
-		minClaim := 0
+		minClaim, overLimit := 0, false
 		for ri := range cd.requests {
 			spec := &cd.requests[ri]
 			if spec.err != nil {
@@ -266,11 +271,20 @@ func (a *Allocator) newSearch(ctx context.Context, node *v1.Node, claims []*reso
 			// Compare against the remaining room, so a large count cannot
 			// overflow the sum.
 			if minRequest > resourceapi.AllocationResultsMaxSize-minClaim {
-				s.release()
-				return nil, fmt.Errorf("claim %s, request %s: adding %d devices exceeds the claim limit of %d, with %d already accounted for",
-					klog.KObj(claim), spec.name, minRequest, resourceapi.AllocationResultsMaxSize, minClaim)
+				if minor.ClaimLimitPerRequest {
+					s.release()
+					return nil, fmt.Errorf("claim %s, request %s: adding %d devices exceeds the claim limit of %d, with %d already accounted for",
+						klog.KObj(claim), spec.name, minRequest, resourceapi.AllocationResultsMaxSize, minClaim)
+				}
+				// Checked for the whole claim below; a later request's
+				// error comes first, as in the minor's upstream.
+				overLimit = true
 			}
-			minClaim += minRequest
+			minClaim += min(minRequest, math.MaxInt/2-minClaim)
+		}
+		if overLimit {
+			s.release()
+			return nil, fmt.Errorf("claim %s: number of requested devices %d exceeds the claim limit of %d", klog.KObj(claim), minClaim, resourceapi.AllocationResultsMaxSize)
 		}
 		if cd.constraintErr != nil {
 			s.release()
@@ -381,12 +395,19 @@ func (s *search) enumerateAll(nr *nodeRequest, poolStart, position []int) error 
 				if selectable && s.a.features.ConsumableCapacity {
 					// Only the device's own capacity counts here; what is in
 					// use is checked when allocating, so that a busy device
-					// makes "all" fail instead of being skipped.
-					eval := s.capacityOf(nr, ci)
-					if eval.err != nil {
-						return fmt.Errorf("claim %s, request %s: checking capacity for device %s: %w", klog.KObj(claim), rd.name, ps.slice.Spec.Devices[d].Name, eval.err)
+					// makes "all" fail instead of being skipped. In 1.36 a
+					// device that is busy, or whose capacity cannot be
+					// resolved, is left out of "all".
+					if minor.CapacityErrorSkipsDevice {
+						fits, err := s.capacityFits(nr, ci)
+						selectable = err == nil && fits
+					} else {
+						eval := s.capacityOf(nr, ci)
+						if eval.err != nil {
+							return fmt.Errorf("claim %s, request %s: checking capacity for device %s: %w", klog.KObj(claim), rd.name, ps.slice.Spec.Devices[d].Name, eval.err)
+						}
+						selectable = eval.fitsUnused
 					}
-					selectable = eval.fitsUnused
 				}
 				if selectable {
 					nr.all = append(nr.all, ci)

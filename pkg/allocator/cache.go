@@ -13,6 +13,8 @@ import (
 	"k8s.io/dynamic-resource-allocation/cel"
 	"k8s.io/utils/keymutex"
 	"k8s.io/utils/lru"
+
+	"github.com/drasched/drasched/internal/minor"
 )
 
 const (
@@ -373,10 +375,7 @@ func (c *Cache) compile(features cel.Features, derived bool, expr string) *compi
 		return v.(*compiled)
 	}
 	c.stats.compileMisses.Add(1)
-	result := cel.GetCompiler(features).CompileCELExpression(expr, cel.Options{
-		DisableCostEstimation: true,
-		DerivedAttribute:      derived,
-	})
+	result := cel.GetCompiler(features).CompileCELExpression(expr, minor.CELOptions(derived))
 	entry := &compiled{id: c.compiler.nextID.Add(1), result: result}
 	c.compiler.entries.Add(key, entry)
 	return entry
@@ -465,7 +464,7 @@ func (c *Cache) evaluate(ctx context.Context, budget *CostBudget, expr *compiled
 		budget.charge(details)
 	}
 	if err != nil {
-		err = cel.EnhanceRuntimeError(err)
+		err = minor.EnhanceRuntimeError(err)
 		if ctx.Err() == nil {
 			slot.Store(&evalOutcome{err: err})
 		}

@@ -8,6 +8,8 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/sets"
+
+	"github.com/drasched/drasched/internal/minor"
 )
 
 // Partitionable devices (DRAPartitionableDevices) consume counters from
@@ -222,12 +224,12 @@ func (pc *poolCounters) init(a *Allocator, p *pool) {
 					pc.quantities[slot].Sub(c.quantities[j])
 				}
 			}
-			if a.features.CompatibilityGroups {
+			if a.newer.CompatibilityGroups {
 				if pc.compatBaseline == nil {
 					pc.compatBaseline = make(map[string]compatIntersection)
 				}
 				for _, consumption := range device.ConsumesCounters {
-					pc.compatBaseline[consumption.CounterSet] = pc.compatBaseline[consumption.CounterSet].add(groupSet(consumption.CompatibilityGroups))
+					pc.compatBaseline[consumption.CounterSet] = pc.compatBaseline[consumption.CounterSet].add(groupSet(minor.CompatibilityGroups(&consumption)))
 				}
 			}
 		}
@@ -422,10 +424,10 @@ func (u *compatUsage) admits(device *resourceapi.Device) bool {
 		// the earlier ones.
 		for j := range k {
 			if earlier := &device.ConsumesCounters[j]; earlier.CounterSet == consumption.CounterSet {
-				cur = cur.add(groupSet(earlier.CompatibilityGroups))
+				cur = cur.add(groupSet(minor.CompatibilityGroups(earlier)))
 			}
 		}
-		if !cur.admits(consumption.CompatibilityGroups) {
+		if !cur.admits(minor.CompatibilityGroups(consumption)) {
 			return false
 		}
 	}
@@ -439,7 +441,7 @@ func (u *compatUsage) fold(device *resourceapi.Device) []compatUndo {
 	for _, consumption := range device.ConsumesCounters {
 		cur, existed := u.current(consumption.CounterSet)
 		undo = append(undo, compatUndo{set: consumption.CounterSet, prev: cur, existed: existed})
-		u.running[consumption.CounterSet] = cur.add(groupSet(consumption.CompatibilityGroups))
+		u.running[consumption.CounterSet] = cur.add(groupSet(minor.CompatibilityGroups(&consumption)))
 	}
 	return undo
 }

@@ -43,6 +43,7 @@ func emptyState(s structured.AllocatedState) bool {
 func (a *Allocator) WithEdits(edits Edits) *Allocator {
 	e := &Allocator{
 		features:    a.features,
+		newer:       a.newer,
 		celFeatures: a.celFeatures,
 		tier:        a.tier,
 		state:       a.state,

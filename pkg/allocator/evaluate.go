@@ -5,6 +5,8 @@ import (
 
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/klog/v2"
+
+	"github.com/drasched/drasched/internal/minor"
 )
 
 // isSelectable checks a candidate against the class and request selectors
@@ -66,7 +68,7 @@ func (s *search) matchesSelectors(rd *requestData, c cand) (bool, error) {
 			if expr.result.Error != nil {
 				return false, fmt.Errorf("class %s: selector #%d: CEL compile error: %w", rd.class.Name, i, expr.result.Error)
 			}
-			return false, fmt.Errorf("class %s: selector #%d on device %s: CEL runtime error: %w", rd.class.Name, i, c.id(), err)
+			return false, minor.SelectorRuntimeError("class "+rd.class.Name, i, c.id().String(), err)
 		}
 		if !match {
 			return false, nil
@@ -78,7 +80,7 @@ func (s *search) matchesSelectors(rd *requestData, c cand) (bool, error) {
 			if expr.result.Error != nil {
 				return false, fmt.Errorf("claim %s: selector #%d: CEL compile error: %w", klog.KObj(claim), i, expr.result.Error)
 			}
-			return false, fmt.Errorf("claim %s: selector #%d on device %s: CEL runtime error: %w", klog.KObj(claim), i, c.id(), err)
+			return false, minor.SelectorRuntimeError("claim "+klog.KObj(claim).String(), i, c.id().String(), err)
 		}
 		if !match {
 			return false, nil
@@ -109,7 +111,7 @@ func (s *search) attribute(rd *requestData, c cand, name resourceapi.FullyQualif
 		return outcome.attr, nil
 	}
 	s.a.cache.stats.matchMisses.Add(1)
-	attr, _, err := expr.result.EvaluateDerivedAttribute(s.ctx, c.ps.celDevice(c.i))
+	attr, err := minor.EvaluateDerivedAttribute(s.ctx, expr.result, c.ps.celDevice(c.i))
 	if err != nil {
 		if s.ctx.Err() == nil {
 			slot.Store(&evalOutcome{err: err})

@@ -741,7 +741,7 @@ func (s *search) sliceTrapFree(rd *requestData, c cand) bool {
 		capacity:          rd.capacityID,
 		bindingConditions: s.a.features.DeviceBindingAndStatus,
 		consumable:        s.a.features.ConsumableCapacity,
-		fractionalRanges:  s.a.features.FractionalCapacityRange,
+		fractionalRanges:  s.a.newer.FractionalCapacityRange,
 	}
 	if free, ok := c.ps.traps.load(key); ok {
 		return free

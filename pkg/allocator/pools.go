@@ -12,6 +12,8 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/dynamic-resource-allocation/structured"
 	"k8s.io/utils/ptr"
+
+	"github.com/drasched/drasched/internal/minor"
 )
 
 // poolID names a resource pool: driver and pool name.
@@ -96,11 +98,14 @@ func (a *Allocator) gatherPools(node *v1.Node) ([]*pool, map[poolID][]*resourcea
 		ps := a.cache.slice(s)
 		// Without the feature, compatibility groups cannot be checked, so
 		// such slices are ignored (which leaves their pool incomplete).
-		if !a.features.CompatibilityGroups && ps.usesCompatibilityGroups {
+		if !a.newer.CompatibilityGroups && ps.usesCompatibilityGroups {
 			return nil
 		}
 		relevant := false
 		switch {
+		case minor.CounterSlicesOnEveryNode && len(spec.SharedCounters) > 0:
+			// Needed to use the pool, whatever their node selection.
+			relevant = true
 		case ptr.Deref(spec.NodeName, "") != "" || ptr.Deref(spec.AllNodes, false) || spec.NodeSelector != nil:
 			match, err := ps.matchesNode(node)
 			if err != nil {
@@ -163,7 +168,7 @@ func (a *Allocator) gatherPools(node *v1.Node) ([]*pool, map[poolID][]*resourcea
 				// The driver is replacing this generation; ignore the pool.
 				continue
 			}
-			if !a.features.CompatibilityGroups {
+			if !a.newer.CompatibilityGroups {
 				inPool = slices.DeleteFunc(slices.Clone(inPool), func(s *resourceapi.ResourceSlice) bool {
 					return a.cache.slice(s).usesCompatibilityGroups
 				})
@@ -396,12 +401,22 @@ func (a *Allocator) index() *sliceIndex {
 // It runs once per scheduling cycle over all slices of the cluster, so it
 // counts first and then fills one backing array per grouping instead of
 // growing a slice per node and per pool.
+// localNode is the node whose slices s is indexed under, "" for the slices
+// that every node considers: those without a node name, and in a minor
+// whose upstream considers them on every node, those with shared counters.
+func localNode(s *resourceapi.ResourceSlice) string {
+	if minor.CounterSlicesOnEveryNode && len(s.Spec.SharedCounters) > 0 {
+		return ""
+	}
+	return ptr.Deref(s.Spec.NodeName, "")
+}
+
 func newSliceIndex(slices []*resourceapi.ResourceSlice) *sliceIndex {
 	nodeCount := make(map[string]int, len(slices))
 	poolCount := make(map[poolID]int, len(slices))
 	shared := 0
 	for _, s := range slices {
-		if name := ptr.Deref(s.Spec.NodeName, ""); name != "" {
+		if name := localNode(s); name != "" {
 			nodeCount[name]++
 		} else {
 			shared++
@@ -418,7 +433,7 @@ func newSliceIndex(slices []*resourceapi.ResourceSlice) *sliceIndex {
 	nodeBacking := make([]*resourceapi.ResourceSlice, 0, len(slices)-shared)
 	poolBacking := make([]*resourceapi.ResourceSlice, 0, len(slices))
 	for _, s := range slices {
-		if name := ptr.Deref(s.Spec.NodeName, ""); name != "" {
+		if name := localNode(s); name != "" {
 			idx.byNode[name] = appendGroup(idx.byNode[name], &nodeBacking, nodeCount[name], s)
 		} else {
 			idx.shared = append(idx.shared, s)

@@ -15,6 +15,8 @@ import (
 	"k8s.io/dynamic-resource-allocation/cel"
 	"k8s.io/dynamic-resource-allocation/structured"
 	"k8s.io/utils/ptr"
+
+	"github.com/drasched/drasched/internal/minor"
 )
 
 // preparedSlice is the node-independent, immutable preprocessing of one
@@ -161,7 +163,7 @@ func prepareSlice(s *resourceapi.ResourceSlice) *preparedSlice {
 			ps.hasBindingConditionsField = true
 		}
 		for _, consumption := range device.ConsumesCounters {
-			if len(consumption.CompatibilityGroups) > 0 {
+			if len(minor.CompatibilityGroups(&consumption)) > 0 {
 				ps.usesCompatibilityGroups = true
 			}
 		}
@@ -272,13 +274,13 @@ func classKeyOf(s *resourceapi.ResourceSlice, i int) deviceClassKey {
 		Driver                 string
 		Pool                   string
 		PerDeviceNodeSelection *bool
-		SkipNodeOperations     []resourceapi.SkipNodeOperation
+		SkipNodeOperations     []minor.SkipNodeOperation
 		Device                 resourceapi.Device
 	}{
 		Driver:                 s.Spec.Driver,
 		Pool:                   s.Spec.Pool.Name,
 		PerDeviceNodeSelection: s.Spec.PerDeviceNodeSelection,
-		SkipNodeOperations:     s.Spec.SkipNodeOperations,
+		SkipNodeOperations:     minor.SkipNodeOperations(&s.Spec),
 		Device:                 device,
 	}
 	// encoding/json sorts map keys, so equal content encodes equally.

@@ -12,6 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
+
+	"github.com/drasched/drasched/internal/minor"
 )
 
 // claimData is the node-independent preprocessing of one claim. It is
@@ -136,7 +138,7 @@ func (a *Allocator) prepareClaim(claimIndex int, claim *resourceapi.ResourceClai
 					tolerations:    sub.Tolerations,
 					capacity:       sub.Capacity,
 				}
-				a.validateRequest(claim, rd, sub.DeviceClassName, sub.DerivedAttributes, false)
+				a.validateRequest(claim, rd, sub.DeviceClassName, minor.SubRequestDerivedAttributes(sub), false)
 				spec.alternatives = append(spec.alternatives, rd)
 			}
 		} else {
@@ -151,7 +153,7 @@ func (a *Allocator) prepareClaim(claimIndex int, claim *resourceapi.ResourceClai
 				rd.selectors = exactly.Selectors
 				rd.tolerations = exactly.Tolerations
 				rd.capacity = exactly.Capacity
-				a.validateRequest(claim, rd, exactly.DeviceClassName, exactly.DerivedAttributes, exactly.AdminAccess != nil)
+				a.validateRequest(claim, rd, exactly.DeviceClassName, minor.ExactDerivedAttributes(exactly), exactly.AdminAccess != nil)
 			} else if rd.err == nil {
 				// API validation requires exactly one of "exactly" and
 				// "firstAvailable". Upstream's allocator dereferences nil
@@ -181,14 +183,14 @@ func (a *Allocator) prepareClaim(claimIndex int, claim *resourceapi.ResourceClai
 
 // validateRequest performs upstream's node-independent request checks in
 // upstream's order and records the first failure in rd.err.
-func (a *Allocator) validateRequest(claim *resourceapi.ResourceClaim, rd *requestData, className string, derived []resourceapi.DeviceDerivedAttribute, hasAdminAccess bool) {
+func (a *Allocator) validateRequest(claim *resourceapi.ResourceClaim, rd *requestData, className string, derived []minor.DerivedAttribute, hasAdminAccess bool) {
 	fail := func(format string, args ...any) {
 		rd.err = fmt.Errorf("claim %s, request %s"+format, append([]any{klog.KObj(claim), rd.name}, args...)...)
 	}
 	if len(derived) > 0 {
 		// Rejected explicitly when the feature is off, so that constraints
 		// are not silently ignored.
-		if !a.features.DerivedAttributes {
+		if !a.newer.DerivedAttributes {
 			fail(": cannot handle request with derived attributes, the feature is disabled")
 			return
 		}

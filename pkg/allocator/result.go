@@ -14,6 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/utils/ptr"
+
+	"github.com/drasched/drasched/internal/minor"
 )
 
 // buildResults turns the found assignment into one AllocationResult per
@@ -64,7 +66,7 @@ func (s *search) buildResults() ([]resourceapi.AllocationResult, error) {
 				out.AdminAccess = ptr.To(true)
 			}
 			if s.a.tier.honorsSkipNodeOperations {
-				out.SkipNodeOperations = c.ps.slice.Spec.SkipNodeOperations
+				minor.SetResultSkipNodeOperations(&out, minor.SkipNodeOperations(&c.ps.slice.Spec))
 			}
 			if s.a.features.DeviceBindingAndStatus {
 				out.BindingConditions = c.device().BindingConditions
@@ -209,22 +211,32 @@ func (s *search) configs(ci int, cd *claimData) []resourceapi.DeviceAllocationCo
 		return s.selected(ci, ri).fullName
 	}
 	for _, config := range claim.Spec.Devices.Config {
-		applies := len(config.Requests) == 0
+		// How often the config is listed: once if it applies, or in a minor
+		// whose upstream lists it once per request it names, that often.
+		times := 0
+		if len(config.Requests) == 0 {
+			times = 1
+		}
 		for ri := range claim.Spec.Devices.Requests {
-			if applies {
+			if times > 0 && !minor.ClaimConfigOncePerRequest {
 				break
 			}
 			name := claim.Spec.Devices.Requests[ri].Name
-			applies = slices.Contains(config.Requests, name) ||
-				(subName(ri) != "" && slices.Contains(config.Requests, subName(ri)))
+			if len(config.Requests) > 0 && (slices.Contains(config.Requests, name) ||
+				(subName(ri) != "" && slices.Contains(config.Requests, subName(ri)))) {
+				times++
+			}
 		}
-		if applies {
+		for range times {
 			configs = append(configs, resourceapi.DeviceAllocationConfiguration{
 				Source:              resourceapi.AllocationConfigSourceClaim,
 				Requests:            config.Requests,
 				DeviceConfiguration: config.DeviceConfiguration,
 			})
 		}
+	}
+	if !minor.ConfigForAllHasNoRequests {
+		return configs
 	}
 
 	for i := range configs {

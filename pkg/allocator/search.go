@@ -454,7 +454,7 @@ func (s *search) allocateDevice(r pos, nr *nodeRequest, ci int, must bool) (*pla
 	// A further share of a shared device has its counters accounted for
 	// already.
 	if len(device.ConsumesCounters) > 0 && s.drawsCounters(ci) {
-		if s.a.features.CompatibilityGroups {
+		if s.a.newer.CompatibilityGroups {
 			p.compatUndo = s.compatFor(c.pool).fold(device)
 		}
 		usage, consumption := s.counterDraw(ci)
@@ -833,7 +833,7 @@ func (s *search) capacityOf(nr *nodeRequest, ci int) *capacityEval {
 // capacityKey is what decides, besides the device, what the (sub)request
 // consumes of it.
 func (s *search) capacityKey(rd *requestData) capacityKey {
-	return makeCapacityKey(rd.capacityID, s.a.features.FractionalCapacityRange)
+	return makeCapacityKey(rd.capacityID, s.a.newer.FractionalCapacityRange)
 }
 
 // consumptionOf returns what a candidate draws from its pool's counters.

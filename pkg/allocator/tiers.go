@@ -4,6 +4,8 @@ import (
 	"fmt"
 
 	"k8s.io/dynamic-resource-allocation/structured"
+
+	"github.com/drasched/drasched/internal/minor"
 )
 
 // tier describes one of upstream's allocator variants: which features it
@@ -15,7 +17,10 @@ import (
 // requested ones. kube-scheduler enables all three, and under 1.37's
 // default feature gates (binding conditions on) "stable" is never picked:
 // the reference for drasched's default policy is "incubating" and
-// "experimental". The old stable copy neither sorts pools and slices by
+// "experimental". So it is under 1.36's (binding conditions are beta and on
+// there too); the features that only 1.37 has are minor.NewerFeatures,
+// which the 1.36 build drops from both tiers, leaving upstream 1.36's
+// sets. The old stable copy neither sorts pools and slices by
 // name nor supports distinctAttribute, and is deliberately not
 // reproduced.
 type tier struct {
@@ -32,31 +37,31 @@ type tier struct {
 var tiers = []*tier{
 	{
 		name: "incubating",
-		supported: structured.Features{
-			AdminAccess:             true,
-			PrioritizedList:         true,
-			PartitionableDevices:    true,
-			DeviceTaints:            true,
-			DeviceBindingAndStatus:  true,
-			ConsumableCapacity:      true,
-			FractionalCapacityRange: true,
-		},
+		supported: minor.NewerFeatures{FractionalCapacityRange: true}.With(structured.Features{
+			AdminAccess:            true,
+			PrioritizedList:        true,
+			PartitionableDevices:   true,
+			DeviceTaints:           true,
+			DeviceBindingAndStatus: true,
+			ConsumableCapacity:     true,
+		}),
 	},
 	{
 		name: "experimental",
-		supported: structured.Features{
-			AdminAccess:             true,
-			PrioritizedList:         true,
-			PartitionableDevices:    true,
-			DeviceTaints:            true,
-			DeviceBindingAndStatus:  true,
-			ConsumableCapacity:      true,
+		supported: minor.NewerFeatures{
 			FractionalCapacityRange: true,
-			ListTypeAttributes:      true,
 			OptionalNodeOperations:  true,
 			DerivedAttributes:       true,
 			CompatibilityGroups:     true,
-		},
+		}.With(structured.Features{
+			AdminAccess:            true,
+			PrioritizedList:        true,
+			PartitionableDevices:   true,
+			DeviceTaints:           true,
+			DeviceBindingAndStatus: true,
+			ConsumableCapacity:     true,
+			ListTypeAttributes:     true,
+		}),
 		honorsSkipNodeOperations: true,
 	},
 }

@@ -7,6 +7,8 @@ import (
 	"k8s.io/dynamic-resource-allocation/cel"
 	"k8s.io/dynamic-resource-allocation/structured"
 	"k8s.io/klog/v2/ktesting"
+
+	"github.com/drasched/drasched/internal/minor"
 )
 
 // TestTiersMatchUpstream probes upstream's allocator variants one feature
@@ -36,10 +38,11 @@ func TestPickTier(t *testing.T) {
 		features structured.Features
 		want     string
 	}{
-		"none":              {structured.Features{}, "incubating"},
-		"1.37 defaults":     {structured.Features{PrioritizedList: true, DeviceTaints: true, PartitionableDevices: true, ConsumableCapacity: true, DeviceBindingAndStatus: true, AdminAccess: true}, "incubating"},
-		"one alpha feature": {structured.Features{ListTypeAttributes: true}, "experimental"},
-		"everything":        {structured.Features{AdminAccess: true, CompatibilityGroups: true, ConsumableCapacity: true, DerivedAttributes: true, DeviceBindingAndStatus: true, DeviceTaints: true, FractionalCapacityRange: true, ListTypeAttributes: true, OptionalNodeOperations: true, PartitionableDevices: true, PrioritizedList: true}, "experimental"},
+		"none":                   {structured.Features{}, "incubating"},
+		"1.36 and 1.37 defaults": {structured.Features{PrioritizedList: true, DeviceTaints: true, PartitionableDevices: true, ConsumableCapacity: true, DeviceBindingAndStatus: true, AdminAccess: true}, "incubating"},
+		"one alpha feature":      {structured.Features{ListTypeAttributes: true}, "experimental"},
+		"everything": {minor.NewerFeatures{CompatibilityGroups: true, DerivedAttributes: true, FractionalCapacityRange: true, OptionalNodeOperations: true}.With(
+			structured.Features{AdminAccess: true, ConsumableCapacity: true, DeviceBindingAndStatus: true, DeviceTaints: true, ListTypeAttributes: true, PartitionableDevices: true, PrioritizedList: true}), "experimental"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			tr, err := pickTier(tc.features)

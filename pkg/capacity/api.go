@@ -18,6 +18,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
+
+	"github.com/drasched/drasched/internal/minor"
 )
 
 // ErrNotServed marks a cluster that does not serve
@@ -51,7 +53,9 @@ func PoolStatusesFromAPI(ctx context.Context, client kubernetes.Interface, drive
 			Spec:       resourcev1alpha3.ResourcePoolStatusRequestSpec{Driver: driver, Limit: ptr.To(resourcev1alpha3.ResourcePoolStatusRequestLimitMax)},
 		}
 		if opts.PartitionAttribute != "" {
-			request.Spec.DefaultPartitionTypeAttribute = ptr.To(opts.PartitionAttribute)
+			if err := minor.SetDefaultPartitionTypeAttribute(&request.Spec, opts.PartitionAttribute); err != nil {
+				return nil, nil, err
+			}
 		}
 		status, err := ask(ctx, client, request, timeout, poll)
 		if err != nil {
@@ -155,7 +159,7 @@ func TopFromAPI(ctx context.Context, client kubernetes.Interface, opts Options, 
 				Total: *st.TotalDevices, Allocated: ptr.Deref(st.AllocatedDevices, 0),
 				Available: ptr.Deref(st.AvailableDevices, 0), Unavailable: ptr.Deref(st.UnavailableDevices, 0),
 			}
-			for _, p := range st.PartitionSummary {
+			for _, p := range minor.PartitionSummary(&st) {
 				row.Partitions = append(row.Partitions, Partition{Attribute: p.Attribute, Type: p.Type, Total: ptr.Deref(p.Total, 0), Free: ptr.Deref(p.Allocatable, 0)})
 			}
 		}

@@ -13,6 +13,7 @@ import (
 	"k8s.io/dynamic-resource-allocation/structured"
 	"k8s.io/utils/ptr"
 
+	"github.com/drasched/drasched/internal/minor"
 	"github.com/drasched/drasched/pkg/allocator"
 	"github.com/drasched/drasched/pkg/core"
 )
@@ -114,7 +115,7 @@ func pools(resourceSlices []*resourceapi.ResourceSlice, claims []*resourceapi.Re
 			if ptr.Deref(s.Spec.NodeName, "") != p.nodeName {
 				p.nodeName = ""
 			}
-			p.declares = p.declares || s.Spec.PartitionTypeAttribute != nil
+			p.declares = p.declares || minor.PartitionTypeAttribute(&s.Spec) != nil
 		}
 		list = append(list, p)
 	}
@@ -153,7 +154,7 @@ func pools(resourceSlices []*resourceapi.ResourceSlice, claims []*resourceapi.Re
 			p.counters = append(p.counters, s.Spec.SharedCounters...)
 			// A slice's own attribute wins; the default applies only to
 			// pools in which no slice declares one.
-			attr := string(ptr.Deref(s.Spec.PartitionTypeAttribute, ""))
+			attr := string(ptr.Deref(minor.PartitionTypeAttribute(&s.Spec), ""))
 			if attr == "" && !p.declares {
 				attr = defaultAttr
 			}
@@ -233,7 +234,13 @@ func (p *pool) status() resourcev1alpha3.PoolStatus {
 	st.TotalDevices, st.AllocatedDevices = ptr.To(c.Total), ptr.To(c.Allocated)
 	st.AvailableDevices, st.UnavailableDevices = ptr.To(c.Available), ptr.To(c.Unavailable)
 
+	if !minor.PoolStatusSummaries {
+		// The minor's pool status has no summaries, and its controller
+		// checks nothing that only they need.
+		return st
+	}
 	var verr string
+	var summary []minor.PartitionTypeStatus
 	grouped := slices.ContainsFunc(p.devices, func(d device) bool { return d.partitionAttr != "" })
 	switch {
 	case grouped && len(p.counters) == 0:
@@ -242,22 +249,23 @@ func (p *pool) status() resourcev1alpha3.PoolStatus {
 		var partitions []Partition
 		partitions, verr = p.partitions(nil, true)
 		for _, part := range partitions {
-			st.PartitionSummary = append(st.PartitionSummary, resourcev1alpha3.PartitionTypeStatus{
+			summary = append(summary, minor.PartitionTypeStatus{
 				Attribute: part.Attribute, Type: part.Type, Total: ptr.To(part.Total), Allocatable: ptr.To(part.Free),
 			})
 		}
 	}
 	shareable, shareErr := p.shareable(nil)
-	if shareErr == "" {
-		st.ShareableSummary = shareable
+	if shareErr != "" {
+		shareable = nil
 	}
 	if verr == "" {
 		verr = shareErr
 	}
 	if verr != "" {
-		st.PartitionSummary = nil
+		summary = nil
 		st.ValidationError = ptr.To(truncate(verr))
 	}
+	minor.SetPoolSummaries(&st, summary, shareable)
 	return st
 }
 
@@ -430,7 +438,7 @@ func cloneCounters(c counters) counters {
 // shareable is KEP-5677's shareable summary of the pool's devices that
 // allow multiple allocations (those keep says yes to; all for nil keep),
 // nil if it has none, or a validation error.
-func (p *pool) shareable(keep func(*device) bool) (*resourcev1alpha3.ShareableSummaryStatus, string) {
+func (p *pool) shareable(keep func(*device) bool) (*minor.ShareableSummaryStatus, string) {
 	var full, partial int32
 	total := map[resourceapi.QualifiedName]resource.Quantity{}
 	consumed := p.consumed
@@ -472,12 +480,12 @@ func (p *pool) shareable(keep func(*device) bool) (*resourcev1alpha3.ShareableSu
 		return nil, fmt.Sprintf("%s pool %s has %d shareable capacity keys, exceeding the maximum of %d",
 			prefixShareableOverCap, p.key, len(names), maxStatusListItems)
 	}
-	summary := &resourcev1alpha3.ShareableSummaryStatus{FullyAvailableDevices: ptr.To(full), PartiallyAvailableDevices: ptr.To(partial)}
+	summary := &minor.ShareableSummaryStatus{FullyAvailableDevices: ptr.To(full), PartiallyAvailableDevices: ptr.To(partial)}
 	for _, name := range names {
 		t := total[name]
 		c := consumed[name].DeepCopy()
 		free := difference(t, c)
-		summary.Capacity = append(summary.Capacity, resourcev1alpha3.ShareableCapacityStatus{Name: string(name), Total: &t, Consumed: &c, Available: &free})
+		summary.Capacity = append(summary.Capacity, minor.ShareableCapacityStatus{Name: string(name), Total: &t, Consumed: &c, Available: &free})
 	}
 	return summary, ""
 }

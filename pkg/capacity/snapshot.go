@@ -13,6 +13,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/dynamic-resource-allocation/resourceslice/tracker"
+
+	"github.com/drasched/drasched/internal/minor"
 )
 
 // Snapshot is the cluster state that Top, fit and explain work on: one
@@ -89,9 +91,9 @@ func Read(ctx context.Context, client kubernetes.Interface, opts ReadOptions) (*
 // they can be read and there are any.
 func readSlices(ctx context.Context, client kubernetes.Interface, opts ReadOptions, notes *[]string) ([]*resourceapi.ResourceSlice, error) {
 	// The tracker's informer would retry a refused list forever: ask once.
-	rules, err := client.ResourceV1().DeviceTaintRules().List(ctx, metav1.ListOptions{Limit: 1})
+	rules, err := minor.ListDeviceTaintRules(ctx, client)
 	switch {
-	case err == nil && len(rules.Items) == 0:
+	case err == nil && rules == 0:
 		// Nothing to apply: one list is enough.
 		return listSlices(ctx, client)
 	case err == nil:
@@ -116,11 +118,7 @@ func readSlices(ctx context.Context, client kubernetes.Interface, opts ReadOptio
 		cancel()
 		factory.Shutdown()
 	}()
-	t, err := tracker.StartTracker(ctx, tracker.Options{
-		EnableDeviceTaintRules: true,
-		SliceInformer:          factory.Resource().V1().ResourceSlices(),
-		TaintInformer:          factory.Resource().V1().DeviceTaintRules(),
-	})
+	t, err := tracker.StartTracker(ctx, minor.TaintTrackerOptions(factory))
 	if err != nil {
 		return nil, fmt.Errorf("apply DeviceTaintRules: %w", err)
 	}

@@ -41,7 +41,9 @@ func DefaultTopologyAttributes() []resourceapi.FullyQualifiedName {
 	return []resourceapi.FullyQualifiedName{
 		resourceapi.FullyQualifiedName(deviceattribute.StandardDeviceAttributePCIeRoot),
 		"gpu.drasched.dev/nvlinkDomain",
-		resourceapi.FullyQualifiedName(deviceattribute.StandardDeviceAttributeNUMANode),
+		// 1.37's deviceattribute.StandardDeviceAttributeNUMANode; spelled
+		// out because 1.36's does not name it (docs/compatibility.md).
+		deviceattribute.StandardDeviceAttributePrefix + "numaNode",
 	}
 }
 

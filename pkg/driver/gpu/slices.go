@@ -231,11 +231,11 @@ func buildDevice(opts SliceOptions, ref device.Ref, withCounters bool) (resource
 	setString("nvlinkDomain", g.NVLinkDomain)
 	setString(deviceattribute.StandardDeviceAttributePCIeRoot, g.PCIeRoot)
 	if g.NUMANode != nil {
-		numa, err := deviceattribute.GetNUMANodeAttribute(*g.NUMANode, deviceattribute.ScalarAttribute)
+		name, numa, err := numaNodeAttribute(*g.NUMANode)
 		if err != nil {
 			return resourceapi.Device{}, err
 		}
-		attrs[numa.Name] = numa.Value
+		attrs[name] = numa
 	}
 
 	capacity := map[resourceapi.QualifiedName]resourceapi.DeviceCapacity{}

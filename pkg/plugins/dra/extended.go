@@ -50,12 +50,13 @@ import (
 	"k8s.io/client-go/util/retry"
 	resourcehelper "k8s.io/component-helpers/resource"
 	"k8s.io/dynamic-resource-allocation/deviceclass/extendedresourcecache"
-	resourceclaimmetrics "k8s.io/dynamic-resource-allocation/resourceclaim/metrics"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/metrics"
 	schedutil "k8s.io/kubernetes/pkg/scheduler/util"
 	"k8s.io/utils/ptr"
 
+	"github.com/drasched/drasched/internal/minor"
 	"github.com/drasched/drasched/pkg/allocator"
 	"github.com/drasched/drasched/pkg/tracker"
 )
@@ -518,10 +519,10 @@ func (pl *Plugin) bindExtended(ctx context.Context, s *stateData, pod *v1.Pod) e
 	claim.Status = resourceapi.ResourceClaimStatus{}
 	created, err := pl.client.ResourceV1().ResourceClaims(claim.Namespace).Create(ctx, claim, metav1.CreateOptions{})
 	if err != nil {
-		resourceclaimmetrics.ResourceClaimCreate.WithLabelValues("failure", "false", "", "Pod").Inc()
+		metrics.ResourceClaimCreatesTotal.WithLabelValues(minor.ClaimCreateLabels("failure")...).Inc()
 		return fmt.Errorf("create claim for extended resources of pod %s: %w", klog.KObj(pod), err)
 	}
-	resourceclaimmetrics.ResourceClaimCreate.WithLabelValues("success", "false", "", "Pod").Inc()
+	metrics.ResourceClaimCreatesTotal.WithLabelValues(minor.ClaimCreateLabels("success")...).Inc()
 	e.created = created
 	logger.V(5).Info("Created claim for extended resources", "pod", klog.KObj(pod), "claim", klog.KObj(created))
 	// The allocation stays in flight under the placeholder's UID until the

@@ -13,11 +13,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
-	"k8s.io/component-helpers/nodedeclaredfeatures/features/draoptionalnodeoperations"
 	"k8s.io/dynamic-resource-allocation/structured"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 
+	"github.com/drasched/drasched/internal/minor"
 	"github.com/drasched/drasched/pkg/allocator"
 )
 
@@ -77,7 +77,7 @@ func (pl *Plugin) Filter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, no
 			unavailable = append(unavailable, i)
 			continue
 		}
-		if requiresOptionalNodeOperations(allocation) && !slices.Contains(node.Status.DeclaredFeatures, draoptionalnodeoperations.DRAOptionalNodeOperationsFeatureGate) {
+		if requiresOptionalNodeOperations(allocation) && !slices.Contains(node.Status.DeclaredFeatures, minor.OptionalNodeOperationsFeature) {
 			logger.V(5).Info("Allocation needs DRAOptionalNodeOperations, the node lacks it", "pod", klog.KObj(pod), "node", klog.KObj(node), "claim", klog.KObj(claim))
 			unavailable = append(unavailable, i)
 			continue
@@ -273,7 +273,7 @@ func requiresOptionalNodeOperations(allocation *resourceapi.AllocationResult) bo
 		return false
 	}
 	for _, result := range allocation.Devices.Results {
-		if len(result.SkipNodeOperations) > 0 {
+		if len(minor.ResultSkipNodeOperations(&result)) > 0 {
 			return true
 		}
 	}

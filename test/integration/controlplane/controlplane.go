@@ -130,7 +130,7 @@ func startAPIServer(tb *processTB, storage *storagebackend.Config) (kubeapiserve
 	options := kubeapiservertesting.NewDefaultTestServerOptions()
 	// The invariant checks scrape apiserver metrics for problems of the
 	// apiserver itself; this suite tests the scheduler.
-	options.DisableInvariantChecks = true
+	disableInvariantChecks(options)
 
 	var server kubeapiservertesting.TestServer
 	if err := tb.run(func() error {

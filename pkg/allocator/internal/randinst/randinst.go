@@ -27,9 +27,10 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
-	"k8s.io/component-helpers/nodedeclaredfeatures/features/draoptionalnodeoperations"
 	"k8s.io/dynamic-resource-allocation/structured"
 	"k8s.io/utils/ptr"
+
+	"github.com/drasched/drasched/internal/minor"
 )
 
 // Instance is one allocation problem.
@@ -70,6 +71,7 @@ type gen struct {
 	mode     mode
 	r        *rand.Rand
 	features structured.Features
+	newer    minor.NewerFeatures
 	inst     *Instance
 	// devices lists every generated device, for allocated state.
 	devices []generatedDevice
@@ -119,27 +121,33 @@ func New(seed uint64) *Instance {
 	default:
 		g.mode = adversarial
 	}
-	g.features = structured.Features{
-		AdminAccess:             g.chance(0.5),
-		CompatibilityGroups:     g.chance(0.3),
-		ConsumableCapacity:      g.chance(0.5),
-		DerivedAttributes:       g.chance(0.3),
-		DeviceBindingAndStatus:  g.chance(0.5),
-		DeviceTaints:            g.chance(0.6),
-		FractionalCapacityRange: g.chance(0.3),
-		ListTypeAttributes:      g.chance(0.3),
-		OptionalNodeOperations:  g.chance(0.3),
-		PartitionableDevices:    g.chance(0.6),
-		PrioritizedList:         g.chance(0.6),
-	}
+	// Drawn one by one in this order, so that a seed gives the same
+	// instance as before the features that only some minors have moved to
+	// minor.NewerFeatures.
+	var f structured.Features
+	var newer minor.NewerFeatures
+	f.AdminAccess = g.chance(0.5)
+	newer.CompatibilityGroups = g.chance(0.3)
+	f.ConsumableCapacity = g.chance(0.5)
+	newer.DerivedAttributes = g.chance(0.3)
+	f.DeviceBindingAndStatus = g.chance(0.5)
+	f.DeviceTaints = g.chance(0.6)
+	newer.FractionalCapacityRange = g.chance(0.3)
+	f.ListTypeAttributes = g.chance(0.3)
+	newer.OptionalNodeOperations = g.chance(0.3)
+	f.PartitionableDevices = g.chance(0.6)
+	f.PrioritizedList = g.chance(0.6)
 	// A third of the instances stay within the incubating tier's features,
 	// which upstream then serves with its other copy of the allocator.
 	if g.chance(0.33) {
-		g.features.CompatibilityGroups = false
-		g.features.DerivedAttributes = false
-		g.features.ListTypeAttributes = false
-		g.features.OptionalNodeOperations = false
+		newer.CompatibilityGroups = false
+		newer.DerivedAttributes = false
+		f.ListTypeAttributes = false
+		newer.OptionalNodeOperations = false
 	}
+	// An older minor's build has none of the newer features.
+	g.features = newer.With(f)
+	g.newer = minor.NewerFeaturesOf(g.features)
 	g.inst.Features = g.features
 
 	g.inst.Node = g.node(nodeNames[0])
@@ -297,7 +305,7 @@ func (g *gen) gpuClaim(index, numGPUs int) *resourceapi.ResourceClaim {
 func (g *gen) node(name string) *v1.Node {
 	node := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"region": pick(g, []string{"r0", "r1"})}}}
 	if g.chance(0.5) {
-		node.Status.DeclaredFeatures = []string{draoptionalnodeoperations.DRAOptionalNodeOperationsFeatureGate}
+		node.Status.DeclaredFeatures = []string{minor.OptionalNodeOperationsFeature}
 	}
 	return node
 }
@@ -478,7 +486,7 @@ func (g *gen) slice(driver, pool string, generation, count int64, name string, c
 		s.Spec.PerDeviceNodeSelection = ptr.To(true)
 	}
 	if g.chance(0.1) {
-		s.Spec.SkipNodeOperations = []resourceapi.SkipNodeOperation{resourceapi.SkipNodeOperationNodePrepareResources}
+		skipNodePrepare(s)
 	}
 	numDevices := g.intn(10)
 	for d := range numDevices {
@@ -571,10 +579,11 @@ func (g *gen) device(driver, name string, counterSets []resourceapi.CounterSet) 
 			consumption.Counters["missing"] = resourceapi.Counter{Value: resource.MustParse("1")} // invalid pool
 		}
 		if g.chance(0.3) {
-			consumption.CompatibilityGroups = []string{pick(g, []string{"g1", "g2"})}
+			groups := []string{pick(g, []string{"g1", "g2"})}
 			if g.chance(0.3) {
-				consumption.CompatibilityGroups = append(consumption.CompatibilityGroups, "g3")
+				groups = append(groups, "g3")
 			}
+			setCompatibilityGroups(&consumption, groups)
 		}
 		device.ConsumesCounters = []resourceapi.DeviceCounterConsumption{consumption}
 	}
@@ -598,7 +607,7 @@ func (g *gen) requestPolicy() *resourceapi.CapacityRequestPolicy {
 		if g.chance(0.5) {
 			policy.Default = ptr.To(resource.MustParse("2Gi"))
 		}
-		if g.features.FractionalCapacityRange && g.chance(0.3) {
+		if g.newer.FractionalCapacityRange && g.chance(0.3) {
 			policy.ValidRange.Min = ptr.To(resource.MustParse("500m"))
 			policy.ValidRange.Step = ptr.To(resource.MustParse("250m"))
 			policy.ValidRange.Max = nil
@@ -732,8 +741,8 @@ func (g *gen) exactRequest() *resourceapi.ExactDeviceRequest {
 	if g.chance(0.2) && (g.features.ConsumableCapacity || g.bad(0.5)) {
 		request.Capacity = g.capacityRequest()
 	}
-	if g.chance(0.2) && (g.features.DerivedAttributes || g.bad(0.5)) {
-		request.DerivedAttributes = g.derived()
+	if g.chance(0.2) && (g.newer.DerivedAttributes || g.bad(0.5)) {
+		setExactDerivedAttributes(request, g.derived())
 	}
 	return request
 }
@@ -748,8 +757,8 @@ func (g *gen) fillSubRequest(sub *resourceapi.DeviceSubRequest) {
 	if g.chance(0.15) && (g.features.ConsumableCapacity || g.bad(0.5)) {
 		sub.Capacity = g.capacityRequest()
 	}
-	if g.chance(0.15) && (g.features.DerivedAttributes || g.bad(0.5)) {
-		sub.DerivedAttributes = g.derived()
+	if g.chance(0.15) && (g.newer.DerivedAttributes || g.bad(0.5)) {
+		setSubRequestDerivedAttributes(sub, g.derived())
 	}
 }
 
@@ -774,21 +783,21 @@ func (g *gen) capacityRequest() *resourceapi.CapacityRequirements {
 	return &resourceapi.CapacityRequirements{Requests: requests}
 }
 
-func (g *gen) derived() []resourceapi.DeviceDerivedAttribute {
+func (g *gen) derived() []minor.DerivedAttribute {
 	if g.mode == clean {
 		expression := pick(g, []string{
 			`"numa" in device.attributes["a.example.com"] ? device.attributes["a.example.com"].numa : 7`,
 			`"pcieRoot" in device.attributes["resource.kubernetes.io"] ? device.attributes["resource.kubernetes.io"].pcieRoot : "none"`,
 			`device.driver`,
 		})
-		return []resourceapi.DeviceDerivedAttribute{{Name: "dra.example.com/derived", Expression: expression}}
+		return []minor.DerivedAttribute{{Name: "dra.example.com/derived", Expression: expression}}
 	}
 	if g.mode == traps {
 		expression := pick(g, []string{
 			`device.attributes["a.example.com"].numa`,
 			`device.attributes["resource.kubernetes.io"].pcieRoot`,
 		})
-		return []resourceapi.DeviceDerivedAttribute{{Name: "dra.example.com/derived", Expression: expression}}
+		return []minor.DerivedAttribute{{Name: "dra.example.com/derived", Expression: expression}}
 	}
 	expression := pick(g, []string{
 		`device.attributes["a.example.com"].numa`,
@@ -797,5 +806,5 @@ func (g *gen) derived() []resourceapi.DeviceDerivedAttribute {
 		`device.attributes["b.example.com"].numa % 2`,
 		`device.attributes[`,
 	})
-	return []resourceapi.DeviceDerivedAttribute{{Name: "dra.example.com/derived", Expression: expression}}
+	return []minor.DerivedAttribute{{Name: "dra.example.com/derived", Expression: expression}}
 }

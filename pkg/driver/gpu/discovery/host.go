@@ -148,11 +148,11 @@ func readTopology(sysfsRoot, busID string) (topology, []error) {
 	} else if root.Value.StringValue != nil {
 		t.PCIeRoot = *root.Value.StringValue
 	}
-	numa, err := deviceattribute.GetNUMANodeAttributeByPCIBusID(busID, deviceattribute.ScalarAttribute, deviceattribute.WithFSFromRoot(sysfsRoot))
+	numa, err := numaNodeOf(busID, sysfsRoot)
 	if err != nil {
 		errs = append(errs, fmt.Errorf("NUMA node of %s: %w", busID, err))
-	} else if numa.Value.IntValue != nil {
-		node := int(*numa.Value.IntValue)
+	} else if numa != nil {
+		node := int(*numa)
 		t.NUMANode = &node
 	}
 	return t, errs
