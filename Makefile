@@ -145,6 +145,7 @@ test: ## Run all tests: unit, differential, integration, fault injection, race, 
 	$(MAKE) test-faults
 	$(MAKE) test-race
 	$(MAKE) conformance
+	$(MAKE) test-compat
 	$(MAKE) test-node
 
 .PHONY: test-images
@@ -197,6 +198,14 @@ conformance: ## Run upstream's allocator suite against pkg/allocator (UPSTREAM=1
 # `make conformance-integration ENTRIES=default RUN='TestDRA/default/FilterTimeout'`
 ENTRIES ?= default all
 RUN ?=
+
+.PHONY: test-compat
+test-compat: ## Test the builds for older Kubernetes minors (hack/minor/*) as far as they are ported, with each minor's upstream allocator suite (MINORS="1.36" for some).
+	hack/test-compat.sh $(MINORS)
+
+.PHONY: test-compat-differential
+test-compat-differential: ## Run the differential corpus against an older minor's upstream allocator (KUBE_MINOR=1.36); not yet green, see docs/compatibility.md.
+	$(GO) test -modfile=hack/minor/$(KUBE_MINOR)/go.mod -tags=kube$(KUBE_MINOR) -count=1 -run 'TestDifferential|FuzzDifferential' ./pkg/allocator/
 
 .PHONY: conformance-integration
 conformance-integration: ## Run only upstream's DRA integration suite with StructuredDRA for DynamicResources (ENTRIES="default all", RUN=regexp).
@@ -295,6 +304,10 @@ verify-codegen: ## Fail if generated files are stale (the tree is not touched).
 .PHONY: bump-kubernetes
 bump-kubernetes: ## Move to another Kubernetes release (KUBE_VERSION=v1.37.x): k8s.io/kubernetes, the staging replace block, the code generators.
 	hack/bump-kubernetes.sh $(KUBE_VERSION)
+
+.PHONY: bump-kubernetes-minor
+bump-kubernetes-minor: ## Regenerate an older minor's module file hack/minor/MINOR/go.mod (KUBE_VERSION=v1.36.x).
+	hack/bump-kubernetes.sh --minor $(KUBE_VERSION)
 
 .PHONY: clean
 clean: ## Remove build outputs.

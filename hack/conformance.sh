@@ -19,8 +19,10 @@
 set -euo pipefail
 # shellcheck source=hack/lib/init.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib/init.sh"
+# shellcheck source=hack/lib/minor.sh
+source hack/lib/minor.sh
 
-dra_dir=$(go list -m -f '{{.Dir}}' k8s.io/dynamic-resource-allocation)
+dra_dir=$(go list "${go_minor_flags[@]}" -m -f '{{.Dir}}' k8s.io/dynamic-resource-allocation)
 if [[ ! -d "${dra_dir}/structured/internal/allocatortesting" ]]; then
   echo "conformance: ${dra_dir} has no structured/internal/allocatortesting" >&2
   exit 1
@@ -113,13 +115,18 @@ source hack/lib/tempmodule.sh
 write_temp_module "${work}" "${mod}"
 
 cd "${work}"
-# Adds the suite's own test dependencies (gomega) at the versions this
-# module graph selects; everything comes from the module cache or proxy.
-go mod tidy >/dev/null
+# -mod=mod adds the suite's own test dependencies (gomega) at the versions
+# this module graph selects; everything comes from the module cache or
+# proxy. Not go mod tidy: it reads the files of every minor's build tags,
+# and those of another minor import packages this one lacks.
+tags=()
+if [[ ${#go_minor_flags[@]} -gt 0 ]]; then
+  tags=("-tags=kube${kube_minor}")
+fi
 
 packages=(./structured/internal/drasched/)
 if [[ "${UPSTREAM:-}" == 1 ]]; then
   packages+=(./structured/internal/stable/ ./structured/internal/incubating/ ./structured/internal/experimental/)
 fi
-echo "conformance: upstream suite from ${dra_dir#"$(go env GOMODCACHE)/"} against pkg/allocator"
-go test -count=1 "$@" "${packages[@]}"
+echo "conformance: upstream suite from ${dra_dir#"$(go env GOMODCACHE)/"} against pkg/allocator (Kubernetes ${kube_minor})"
+go test -mod=mod "${tags[@]}" -count=1 "$@" "${packages[@]}"

@@ -524,6 +524,34 @@ func TestChartRefusesWithoutSchema(t *testing.T) {
 	}
 }
 
+// TestChartKubeVersion: the chart installs only where the scheduler of its
+// build is within upstream's skew policy: an API server of the build's
+// minor or one minor newer (docs/compatibility.md).
+func TestChartKubeVersion(t *testing.T) {
+	for version, installs := range map[string]bool{
+		"v1.35.4": false,
+		"v1.36.3": false,
+		"v1.37.0": true,
+		"v1.37.2": true,
+		"v1.38.1": true,
+		"v1.39.0": false,
+	} {
+		t.Run(version, func(t *testing.T) {
+			kv, err := chartutil.ParseKubeVersion(version)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = renderRelease(t, nil, func(install *action.Install) { install.KubeVersion = kv })
+			switch {
+			case installs && err != nil:
+				t.Errorf("refused: %v", err)
+			case !installs && (err == nil || !strings.Contains(err.Error(), "is incompatible with Kubernetes")):
+				t.Errorf("error %v, want the chart's kubeVersion to refuse the cluster", err)
+			}
+		})
+	}
+}
+
 // TestChartExtendedResourceNames: the extended resource names that the
 // admission policies route and guard are derived from the DeviceClasses
 // the chart installs (gpuDriver.deviceClasses.extendedResourceNames, which
