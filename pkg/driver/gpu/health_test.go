@@ -6,6 +6,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -19,6 +20,7 @@ import (
 	drahealthv1 "k8s.io/kubelet/pkg/apis/dra-health/v1"
 
 	"github.com/drasched/drasched/pkg/driver/gpu/device"
+	"github.com/drasched/drasched/pkg/driver/gpu/discovery"
 )
 
 // healthStream reads the kubelet's health stream in the background.
@@ -168,6 +170,45 @@ func TestDevicesAppearAndDisappear(t *testing.T) {
 		diff := cmp.Diff([]string{"gpu-0", "gpu-1", "gpu-2", "gpu-4"}, published())
 		return diff == "", diff
 	})
+}
+
+// TestChangeBeforeWatch: an inventory edited after the discovery at start
+// and before the plugin watches the file is seen without waiting for the
+// periodic rescan (an hour in these tests). The edit is made by the first
+// discovery itself, right after it read the file, so it always falls in
+// that window.
+func TestChangeBeforeWatch(t *testing.T) {
+	env := setup(t, envOptions{inventory: "l40s-4.yaml", discoverer: func(d discovery.Discoverer) discovery.Discoverer {
+		file := &testEnv{inventory: d.(*discovery.Inventory).Path}
+		return &editAfterFirst{Discoverer: d, edit: func() {
+			file.editInventory(t, func(s string) string { return strings.Replace(s, "- index: 3\n", "- index: 4\n", 1) })
+		}}
+	}})
+	waitFor(t, "the device edited before the watch", func() (bool, string) {
+		var names []string
+		for _, s := range env.publishedSlices(t) {
+			for _, d := range s.Spec.Devices {
+				names = append(names, d.Name)
+			}
+		}
+		slices.Sort(names)
+		diff := cmp.Diff([]string{"gpu-0", "gpu-1", "gpu-2", "gpu-4"}, names)
+		return diff == "", diff
+	})
+}
+
+// editAfterFirst runs edit once, after the first discovery returned what
+// it read.
+type editAfterFirst struct {
+	discovery.Discoverer
+	once sync.Once
+	edit func()
+}
+
+func (e *editAfterFirst) Discover(ctx context.Context) ([]device.GPU, error) {
+	gpus, err := e.Discoverer.Discover(ctx)
+	e.once.Do(e.edit)
+	return gpus, err
 }
 
 // TestBrokenInventoryKeepsDevices: a rescan of a broken inventory publishes

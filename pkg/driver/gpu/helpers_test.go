@@ -63,6 +63,8 @@ type envOptions struct {
 	inventory string // file in config/inventory
 	noRun     bool   // only New, no kubelet plugin
 	clock     clock.PassiveClock
+	// discoverer wraps the inventory's discoverer, if set.
+	discoverer func(discovery.Discoverer) discovery.Discoverer
 }
 
 // setupDirs creates the plugin's directories under a short temp dir: unix
@@ -189,6 +191,9 @@ func setup(t *testing.T, opts envOptions, claims ...*resourceapi.ResourceClaim) 
 	cfg.KubeClient = env.client
 	if opts.clock != nil {
 		cfg.Clock = opts.clock
+	}
+	if opts.discoverer != nil {
+		cfg.Discoverer = opts.discoverer(cfg.Discoverer)
 	}
 	env.cfg = cfg
 	d, err := New(ctx, cfg)

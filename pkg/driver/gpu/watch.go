@@ -34,6 +34,10 @@ func (d *Driver) watchDevices(ctx context.Context, p publisher) {
 				}
 			}
 			events, watchErrors = watcher.Events, watcher.Errors
+			// A change between the discovery at startup and the watch
+			// above made no event: look once more now that the watch is
+			// in place, instead of waiting for the periodic rescan.
+			d.rescan(ctx, p)
 		}
 	}
 	rescan := time.NewTicker(d.cfg.RescanInterval)
