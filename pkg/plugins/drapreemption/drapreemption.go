@@ -13,11 +13,13 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 	policy "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/klog/v2"
 	configv1 "k8s.io/kube-scheduler/config/v1"
@@ -28,6 +30,7 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/defaultpreemption"
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/feature"
 	"k8s.io/kubernetes/pkg/scheduler/framework/preemption"
+	"k8s.io/utils/clock"
 
 	draschedv1 "github.com/drasched/drasched/apis/config/v1"
 	"github.com/drasched/drasched/pkg/core"
@@ -95,7 +98,7 @@ func New(ctx context.Context, obj runtime.Object, fh fwk.Handle) (fwk.Plugin, er
 	}
 	// The evaluator calls these through its Interface, which
 	// defaultpreemption.New leaves open to change.
-	dp.Evaluator.Interface = &preemptionHooks{DefaultPreemption: dp, fh: fh}
+	dp.Evaluator.Interface = &preemptionHooks{DefaultPreemption: dp, fh: fh, retries: newRetries(ctx, fh, clock.RealClock{})}
 	return &Preemption{DefaultPreemption: dp, fh: fh}, nil
 }
 
@@ -166,7 +169,8 @@ func (p *Preemption) PodGroupPostFilter(ctx context.Context, state fwk.PodGroupC
 // see, around DefaultPreemption's own.
 type preemptionHooks struct {
 	*defaultpreemption.DefaultPreemption
-	fh fwk.Handle
+	fh      fwk.Handle
+	retries *retries
 }
 
 // SelectVictimsOnNode names the node in the dry run's state, so that the
@@ -190,7 +194,8 @@ func (h *preemptionHooks) SelectVictimsOnNode(ctx context.Context, cs fwk.CycleS
 // finalizer) would keep it from preempting forever. Once every such pod
 // has been terminating for longer than its grace period and the
 // nomination margin, the pod may preempt again; until then the message
-// says until when it waits.
+// says until when it waits, and the pod is retried then: no event says
+// that a pod turned stuck.
 func (h *preemptionHooks) PodEligibleToPreemptOthers(ctx context.Context, pod *v1.Pod, nominatedNodeStatus *fwk.Status) (bool, string) {
 	ok, msg := h.DefaultPreemption.PodEligibleToPreemptOthers(ctx, pod, nominatedNodeStatus)
 	node := pod.Status.NominatedNodeName
@@ -201,11 +206,79 @@ func (h *preemptionHooks) PodEligibleToPreemptOthers(ctx context.Context, pod *v
 	if until.IsZero() {
 		return ok, msg
 	}
-	if time.Now().After(until) {
+	if !h.retries.clock.Now().Before(until) {
 		klog.FromContext(ctx).V(4).Info("Pods preempted for the pod are stuck terminating on its nominated node; it may preempt again", "pod", klog.KObj(pod), "node", node)
 		return true, ""
 	}
+	h.retries.at(klog.FromContext(ctx), pod, until)
 	return false, fmt.Sprintf("%s It waits until %s at the latest.", msg, until.UTC().Format(time.RFC3339))
+}
+
+// retries activates pods at the end of their wait for stuck victims. The
+// claim nomination's expiry requeues a pod too, but it is counted from the
+// nomination and the wait from the victims' deletion timestamps (whole
+// seconds): the pod may be retried a moment before its wait ends, and
+// then, without a retry of its own, stay in the unschedulable queue until
+// the scheduler flushes it (five minutes by default).
+type retries struct {
+	fh    fwk.Handle
+	clock clock.WithDelayedExecution
+	mu    sync.Mutex
+	// timers holds one pending retry per pod.
+	timers map[types.UID]retry
+	done   bool
+}
+
+type retry struct {
+	until time.Time
+	timer clock.Timer
+}
+
+// newRetries returns retries that end with ctx, the scheduler's.
+func newRetries(ctx context.Context, fh fwk.Handle, clk clock.WithDelayedExecution) *retries {
+	r := &retries{fh: fh, clock: clk, timers: map[types.UID]retry{}}
+	context.AfterFunc(ctx, func() {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		r.done = true
+		for uid, t := range r.timers {
+			t.timer.Stop()
+			delete(r.timers, uid)
+		}
+	})
+	return r
+}
+
+// at activates the pod once until has come, replacing a pending retry of
+// the pod for another time. Activate ignores a pod that is no longer in
+// the scheduler's queues (bound, deleted), and one in a cycle then is
+// requeued when the cycle ends.
+func (r *retries) at(logger klog.Logger, pod *v1.Pod, until time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.done {
+		return
+	}
+	if t, ok := r.timers[pod.UID]; ok {
+		if t.until.Equal(until) {
+			return
+		}
+		t.timer.Stop()
+	}
+	uid, key := pod.UID, pod.Namespace+"/"+pod.Name
+	var timer clock.Timer
+	timer = r.clock.AfterFunc(until.Sub(r.clock.Now()), func() {
+		r.mu.Lock()
+		if t, ok := r.timers[uid]; !ok || t.timer != timer {
+			r.mu.Unlock()
+			return
+		}
+		delete(r.timers, uid)
+		r.mu.Unlock()
+		logger.V(4).Info("Retrying a pod whose victims are stuck terminating", "pod", key)
+		r.fh.Activate(logger, map[string]*v1.Pod{key: pod})
+	})
+	r.timers[uid] = retry{until: until, timer: timer}
 }
 
 // preemptedUntil returns how long the pods that preemption evicted on the
@@ -279,4 +352,11 @@ func margin(fh fwk.Handle) time.Duration {
 		return pl.NominationMargin()
 	}
 	return draschedv1.DefaultNominationMargin
+}
+
+// pending is the number of retries waiting for their time.
+func (r *retries) pending() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.timers)
 }

@@ -1,7 +1,11 @@
 package drapreemption
 
 import (
+	"context"
+	"runtime"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -10,10 +14,12 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/ktesting"
 	fwk "k8s.io/kube-scheduler/framework"
 	schedconfig "k8s.io/kubernetes/pkg/scheduler/apis/config"
 	"k8s.io/kubernetes/pkg/scheduler/backend/cache"
+	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/drasched/drasched/apis/config"
 	draschedv1 "github.com/drasched/drasched/apis/config/v1"
@@ -168,5 +174,115 @@ func TestWithoutStuckNominations(t *testing.T) {
 	}
 	if got := withoutStuckNominations(fh, margin, group{pods: pods[1:]}); got.(group).pods[0] != pods[1] {
 		t.Error("a group without stuck nominations was copied")
+	}
+}
+
+// activations records the pods a handle was asked to activate.
+type activations struct {
+	*handle
+	mu   sync.Mutex
+	pods []string
+}
+
+func (a *activations) Activate(_ klog.Logger, pods map[string]*v1.Pod) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for key := range pods {
+		a.pods = append(a.pods, key)
+	}
+}
+
+func (a *activations) got() []string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return slices.Clone(a.pods)
+}
+
+// A pod told that it waits for stuck victims until a time is retried at
+// that time, once however often it was told, and not after the scheduler
+// stopped; a wait moved to another time is retried then instead.
+func TestRetryAtEndOfWait(t *testing.T) {
+	logger, ctx := ktesting.NewTestContext(t)
+	pod := func(name string) *v1.Pod {
+		return &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", UID: types.UID(name)}}
+	}
+	start := time.Now()
+	for name, tc := range map[string]struct {
+		// at are the ends of the waits the pods are told, in order.
+		at []struct {
+			pod   string
+			after time.Duration
+		}
+		stop bool
+		// steps are how far the clock is stepped, and the activations
+		// wanted after each.
+		steps []time.Duration
+		want  [][]string
+	}{
+		"retried at the end": {
+			at: []struct {
+				pod   string
+				after time.Duration
+			}{{"a", 3 * time.Second}},
+			steps: []time.Duration{3*time.Second - time.Millisecond, time.Millisecond, time.Minute},
+			want:  [][]string{nil, {"default/a"}, {"default/a"}},
+		},
+		"told twice, retried once": {
+			at: []struct {
+				pod   string
+				after time.Duration
+			}{{"a", time.Second}, {"a", time.Second}},
+			steps: []time.Duration{time.Second, time.Minute},
+			want:  [][]string{{"default/a"}, {"default/a"}},
+		},
+		"wait moved": {
+			at: []struct {
+				pod   string
+				after time.Duration
+			}{{"a", time.Second}, {"a", 5 * time.Second}},
+			steps: []time.Duration{time.Second, 4 * time.Second},
+			want:  [][]string{nil, {"default/a"}},
+		},
+		"two pods": {
+			at: []struct {
+				pod   string
+				after time.Duration
+			}{{"a", 2 * time.Second}, {"b", time.Second}},
+			steps: []time.Duration{time.Second, time.Second},
+			want:  [][]string{{"default/b"}, {"default/b", "default/a"}},
+		},
+		"scheduler stopped": {
+			at: []struct {
+				pod   string
+				after time.Duration
+			}{{"a", time.Second}},
+			stop:  true,
+			steps: []time.Duration{time.Minute},
+			want:  [][]string{nil},
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			clk := testingclock.NewFakeClock(start)
+			fh := &activations{handle: newHandle(nil, nil)}
+			ctx, cancel := context.WithCancel(ctx)
+			defer cancel()
+			r := newRetries(ctx, fh, clk)
+			for _, at := range tc.at {
+				r.at(logger, pod(at.pod), start.Add(at.after))
+			}
+			if tc.stop {
+				cancel()
+				// context.AfterFunc runs in its own goroutine.
+				for r.pending() > 0 {
+					runtime.Gosched()
+				}
+			}
+			for i, step := range tc.steps {
+				clk.Step(step)
+				if got := fh.got(); !slices.Equal(got, tc.want[i]) {
+					t.Errorf("after step %d (%s): activated %v, want %v", i, step, got, tc.want[i])
+				}
+			}
+		})
 	}
 }
