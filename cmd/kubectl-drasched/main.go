@@ -34,6 +34,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/client-go/kubernetes"
 
@@ -59,6 +60,11 @@ func newCommand(out io.Writer) *cobra.Command {
 		SilenceErrors: true,
 	}
 	flags.AddFlags(root.PersistentFlags())
+	// The allocator's features follow the feature gates, as the
+	// scheduler's do: a cluster that sets gates other than the defaults of
+	// its minor (an alpha DRA feature turned on) gives the scheduler's
+	// here, or the tool's answers differ from the scheduler's.
+	utilfeature.DefaultMutableFeatureGate.AddFlag(root.PersistentFlags())
 	var (
 		node, output string
 		limit        deadline

@@ -9,10 +9,9 @@ import (
 	"github.com/spf13/cobra"
 	utilerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/apiserver/pkg/server"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/tools/events"
 	cliflag "k8s.io/component-base/cli/flag"
 	"k8s.io/component-base/cli/globalflag"
 	basecompatibility "k8s.io/component-base/compatibility"
@@ -31,6 +30,7 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/names"
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 
+	"github.com/drasched/drasched/internal/minor/schedminor"
 	"github.com/drasched/drasched/pkg/leaderfence"
 	draplugins "github.com/drasched/drasched/pkg/plugins"
 	"github.com/drasched/drasched/pkg/plugins/dra"
@@ -112,12 +112,8 @@ func run(cmd *cobra.Command, opts *options.Options, fence *leaderfence.Fence, re
 		return err
 	}
 	cliflag.PrintFlags(cmd.Flags())
-	if opts.InformerName == nil {
-		name, err := cache.NewInformerName("kube-scheduler")
-		if err != nil {
-			return err
-		}
-		opts.InformerName = name
+	if err := schedminor.NameInformers(opts); err != nil {
+		return err
 	}
 
 	ctx, cancel := context.WithCancel(context.Background())
@@ -163,6 +159,9 @@ func setup(ctx context.Context, opts *options.Options, fence *leaderfence.Fence,
 	if err != nil {
 		return nil, nil, err
 	}
+	if err := checkServedAPIs(c.Client.Discovery(), utilfeature.DefaultFeatureGate); err != nil {
+		return nil, nil, err
+	}
 	if c.LeaderElection != nil {
 		lock, err := fence.Wrap(c.LeaderElection.Lock, c.LeaderElection.LeaseDuration)
 		if err != nil {
@@ -188,7 +187,7 @@ func setup(ctx context.Context, opts *options.Options, fence *leaderfence.Fence,
 		cc.Client,
 		cc.InformerFactory,
 		cc.DynInformerFactory,
-		func(name string) events.EventRecorderLogger { return cc.EventBroadcaster.NewRecorder(name) },
+		schedminor.RecorderFactory(cc.EventBroadcaster.NewRecorder),
 		scheduler.WithComponentConfigVersion(cc.ComponentConfig.APIVersion),
 		scheduler.WithKubeConfig(cc.KubeConfig),
 		scheduler.WithProfiles(cc.ComponentConfig.Profiles...),

@@ -18,6 +18,7 @@ import (
 	"k8s.io/kubernetes/pkg/features"
 	"k8s.io/kubernetes/pkg/scheduler"
 
+	"github.com/drasched/drasched/internal/minor/schedminor"
 	draplugins "github.com/drasched/drasched/pkg/plugins"
 	"github.com/drasched/drasched/pkg/plugins/dra"
 )
@@ -223,8 +224,8 @@ func TestUnboundedFilterWarning(t *testing.T) {
 			ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), logger))
 			defer cancel()
 			client := fake.NewClientset()
-			if _, err := scheduler.New(ctx, client, scheduler.NewInformerFactory(client, 0, nil), nil,
-				func(string) events.EventRecorderLogger { return events.NewFakeRecorder(100) },
+			if _, err := scheduler.New(ctx, client, schedminor.InformerFactory(client), nil,
+				schedminor.RecorderFactory(func(string) events.EventRecorderLogger { return events.NewFakeRecorder(100) }),
 				scheduler.WithProfiles(cfg.Profiles...),
 				scheduler.WithFrameworkOutOfTreeRegistry(draplugins.Registry(dra.ProcessOptions{})),
 			); err != nil {

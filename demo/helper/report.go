@@ -12,7 +12,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
-	schedulingapi "k8s.io/api/scheduling/v1beta1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -24,6 +23,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/drasched/drasched/internal/invariants"
+	"github.com/drasched/drasched/internal/minor"
 	"github.com/drasched/drasched/pkg/driver/gpu"
 )
 
@@ -41,7 +41,7 @@ type snapshot struct {
 	pods []*corev1.Pod
 	// groups are the PodGroups that these pods name, by name; a group
 	// that does not exist (yet) is missing.
-	groups map[string]*schedulingapi.PodGroup
+	groups map[string]*minor.PodGroup
 	// claims by name, in the pods' namespace.
 	claims map[string]*resourceapi.ResourceClaim
 	// devices by "<pool>/<device>", of the GPU driver.
@@ -95,7 +95,7 @@ func readSnapshot(ctx context.Context, client kubernetes.Interface, q query) (*s
 		return nil, err
 	}
 	s := &snapshot{
-		groups:  map[string]*schedulingapi.PodGroup{},
+		groups:  map[string]*minor.PodGroup{},
 		claims:  map[string]*resourceapi.ResourceClaim{},
 		devices: map[string]*resourceapi.Device{},
 		cluster: invariants.Cluster{Pods: podList.Items, Claims: claimList.Items, Slices: sliceList.Items, Nodes: nodeList.Items},
@@ -113,7 +113,7 @@ func readSnapshot(ctx context.Context, client kubernetes.Interface, q query) (*s
 		if name == "" || s.groups[name] != nil {
 			continue
 		}
-		group, err := client.SchedulingV1beta1().PodGroups(namespace).Get(ctx, name, metav1.GetOptions{})
+		group, err := minor.PodGroups(client, namespace).Get(ctx, name, metav1.GetOptions{})
 		switch {
 		case apierrors.IsNotFound(err):
 		case err != nil:
@@ -272,16 +272,13 @@ func verify(s *snapshot) error {
 
 // podGroupOf returns the name of the pod's PodGroup, "" if none.
 func podGroupOf(pod *corev1.Pod) string {
-	if pod.Spec.SchedulingGroup == nil {
-		return ""
-	}
-	return ptr.Deref(pod.Spec.SchedulingGroup.PodGroupName, "")
+	return ptr.Deref(minor.PodGroupName(pod), "")
 }
 
 // groupState is what a PodGroup's pods got.
 type groupState struct {
 	name              string
-	group             *schedulingapi.PodGroup // nil if it does not exist
+	group             *minor.PodGroup // nil if it does not exist
 	pods, bound       int
 	claims, allocated int
 }
@@ -358,7 +355,7 @@ func writeGroups(out io.Writer, groups []*groupState) {
 		}
 		condition := ""
 		if g.group != nil {
-			if c := meta.FindStatusCondition(g.group.Status.Conditions, schedulingapi.PodGroupInitiallyScheduled); c != nil {
+			if c := meta.FindStatusCondition(g.group.Status.Conditions, minor.PodGroupScheduledCondition); c != nil {
 				condition = fmt.Sprintf(", %s=%s (%s)", c.Type, c.Status, c.Reason)
 			}
 		}

@@ -11,7 +11,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
-	schedulingapi "k8s.io/api/scheduling/v1beta1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -23,6 +22,7 @@ import (
 
 	_ "github.com/drasched/drasched/apis/config/scheme" // StructuredDRAArgs
 	"github.com/drasched/drasched/internal/builder"
+	"github.com/drasched/drasched/internal/minor"
 	"github.com/drasched/drasched/pkg/driver/gpu"
 )
 
@@ -118,11 +118,11 @@ func TestReportUnexpected(t *testing.T) {
 	}
 }
 
-func gang(name string, minCount int32) *schedulingapi.PodGroup {
-	return &schedulingapi.PodGroup{
+func gang(name string, minCount int32) *minor.PodGroup {
+	return &minor.PodGroup{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
-		Spec: schedulingapi.PodGroupSpec{SchedulingPolicy: schedulingapi.PodGroupSchedulingPolicy{
-			Gang: &schedulingapi.GangSchedulingPolicy{MinCount: minCount},
+		Spec: minor.PodGroupSpec{SchedulingPolicy: minor.PodGroupSchedulingPolicy{
+			Gang: &minor.GangSchedulingPolicy{MinCount: minCount},
 		}},
 	}
 }

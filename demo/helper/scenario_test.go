@@ -11,7 +11,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
-	schedulingapi "k8s.io/api/scheduling/v1beta1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -26,6 +25,7 @@ import (
 
 	"github.com/drasched/drasched/internal/kwokcluster"
 	"github.com/drasched/drasched/internal/manifest"
+	"github.com/drasched/drasched/internal/minor"
 	"github.com/drasched/drasched/pkg/allocator"
 	"github.com/drasched/drasched/pkg/explain"
 )
@@ -113,7 +113,7 @@ func gangFile(name string) string {
 // pods with their claims, in the order of the files; then, apart, the pods
 // of the preemption step, and the PodGroups and pods of each gang (of
 // gangFiles) of the gang step.
-func demoWorkloads(t *testing.T, gangFiles ...string) ([]*resourceapi.DeviceClass, []workload, []workload, [][]*schedulingapi.PodGroup, [][]workload) {
+func demoWorkloads(t *testing.T, gangFiles ...string) ([]*resourceapi.DeviceClass, []workload, []workload, [][]*minor.PodGroup, [][]workload) {
 	t.Helper()
 	files := []string{filepath.Join(repoRoot, "config", "gpu-driver", "deviceclasses.yaml")}
 	examples, err := manifest.KustomizationResources(filepath.Join(repoRoot, "config", "examples"))
@@ -173,10 +173,10 @@ func demoWorkloads(t *testing.T, gangFiles ...string) ([]*resourceapi.DeviceClas
 		}
 		return workloads
 	}
-	var groups [][]*schedulingapi.PodGroup
+	var groups [][]*minor.PodGroup
 	var gangWorkloads [][]workload
 	for _, g := range gangs {
-		groups = append(groups, manifest.OfType[*schedulingapi.PodGroup](g))
+		groups = append(groups, manifest.OfType[*minor.PodGroup](g))
 		gangWorkloads = append(gangWorkloads, workloadsOf(g))
 	}
 	return manifest.OfType[*resourceapi.DeviceClass](objects), workloadsOf(objects), workloadsOf(preemption), groups, gangWorkloads
@@ -335,7 +335,7 @@ func TestScenario(t *testing.T) {
 			if w.pod.Spec.SchedulerName != "drasched" {
 				t.Errorf("pod %s: schedulerName %q, want drasched", w.pod.Name, w.pod.Spec.SchedulerName)
 			}
-			if w.pod.Spec.SchedulingGroup == nil || ptr.Deref(w.pod.Spec.SchedulingGroup.PodGroupName, "") != name || w.pod.Labels["gang"] != name {
+			if ptr.Deref(minor.PodGroupName(w.pod), "") != name || w.pod.Labels["gang"] != name {
 				t.Errorf("pod %s: want spec.schedulingGroup.podGroupName and label gang %s", w.pod.Name, name)
 			}
 		}

@@ -6,6 +6,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+
+	"github.com/drasched/drasched/internal/minor"
 )
 
 // PodWrapper builds a Pod, with one container unless Containers replaces it.
@@ -91,7 +93,7 @@ func (w *PodWrapper) SchedulingGate(name string) *PodWrapper {
 // PodGroup makes the pod one of the PodGroup's (spec.schedulingGroup), for
 // gang scheduling.
 func (w *PodWrapper) PodGroup(name string) *PodWrapper {
-	w.Spec.SchedulingGroup = &v1.PodSchedulingGroup{PodGroupName: ptr.To(name)}
+	minor.SetPodGroupName(&w.Pod, name)
 	return w
 }
 

@@ -24,6 +24,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 
+	"github.com/drasched/drasched/internal/minor"
 	"github.com/drasched/drasched/pkg/core"
 )
 
@@ -266,7 +267,7 @@ func checkBoundPods(pods []v1.Pod, claims []resourceapi.ResourceClaim, nodes []v
 			case claim.Status.Allocation == nil:
 				problems = append(problems, fmt.Sprintf("pod %s is bound but its claim %s is not allocated", klog.KObj(pod), klog.KObj(claim)))
 				continue
-			case !resourceclaim.IsReservedForPod(pod, claim, true):
+			case !minor.IsReservedForPod(pod, claim, true):
 				// Reserved for the pod, or for its PodGroup (a PodGroup's
 				// claim, DRAWorkloadResourceClaims).
 				problems = append(problems, fmt.Sprintf("claim %s is not reserved for its pod %s (reservedFor %v)", klog.KObj(claim), klog.KObj(pod), claim.Status.ReservedFor))

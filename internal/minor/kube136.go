@@ -5,98 +5,57 @@ package minor
 import (
 	"context"
 	"errors"
-	"fmt"
 
 	resourceapi "k8s.io/api/resource/v1"
 	resourcev1alpha3 "k8s.io/api/resource/v1alpha3"
+	resourcev1beta2 "k8s.io/api/resource/v1beta2"
+	schedulingapi "k8s.io/api/scheduling/v1alpha2"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/component-base/featuregate"
+	resourceclient "k8s.io/client-go/kubernetes/typed/resource/v1beta2"
+	schedulingclient "k8s.io/client-go/kubernetes/typed/scheduling/v1alpha2"
 	"k8s.io/dynamic-resource-allocation/cel"
 	"k8s.io/dynamic-resource-allocation/resourceslice/tracker"
 	"k8s.io/dynamic-resource-allocation/structured"
-	"k8s.io/kubernetes/pkg/features"
+	schedulingdefaults "k8s.io/kubernetes/pkg/apis/scheduling/v1alpha2"
 )
 
 // Minor is the Kubernetes minor this build is for.
 const Minor = "1.36"
 
-// OptionalNodeOperationsFeature: 1.36 has no optional node operations, so
-// no node declares it.
-const OptionalNodeOperationsFeature = ""
+// GoFlags are the go command's flags that build this minor from the
+// repository's root: its module file and build tag (hack/lib/minor.sh).
+var GoFlags = []string{"-modfile=hack/minor/1.36/go.mod", "-tags=kube1.36"}
 
-// DerivedAttribute: 1.36's requests have no derived attributes; the type
-// has the fields the allocator reads so that its code is the same.
-type DerivedAttribute struct {
-	Name       resourceapi.FullyQualifiedName
-	Expression string
+// NewerFeaturesOf: 1.36's structured.Features has ListTypeAttributes
+// (alpha), none of the others.
+func NewerFeaturesOf(f structured.Features) NewerFeatures {
+	return NewerFeatures{ListTypeAttributes: f.ListTypeAttributes}
 }
 
-// SkipNodeOperation: 1.36's slices skip no node operations.
-type SkipNodeOperation string
-
-// NewerFeaturesOf: 1.36's structured.Features has none of them.
-func NewerFeaturesOf(structured.Features) NewerFeatures { return NewerFeatures{} }
-
-// With returns f: 1.36's structured.Features cannot hold n's features,
-// which no 1.36 gate enables.
-func (n NewerFeatures) With(f structured.Features) structured.Features { return f }
-
-// AllocatorFeatures are the allocator features that kube-scheduler 1.36
-// derives from gate: its AllocatorFeatures leaves out ListTypeAttributes
-// even where DRAListTypeAttributes is on.
-func AllocatorFeatures(gate featuregate.FeatureGate) structured.Features {
-	return structured.Features{
-		AdminAccess:            gate.Enabled(features.DRAAdminAccess),
-		PrioritizedList:        gate.Enabled(features.DRAPrioritizedList),
-		PartitionableDevices:   gate.Enabled(features.DRAPartitionableDevices),
-		DeviceTaints:           gate.Enabled(features.DRADeviceTaints),
-		DeviceBindingAndStatus: gate.Enabled(features.DRADeviceBindingConditions) && gate.Enabled(features.DRAResourceClaimDeviceStatus),
-		ConsumableCapacity:     gate.Enabled(features.DRAConsumableCapacity),
-	}
+// With returns f with n's ListTypeAttributes: 1.36's structured.Features
+// cannot hold the others, which no 1.36 gate enables.
+func (n NewerFeatures) With(f structured.Features) structured.Features {
+	f.ListTypeAttributes = n.ListTypeAttributes
+	return f
 }
 
-// SubRequestDerivedAttributes: none in 1.36.
-func SubRequestDerivedAttributes(*resourceapi.DeviceSubRequest) []DerivedAttribute { return nil }
-
-// ExactDerivedAttributes: none in 1.36.
-func ExactDerivedAttributes(*resourceapi.ExactDeviceRequest) []DerivedAttribute { return nil }
-
-// SkipNodeOperations: none in 1.36.
-func SkipNodeOperations(*resourceapi.ResourceSliceSpec) []SkipNodeOperation { return nil }
-
-// ResultSkipNodeOperations: none in 1.36.
-func ResultSkipNodeOperations(*resourceapi.DeviceRequestAllocationResult) []SkipNodeOperation {
-	return nil
+// CELFeatures are the features of the CEL compiler: consumable capacity
+// and list-type attributes.
+func CELFeatures(consumableCapacity, listTypeAttributes bool) cel.Features {
+	return cel.Features{EnableConsumableCapacity: consumableCapacity, EnableListTypeAttributes: listTypeAttributes}
 }
 
-// SetResultSkipNodeOperations: 1.36's results have no such field, and its
-// slices skip nothing, so ops is always empty.
-func SetResultSkipNodeOperations(*resourceapi.DeviceRequestAllocationResult, []SkipNodeOperation) {}
-
-// CompatibilityGroups: none in 1.36.
-func CompatibilityGroups(*resourceapi.DeviceCounterConsumption) []string { return nil }
-
-// CELOptions: 1.36 compiles no derived attributes.
-func CELOptions(bool) cel.Options {
-	return cel.Options{DisableCostEstimation: true}
+// AttributeLists are the list values of attr (DRAListTypeAttributes).
+func AttributeLists(attr *resourceapi.DeviceAttribute) (ints []int64, bools []bool, strs, versions []string) {
+	return attr.IntValues, attr.BoolValues, attr.StringValues, attr.VersionValues
 }
 
-// EnhanceRuntimeError: 1.36's allocator reports CEL runtime errors as the
-// CEL library words them.
-func EnhanceRuntimeError(err error) error { return err }
-
-// EvaluateDerivedAttribute: unreachable in 1.36, whose requests have no
-// derived attributes.
-func EvaluateDerivedAttribute(context.Context, cel.CompilationResult, cel.Device) (*resourceapi.DeviceAttribute, error) {
-	return nil, errors.New("derived attributes need Kubernetes 1.37")
-}
-
-// ClaimCreateLabels: 1.36's resourceclaim_creates_total has only the
-// status label.
-func ClaimCreateLabels(status string) []string { return []string{status} }
+// PoolStatus is the count of a pool's devices that KEP-5677's
+// ResourcePoolStatusRequest answers with (resource.k8s.io/v1alpha3).
+type PoolStatus = resourcev1alpha3.PoolStatus
 
 // PoolStatusSummaries: 1.36's pool status has neither partition nor
 // shareable summaries (KEP-5677's summaries are 1.37), and its controller
@@ -134,6 +93,9 @@ func PartitionTypeAttribute(*resourceapi.ResourceSliceSpec) *resourceapi.FullyQu
 	return nil
 }
 
+// SetPartitionTypeAttribute: 1.36's slices cannot declare one.
+func SetPartitionTypeAttribute(*resourceapi.ResourceSliceSpec, resourceapi.FullyQualifiedName) {}
+
 // SetDefaultPartitionTypeAttribute: 1.36's ResourcePoolStatusRequest has no
 // such field; the request would be answered without partitions.
 func SetDefaultPartitionTypeAttribute(*resourcev1alpha3.ResourcePoolStatusRequestSpec, string) error {
@@ -161,28 +123,63 @@ func TaintTrackerOptions(factory informers.SharedInformerFactory) tracker.Option
 	}
 }
 
-// ClaimLimitPerRequest: 1.36's allocator checks the limit of devices per
-// claim once, after all of the claim's requests.
-const ClaimLimitPerRequest = false
+// PodGroupAPI is true: this minor serves PodGroups.
+const PodGroupAPI = true
 
-// CapacityErrorSkipsDevice: 1.36's allocator skips a device whose capacity
-// cannot be checked against a request, and leaves devices without the
-// capacity left out of a request for all devices.
-const CapacityErrorSkipsDevice = true
+// PodGroup is the PodGroup API of this minor: scheduling.k8s.io/v1alpha2
+// (feature gate GenericWorkload, alpha and off by default; the API version
+// must be enabled on the API server too).
+type PodGroup = schedulingapi.PodGroup
 
-// ClaimConfigOncePerRequest: 1.36's allocator lists a claim config that
-// names several allocated requests once per request.
-const ClaimConfigOncePerRequest = true
+// PodGroupSpec, PodGroupSchedulingPolicy and GangSchedulingPolicy: see
+// kube137.go.
+type (
+	PodGroupSpec             = schedulingapi.PodGroupSpec
+	PodGroupSchedulingPolicy = schedulingapi.PodGroupSchedulingPolicy
+	GangSchedulingPolicy     = schedulingapi.GangSchedulingPolicy
+)
 
-// ConfigForAllHasNoRequests: 1.36's allocator keeps the request list of a
-// config that applies to every request.
-const ConfigForAllHasNoRequests = false
+// PodGroupScheduledCondition is the condition a PodGroup gets once its
+// scheduling policy was met: PodGroupScheduled (1.37 renamed it
+// PodGroupInitiallyScheduled).
+const PodGroupScheduledCondition = schedulingapi.PodGroupScheduled
 
-// CounterSlicesOnEveryNode: 1.36's allocator considers slices with shared
-// counters on every node, whatever their node selection.
-const CounterSlicesOnEveryNode = true
+// PodGroupAPIVersion is the API group and version of PodGroup.
+var PodGroupAPIVersion = schedulingapi.SchemeGroupVersion
 
-// SelectorRuntimeError: 1.36's allocator does not name the device.
-func SelectorRuntimeError(owner string, i int, _ string, err error) error {
-	return fmt.Errorf("%s: selector #%d: CEL runtime error: %w", owner, i, err)
+// RegisterPodGroupDefaults registers the API server's defaults of
+// PodGroup (and the other types of its API version) in a scheme.
+var RegisterPodGroupDefaults = schedulingdefaults.RegisterDefaults
+
+// PodGroups is the client of the PodGroups in namespace.
+func PodGroups(client kubernetes.Interface, namespace string) schedulingclient.PodGroupInterface {
+	return client.SchedulingV1alpha2().PodGroups(namespace)
+}
+
+// DeviceTaintRule is the DeviceTaintRule API of this minor:
+// resource.k8s.io/v1beta2, served where DRADeviceTaintRules is on (off by
+// default in 1.36).
+type DeviceTaintRule = resourcev1beta2.DeviceTaintRule
+
+// DeviceTaintRuleAPIVersion is the API group and version of DeviceTaintRule.
+var DeviceTaintRuleAPIVersion = resourcev1beta2.SchemeGroupVersion
+
+// NewDeviceTaintRule is a DeviceTaintRule that puts taint on the devices
+// that driver, pool and device select (nil: any).
+func NewDeviceTaintRule(name string, driver, pool, device *string, taint resourceapi.DeviceTaint) *DeviceTaintRule {
+	return &DeviceTaintRule{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: resourcev1beta2.DeviceTaintRuleSpec{
+			DeviceSelector: &resourcev1beta2.DeviceTaintSelector{Driver: driver, Pool: pool, Device: device},
+			Taint: resourcev1beta2.DeviceTaint{
+				Key: taint.Key, Value: taint.Value, TimeAdded: taint.TimeAdded,
+				Effect: resourcev1beta2.DeviceTaintEffect(taint.Effect),
+			},
+		},
+	}
+}
+
+// DeviceTaintRules is the client of the DeviceTaintRules.
+func DeviceTaintRules(client kubernetes.Interface) resourceclient.DeviceTaintRuleInterface {
+	return client.ResourceV1beta2().DeviceTaintRules()
 }

@@ -1,4 +1,4 @@
-//go:build !kube1.36
+//go:build !kube1.35 && !kube1.36
 
 package minor
 
@@ -8,19 +8,27 @@ import (
 
 	resourceapi "k8s.io/api/resource/v1"
 	resourcev1alpha3 "k8s.io/api/resource/v1alpha3"
+	schedulingapi "k8s.io/api/scheduling/v1beta1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	resourceclient "k8s.io/client-go/kubernetes/typed/resource/v1"
+	schedulingclient "k8s.io/client-go/kubernetes/typed/scheduling/v1beta1"
 	"k8s.io/component-base/featuregate"
 	"k8s.io/component-helpers/nodedeclaredfeatures/features/draoptionalnodeoperations"
 	"k8s.io/dynamic-resource-allocation/cel"
 	"k8s.io/dynamic-resource-allocation/resourceslice/tracker"
 	"k8s.io/dynamic-resource-allocation/structured"
+	schedulingdefaults "k8s.io/kubernetes/pkg/apis/scheduling/v1beta1"
 	"k8s.io/kubernetes/pkg/features"
 )
 
 // Minor is the Kubernetes minor this build is for.
 const Minor = "1.37"
+
+// GoFlags are the go command's flags that build this minor from the
+// repository's root: none, go.mod is this minor's (hack/lib/minor.sh).
+var GoFlags []string
 
 // OptionalNodeOperationsFeature is the node declared feature that lets a
 // node run pods whose devices skip node operations.
@@ -32,13 +40,14 @@ type DerivedAttribute = resourceapi.DeviceDerivedAttribute
 // SkipNodeOperation is a node operation a slice's devices skip.
 type SkipNodeOperation = resourceapi.SkipNodeOperation
 
-// NewerFeaturesOf reads the allocator features that only 1.37 has.
+// NewerFeaturesOf reads the allocator features that not every minor has.
 func NewerFeaturesOf(f structured.Features) NewerFeatures {
 	return NewerFeatures{
 		FractionalCapacityRange: f.FractionalCapacityRange,
 		OptionalNodeOperations:  f.OptionalNodeOperations,
 		DerivedAttributes:       f.DerivedAttributes,
 		CompatibilityGroups:     f.CompatibilityGroups,
+		ListTypeAttributes:      f.ListTypeAttributes,
 	}
 }
 
@@ -48,7 +57,19 @@ func (n NewerFeatures) With(f structured.Features) structured.Features {
 	f.OptionalNodeOperations = n.OptionalNodeOperations
 	f.DerivedAttributes = n.DerivedAttributes
 	f.CompatibilityGroups = n.CompatibilityGroups
+	f.ListTypeAttributes = n.ListTypeAttributes
 	return f
+}
+
+// CELFeatures are the features of the CEL compiler: consumable capacity and
+// list-type attributes.
+func CELFeatures(consumableCapacity, listTypeAttributes bool) cel.Features {
+	return cel.Features{EnableConsumableCapacity: consumableCapacity, EnableListTypeAttributes: listTypeAttributes}
+}
+
+// AttributeLists are the list values of attr (DRAListTypeAttributes).
+func AttributeLists(attr *resourceapi.DeviceAttribute) (ints []int64, bools []bool, strs, versions []string) {
+	return attr.IntValues, attr.BoolValues, attr.StringValues, attr.VersionValues
 }
 
 // AllocatorFeatures are the allocator features that kube-scheduler derives
@@ -122,14 +143,22 @@ func EvaluateDerivedAttribute(ctx context.Context, result cel.CompilationResult,
 	return attr, err
 }
 
+// ClaimCreatesMetric is the name of kube-scheduler's count of the claims it
+// creates for extended resources.
+const ClaimCreatesMetric = "dynamic_resource_allocation_resourceclaim_creates_total"
+
 // ClaimCreateLabels are the label values of kube-scheduler's
 // resourceclaim_creates_total for a claim for a pod's extended resources.
 func ClaimCreateLabels(status string) []string {
 	return []string{status, "false", "", "Pod"}
 }
 
-// PoolStatusSummaries is true: a ResourcePoolStatusRequest's pool status
-// has KEP-5677's partition and shareable summaries.
+// PoolStatus is the count of a pool's devices that KEP-5677's
+// ResourcePoolStatusRequest answers with (resource.k8s.io/v1alpha3).
+type PoolStatus = resourcev1alpha3.PoolStatus
+
+// PoolStatusSummaries is true: a ResourcePoolStatusRequest's pool status has
+// KEP-5677's partition and shareable summaries.
 const PoolStatusSummaries = true
 
 // PartitionTypeStatus is one line of a pool status's partition summary.
@@ -157,8 +186,14 @@ func PartitionTypeAttribute(spec *resourceapi.ResourceSliceSpec) *resourceapi.Fu
 	return spec.PartitionTypeAttribute
 }
 
-// SetDefaultPartitionTypeAttribute asks a ResourcePoolStatusRequest to
-// group the partitions of pools that declare no attribute by attr.
+// SetPartitionTypeAttribute declares attr as the attribute that names the
+// partition type of spec's devices.
+func SetPartitionTypeAttribute(spec *resourceapi.ResourceSliceSpec, attr resourceapi.FullyQualifiedName) {
+	spec.PartitionTypeAttribute = &attr
+}
+
+// SetDefaultPartitionTypeAttribute asks a ResourcePoolStatusRequest to group
+// the partitions of pools that declare no attribute by attr.
 func SetDefaultPartitionTypeAttribute(spec *resourcev1alpha3.ResourcePoolStatusRequestSpec, attr string) error {
 	spec.DefaultPartitionTypeAttribute = &attr
 	return nil
@@ -189,22 +224,22 @@ func TaintTrackerOptions(factory informers.SharedInformerFactory) tracker.Option
 const ClaimLimitPerRequest = true
 
 // CapacityErrorSkipsDevice is false: a device whose capacity cannot be
-// checked against a request fails the allocation with an error, and a
-// device that is busy makes a request for all devices fail.
+// checked against a request fails the allocation with an error, and a device
+// that is busy makes a request for all devices fail.
 const CapacityErrorSkipsDevice = false
 
 // ClaimConfigOncePerRequest is false: a claim config that names several
-// allocated requests is listed in the allocation once (1.36's upstream
-// lists it once per request).
+// allocated requests is listed in the allocation once (1.36's upstream lists
+// it once per request).
 const ClaimConfigOncePerRequest = false
 
-// ConfigForAllHasNoRequests is true: an allocated config that applies to every
-// request of the claim lists no requests, which means "all".
+// ConfigForAllHasNoRequests is true: an allocated config that applies to
+// every request of the claim lists no requests, which means "all".
 const ConfigForAllHasNoRequests = true
 
 // CounterSlicesOnEveryNode is false: slices with shared counters are read
-// only where a device of the pool needs them (1.36's upstream considers
-// them on every node, whatever their node selection).
+// only where a device of the pool needs them (1.36's upstream considers them
+// on every node, whatever their node selection).
 const CounterSlicesOnEveryNode = false
 
 // SelectorRuntimeError is upstream's allocator's error for a CEL selector
@@ -212,4 +247,59 @@ const CounterSlicesOnEveryNode = false
 // device.
 func SelectorRuntimeError(owner string, i int, device string, err error) error {
 	return fmt.Errorf("%s: selector #%d on device %s: CEL runtime error: %w", owner, i, device, err)
+}
+
+// PodGroupAPI is true: this minor serves PodGroups.
+const PodGroupAPI = true
+
+// PodGroup is the PodGroup API of this minor: scheduling.k8s.io/v1beta1
+// (feature gate GenericWorkload, beta and off by default).
+type PodGroup = schedulingapi.PodGroup
+
+// PodGroupSpec, PodGroupSchedulingPolicy and GangSchedulingPolicy are the
+// types of a PodGroup's spec that drasched writes.
+type (
+	PodGroupSpec             = schedulingapi.PodGroupSpec
+	PodGroupSchedulingPolicy = schedulingapi.PodGroupSchedulingPolicy
+	GangSchedulingPolicy     = schedulingapi.GangSchedulingPolicy
+)
+
+// PodGroupScheduledCondition is the condition a PodGroup gets once its
+// scheduling policy was met: PodGroupInitiallyScheduled.
+const PodGroupScheduledCondition = schedulingapi.PodGroupInitiallyScheduled
+
+// PodGroupAPIVersion is the API group and version of PodGroup.
+var PodGroupAPIVersion = schedulingapi.SchemeGroupVersion
+
+// RegisterPodGroupDefaults registers the API server's defaults of PodGroup
+// (and the other types of its API version) in a scheme.
+var RegisterPodGroupDefaults = schedulingdefaults.RegisterDefaults
+
+// PodGroups is the client of the PodGroups in namespace.
+func PodGroups(client kubernetes.Interface, namespace string) schedulingclient.PodGroupInterface {
+	return client.SchedulingV1beta1().PodGroups(namespace)
+}
+
+// DeviceTaintRule is the DeviceTaintRule API of this minor:
+// resource.k8s.io/v1 (DRADeviceTaintRules, on by default).
+type DeviceTaintRule = resourceapi.DeviceTaintRule
+
+// DeviceTaintRuleAPIVersion is the API group and version of DeviceTaintRule.
+var DeviceTaintRuleAPIVersion = resourceapi.SchemeGroupVersion
+
+// NewDeviceTaintRule is a DeviceTaintRule that puts taint on the devices
+// that driver, pool and device select (nil: any).
+func NewDeviceTaintRule(name string, driver, pool, device *string, taint resourceapi.DeviceTaint) *DeviceTaintRule {
+	return &DeviceTaintRule{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: resourceapi.DeviceTaintRuleSpec{
+			DeviceSelector: &resourceapi.DeviceTaintSelector{Driver: driver, Pool: pool, Device: device},
+			Taint:          taint,
+		},
+	}
+}
+
+// DeviceTaintRules is the client of the DeviceTaintRules.
+func DeviceTaintRules(client kubernetes.Interface) resourceclient.DeviceTaintRuleInterface {
+	return client.ResourceV1().DeviceTaintRules()
 }

@@ -13,12 +13,14 @@
 package minor
 
 // NewerFeatures are the allocator features of structured.Features that
-// only Kubernetes 1.37 has. The search core reads them from here, so that
-// its code is the same in every build; in an older build they are all
-// off, as their gates do not exist there.
+// not every minor has: ListTypeAttributes from 1.36 on, the others from
+// 1.37 on. The search core reads them from here, so that its code is the
+// same in every build; in an older build those it lacks are off, as their
+// gates do not exist there.
 type NewerFeatures struct {
 	FractionalCapacityRange bool
 	OptionalNodeOperations  bool
 	DerivedAttributes       bool
 	CompatibilityGroups     bool
+	ListTypeAttributes      bool
 }

@@ -23,6 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
+	"github.com/drasched/drasched/internal/minor"
 	"github.com/drasched/drasched/pkg/allocator"
 	"github.com/drasched/drasched/pkg/core"
 	"github.com/drasched/drasched/pkg/driver/gpu"
@@ -58,7 +59,7 @@ type Cluster struct {
 	Nodes      []*v1.Node
 	Classes    []*resourceapi.DeviceClass
 	Slices     []*resourceapi.ResourceSlice
-	TaintRules []*resourceapi.DeviceTaintRule
+	TaintRules []*minor.DeviceTaintRule
 	// Claims are in creation order; those with Status.Allocation set are
 	// allocated.
 	Claims []*resourceapi.ResourceClaim
@@ -297,7 +298,7 @@ func (g *gen) partitioned(name string, generation int64) {
 	counters := g.slice(name+"-counters", name, name, generation, 2)
 	devices := g.slice(name+"-partitions", name, name, generation, 2)
 	if g.opts.DeclarePartitionType && g.chance(0.5) {
-		devices.Spec.PartitionTypeAttribute = ptr.To(resourceapi.FullyQualifiedName(g.c.PartitionAttribute))
+		minor.SetPartitionTypeAttribute(&devices.Spec, resourceapi.FullyQualifiedName(g.c.PartitionAttribute))
 	}
 	numGPUs := 1 + g.r.IntN(2)
 	for i := range numGPUs {
@@ -436,17 +437,12 @@ func (g *gen) taintRules() {
 	effects := []resourceapi.DeviceTaintEffect{resourceapi.DeviceTaintEffectNoSchedule, resourceapi.DeviceTaintEffectNone}
 	for i := range g.r.IntN(4) {
 		s := g.c.Slices[g.r.IntN(len(g.c.Slices))]
-		selector := &resourceapi.DeviceTaintSelector{Driver: ptr.To(s.Spec.Driver), Pool: ptr.To(s.Spec.Pool.Name)}
+		var device *string
 		if len(s.Spec.Devices) > 0 && g.chance(0.7) {
-			selector.Device = ptr.To(s.Spec.Devices[g.r.IntN(len(s.Spec.Devices))].Name)
+			device = ptr.To(s.Spec.Devices[g.r.IntN(len(s.Spec.Devices))].Name)
 		}
-		g.c.TaintRules = append(g.c.TaintRules, &resourceapi.DeviceTaintRule{
-			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%srule-%d", g.opts.Prefix, i)},
-			Spec: resourceapi.DeviceTaintRuleSpec{
-				DeviceSelector: selector,
-				Taint:          resourceapi.DeviceTaint{Key: g.attr("maintenance"), Effect: effects[g.r.IntN(len(effects))]},
-			},
-		})
+		taint := resourceapi.DeviceTaint{Key: g.attr("maintenance"), Effect: effects[g.r.IntN(len(effects))]}
+		g.c.TaintRules = append(g.c.TaintRules, minor.NewDeviceTaintRule(fmt.Sprintf("%srule-%d", g.opts.Prefix, i), ptr.To(s.Spec.Driver), ptr.To(s.Spec.Pool.Name), device, taint))
 	}
 }
 

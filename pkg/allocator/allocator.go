@@ -102,18 +102,15 @@ func New(ctx context.Context, features structured.Features, state structured.All
 		cache.sweep(slices)
 	}
 	a := &Allocator{
-		features: features,
-		newer:    minor.NewerFeaturesOf(features),
-		celFeatures: cel.Features{
-			EnableConsumableCapacity: features.ConsumableCapacity,
-			EnableListTypeAttributes: features.ListTypeAttributes,
-		},
-		tier:    t,
-		state:   state,
-		classes: classes,
-		slices:  slices,
-		cache:   cache,
-		bestFit: bestFit,
+		features:    features,
+		newer:       minor.NewerFeaturesOf(features),
+		celFeatures: minor.CELFeatures(features.ConsumableCapacity, minor.NewerFeaturesOf(features).ListTypeAttributes),
+		tier:        t,
+		state:       state,
+		classes:     classes,
+		slices:      slices,
+		cache:       cache,
+		bestFit:     bestFit,
 	}
 	a.topoAttrs = append([]resourceapi.FullyQualifiedName(nil), opts.TopologyAttributes...)
 	a.topoKey = topologyKey(a.topoAttrs)
@@ -183,7 +180,9 @@ func (a *Allocator) Allocate(ctx context.Context, node *v1.Node, claims []*resou
 // them.
 func (a *Allocator) newSearch(ctx context.Context, node *v1.Node, claims []*resourceapi.ResourceClaim, bestFit bool) (*search, error) {
 	if node == nil {
-		return nil, errors.New("no node given")
+		// As upstream: no node is one that only the slices for all nodes
+		// serve (upstream 1.35's suite allocates so).
+		node = &v1.Node{}
 	}
 	logger := klog.FromContext(ctx)
 	view := a.view(node)
@@ -293,7 +292,7 @@ func (a *Allocator) newSearch(ctx context.Context, node *v1.Node, claims []*reso
 		states := s.constraintBuf[nextConstraint : nextConstraint+len(cd.constraints)]
 		nextConstraint += len(cd.constraints)
 		for i := range cd.constraints {
-			states[i] = constraintState{spec: &cd.constraints[i], listSemantics: a.features.ListTypeAttributes}
+			states[i] = constraintState{spec: &cd.constraints[i], listSemantics: a.newer.ListTypeAttributes}
 		}
 		s.constraints[ci] = states
 	}

@@ -165,14 +165,43 @@ func deviceNames(prefix string, n int) []string {
 	return names
 }
 
+// TestNoNode: without a node, as upstream, only the slices for all nodes
+// serve the claim; a node's own slice does not (upstream 1.35's suite
+// allocates so).
 func TestNoNode(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
-	a, err := allocator.New(ctx, structured.Features{}, structured.AllocatedState{}, allocator.ClassList{gpuClass}, nil, allocator.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := a.Allocate(ctx, nil, []*resourceapi.ResourceClaim{builder.MakeClaim("c").Request("gpu", "gpu", 1).Obj()}); err == nil {
-		t.Fatal("Allocate without a node succeeded")
+	local := builder.MakeSlice("local").Pool("node-0", 1, 1).Node("node-0").Devices(builder.Devices("gpu", 2, nil)...).Obj()
+	shared := builder.MakeSlice("shared").Pool("network", 1, 1).AllNodes().Devices(builder.Devices("gpu", 1, nil)...).Obj()
+	for name, tc := range map[string]struct {
+		slices []*resourceapi.ResourceSlice
+		count  int64
+		want   string // the pool, or "" for no allocation
+	}{
+		"node's own slice only":    {slices: []*resourceapi.ResourceSlice{local}, count: 1},
+		"slice for all nodes":      {slices: []*resourceapi.ResourceSlice{local, shared}, count: 1, want: "network"},
+		"more than all nodes have": {slices: []*resourceapi.ResourceSlice{local, shared}, count: 2},
+	} {
+		t.Run(name, func(t *testing.T) {
+			a, err := allocator.New(ctx, structured.Features{}, structured.AllocatedState{}, allocator.ClassList{gpuClass}, tc.slices, allocator.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			results, err := a.Allocate(ctx, nil, []*resourceapi.ResourceClaim{builder.MakeClaim("c").Request("gpu", "gpu", tc.count).Obj()})
+			switch {
+			case err != nil:
+				t.Fatalf("Allocate without a node: %v", err)
+			case tc.want == "" && len(results) != 0:
+				t.Fatalf("Allocate without a node: got %v, want no allocation", results)
+			case tc.want != "" && len(results) != 1:
+				t.Fatalf("Allocate without a node: got %d results, want 1", len(results))
+			case tc.want != "":
+				for _, r := range results[0].Devices.Results {
+					if r.Pool != tc.want {
+						t.Errorf("got a device of pool %s, want %s", r.Pool, tc.want)
+					}
+				}
+			}
+		})
 	}
 }
 

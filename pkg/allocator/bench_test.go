@@ -18,6 +18,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/drasched/drasched/internal/builder"
+	"github.com/drasched/drasched/internal/minor"
 	"github.com/drasched/drasched/pkg/allocator"
 )
 
@@ -350,7 +351,7 @@ type runAllocator func(ctx context.Context, bc *benchCase) (fits int, err error)
 
 func upstreamRunner(bc *benchCase) runAllocator {
 	// The scheduler plugin keeps one compile cache across cycles.
-	celCache := cel.NewCache(10, cel.Features{EnableConsumableCapacity: bc.features.ConsumableCapacity, EnableListTypeAttributes: bc.features.ListTypeAttributes})
+	celCache := cel.NewCache(10, minor.CELFeatures(bc.features.ConsumableCapacity, minor.NewerFeaturesOf(bc.features).ListTypeAttributes))
 	return func(ctx context.Context, bc *benchCase) (int, error) {
 		a, err := structured.NewAllocator(ctx, bc.features, bc.state, allocator.ClassList(bc.classes), bc.slices, celCache)
 		if err != nil {

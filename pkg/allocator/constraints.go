@@ -6,6 +6,8 @@ import (
 
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
+
+	"github.com/drasched/drasched/internal/minor"
 )
 
 // constraintState tracks one claim constraint while the search adds and
@@ -165,15 +167,16 @@ type attributeSet struct {
 // attributeAsSet converts an attribute into a set; lists take precedence
 // over scalars. It returns nil for an attribute without a value.
 func attributeAsSet(attr *resourceapi.DeviceAttribute) *attributeSet {
+	ints, bools, strs, versions := minor.AttributeLists(attr)
 	switch {
-	case len(attr.IntValues) > 0:
-		return &attributeSet{ints: sets.New(attr.IntValues...)}
-	case len(attr.BoolValues) > 0:
-		return &attributeSet{bools: sets.New(attr.BoolValues...)}
-	case len(attr.StringValues) > 0:
-		return &attributeSet{strings: sets.New(attr.StringValues...)}
-	case len(attr.VersionValues) > 0:
-		return &attributeSet{versions: sets.New(attr.VersionValues...)}
+	case len(ints) > 0:
+		return &attributeSet{ints: sets.New(ints...)}
+	case len(bools) > 0:
+		return &attributeSet{bools: sets.New(bools...)}
+	case len(strs) > 0:
+		return &attributeSet{strings: sets.New(strs...)}
+	case len(versions) > 0:
+		return &attributeSet{versions: sets.New(versions...)}
 	case attr.IntValue != nil:
 		return &attributeSet{ints: sets.New(*attr.IntValue)}
 	case attr.BoolValue != nil:

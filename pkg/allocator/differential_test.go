@@ -17,6 +17,7 @@ import (
 	"k8s.io/dynamic-resource-allocation/structured"
 	"k8s.io/utils/ptr"
 
+	"github.com/drasched/drasched/internal/minor"
 	"github.com/drasched/drasched/pkg/allocator"
 	"github.com/drasched/drasched/pkg/allocator/internal/randinst"
 )
@@ -259,10 +260,7 @@ func runUpstream(ctx context.Context, inst *randinst.Instance) (results []resour
 			panicked = r
 		}
 	}()
-	celCache := cel.NewCache(10, cel.Features{
-		EnableConsumableCapacity: inst.Features.ConsumableCapacity,
-		EnableListTypeAttributes: inst.Features.ListTypeAttributes,
-	})
+	celCache := cel.NewCache(10, minor.CELFeatures(inst.Features.ConsumableCapacity, minor.NewerFeaturesOf(inst.Features).ListTypeAttributes))
 	a, err := structured.NewAllocator(ctx, inst.Features, inst.State, allocator.ClassList(inst.Classes), inst.Slices, celCache)
 	if err != nil {
 		return nil, nil, err

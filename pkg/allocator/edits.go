@@ -129,16 +129,22 @@ func (a *Allocator) sharedDevices() sets.Set[structured.DeviceID] {
 			if a.edits != nil && a.edits.Freed.AllocatedSharedDeviceIDs.Has(id) {
 				continue
 			}
-			a.shared.Insert(id.GetDeviceID())
+			a.shared.Insert(baseDevice(id))
 		}
 		if a.edits != nil {
 			for id := range a.edits.Added.AllocatedSharedDeviceIDs {
-				a.shared.Insert(id.GetDeviceID())
+				a.shared.Insert(baseDevice(id))
 			}
 			for id := range a.edits.AlsoAdded.AllocatedSharedDeviceIDs {
-				a.shared.Insert(id.GetDeviceID())
+				a.shared.Insert(baseDevice(id))
 			}
 		}
 	})
 	return a.shared
+}
+
+// baseDevice is the device of a share (SharedDeviceID.GetDeviceID, which
+// 1.35's schedulerapi lacks).
+func baseDevice(id structured.SharedDeviceID) structured.DeviceID {
+	return structured.DeviceID{Driver: id.Driver, Pool: id.Pool, Device: id.Device}
 }

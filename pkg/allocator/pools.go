@@ -283,6 +283,12 @@ func sortPools(pools []*pool) {
 // generation.
 func (a *Allocator) buildPool(id poolID, targeting []*preparedSlice, all []*resourceapi.ResourceSlice) *pool {
 	slices.SortFunc(targeting, func(x, y *preparedSlice) int {
+		if minor.BindingConditionSlicesLast && x.hasBindingConditionsField != y.hasBindingConditionsField {
+			if x.hasBindingConditionsField {
+				return 1
+			}
+			return -1
+		}
 		return cmp.Compare(x.slice.Name, y.slice.Name)
 	})
 

@@ -15,6 +15,8 @@ import (
 	"k8s.io/dynamic-resource-allocation/structured"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
+
+	"github.com/drasched/drasched/internal/minor"
 )
 
 // The search is a depth-first, first-fit backtracking search in exactly
@@ -745,20 +747,21 @@ func writeAttribute(h *maphash.Hash, attr *resourceapi.DeviceAttribute) {
 	writeInt(attr.BoolValue != nil, boolInt(ptr.Deref(attr.BoolValue, false)))
 	writeString(attr.StringValue != nil, ptr.Deref(attr.StringValue, ""))
 	writeString(attr.VersionValue != nil, ptr.Deref(attr.VersionValue, ""))
-	writeInt(attr.IntValues != nil, int64(len(attr.IntValues)))
-	for _, v := range attr.IntValues {
+	ints, bools, strs, versions := minor.AttributeLists(attr)
+	writeInt(ints != nil, int64(len(ints)))
+	for _, v := range ints {
 		writeInt(true, v)
 	}
-	writeInt(attr.BoolValues != nil, int64(len(attr.BoolValues)))
-	for _, v := range attr.BoolValues {
+	writeInt(bools != nil, int64(len(bools)))
+	for _, v := range bools {
 		writeInt(true, boolInt(v))
 	}
-	writeInt(attr.StringValues != nil, int64(len(attr.StringValues)))
-	for _, v := range attr.StringValues {
+	writeInt(strs != nil, int64(len(strs)))
+	for _, v := range strs {
 		writeString(true, v)
 	}
-	writeInt(attr.VersionValues != nil, int64(len(attr.VersionValues)))
-	for _, v := range attr.VersionValues {
+	writeInt(versions != nil, int64(len(versions)))
+	for _, v := range versions {
 		writeString(true, v)
 	}
 }

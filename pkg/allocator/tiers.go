@@ -42,8 +42,8 @@ var tiers = []*tier{
 			PrioritizedList:        true,
 			PartitionableDevices:   true,
 			DeviceTaints:           true,
-			DeviceBindingAndStatus: true,
-			ConsumableCapacity:     true,
+			DeviceBindingAndStatus: minor.IncubatingBindingAndCapacity,
+			ConsumableCapacity:     minor.IncubatingBindingAndCapacity,
 		}),
 	},
 	{
@@ -53,6 +53,7 @@ var tiers = []*tier{
 			OptionalNodeOperations:  true,
 			DerivedAttributes:       true,
 			CompatibilityGroups:     true,
+			ListTypeAttributes:      true,
 		}.With(structured.Features{
 			AdminAccess:            true,
 			PrioritizedList:        true,
@@ -60,7 +61,6 @@ var tiers = []*tier{
 			DeviceTaints:           true,
 			DeviceBindingAndStatus: true,
 			ConsumableCapacity:     true,
-			ListTypeAttributes:     true,
 		}),
 		honorsSkipNodeOperations: true,
 	},

@@ -38,11 +38,13 @@ func TestPickTier(t *testing.T) {
 		features structured.Features
 		want     string
 	}{
-		"none":                   {structured.Features{}, "incubating"},
-		"1.36 and 1.37 defaults": {structured.Features{PrioritizedList: true, DeviceTaints: true, PartitionableDevices: true, ConsumableCapacity: true, DeviceBindingAndStatus: true, AdminAccess: true}, "incubating"},
-		"one alpha feature":      {structured.Features{ListTypeAttributes: true}, "experimental"},
-		"everything": {minor.NewerFeatures{CompatibilityGroups: true, DerivedAttributes: true, FractionalCapacityRange: true, OptionalNodeOperations: true}.With(
-			structured.Features{AdminAccess: true, ConsumableCapacity: true, DeviceBindingAndStatus: true, DeviceTaints: true, ListTypeAttributes: true, PartitionableDevices: true, PrioritizedList: true}), "experimental"},
+		"none":          {structured.Features{}, "incubating"},
+		"1.35 defaults": {structured.Features{PrioritizedList: true, AdminAccess: true}, "incubating"},
+		"1.36 and 1.37 defaults": {structured.Features{PrioritizedList: true, DeviceTaints: true, PartitionableDevices: true, ConsumableCapacity: true, DeviceBindingAndStatus: true, AdminAccess: true},
+			map[bool]string{true: "incubating", false: "experimental"}[minor.IncubatingBindingAndCapacity]},
+		"one alpha feature": {alphaFeature, "experimental"},
+		"everything": {minor.NewerFeatures{CompatibilityGroups: true, DerivedAttributes: true, FractionalCapacityRange: true, OptionalNodeOperations: true, ListTypeAttributes: true}.With(
+			structured.Features{AdminAccess: true, ConsumableCapacity: true, DeviceBindingAndStatus: true, DeviceTaints: true, PartitionableDevices: true, PrioritizedList: true}), "experimental"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			tr, err := pickTier(tc.features)
@@ -55,3 +57,13 @@ func TestPickTier(t *testing.T) {
 		})
 	}
 }
+
+// alphaFeature is an allocator feature that is alpha in every minor of
+// this build's: list-type attributes, or (1.35 has none) consumable
+// capacity, which only its experimental allocator supports.
+var alphaFeature = func() structured.Features {
+	if f := (minor.NewerFeatures{ListTypeAttributes: true}).With(structured.Features{}); f != (structured.Features{}) {
+		return f
+	}
+	return structured.Features{ConsumableCapacity: true}
+}()

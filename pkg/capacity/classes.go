@@ -7,10 +7,10 @@ import (
 
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
-	"k8s.io/dynamic-resource-allocation/cel"
 	"k8s.io/dynamic-resource-allocation/structured"
 	"k8s.io/utils/ptr"
 
+	"github.com/drasched/drasched/internal/minor"
 	"github.com/drasched/drasched/pkg/allocator"
 )
 
@@ -45,7 +45,7 @@ func CountByClass(ctx context.Context, resourceSlices []*resourceapi.ResourceSli
 			}
 		}
 	}
-	m := &matcher{cache: cache, features: cel.Features{EnableConsumableCapacity: features.ConsumableCapacity, EnableListTypeAttributes: features.ListTypeAttributes}}
+	m := &matcher{cache: cache, features: minor.CELFeatures(features.ConsumableCapacity, minor.NewerFeaturesOf(features).ListTypeAttributes)}
 	all := pools(resourceSlices, claims, "")
 	out := make([]ClassCount, 0, len(classes))
 	for _, class := range classes {

@@ -1,3 +1,5 @@
+//go:build !kube1.35 && !kube1.36
+
 package capacity_test
 
 import (

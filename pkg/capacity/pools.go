@@ -7,7 +7,6 @@ import (
 	"strings"
 
 	resourceapi "k8s.io/api/resource/v1"
-	resourcev1alpha3 "k8s.io/api/resource/v1alpha3"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/dynamic-resource-allocation/structured"
@@ -213,8 +212,8 @@ func addQuantity(m map[resourceapi.QualifiedName]resource.Quantity, name resourc
 }
 
 // status is the pool's PoolStatus as KEP-5677 defines it.
-func (p *pool) status() resourcev1alpha3.PoolStatus {
-	st := resourcev1alpha3.PoolStatus{Driver: p.key.driver, PoolName: p.key.pool, Generation: p.generation}
+func (p *pool) status() minor.PoolStatus {
+	st := minor.PoolStatus{Driver: p.key.driver, PoolName: p.key.pool, Generation: p.generation}
 	if p.nodeName != "" {
 		st.NodeName = ptr.To(p.nodeName)
 	}

@@ -12,7 +12,6 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
-	resourcev1alpha3 "k8s.io/api/resource/v1alpha3"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -21,6 +20,7 @@ import (
 	"k8s.io/dynamic-resource-allocation/structured"
 	"k8s.io/utils/ptr"
 
+	"github.com/drasched/drasched/internal/minor"
 	"github.com/drasched/drasched/pkg/allocator"
 	"github.com/drasched/drasched/pkg/core"
 )
@@ -144,7 +144,7 @@ type Pool struct {
 	// Status is the pool's PoolStatus, exactly as the
 	// ResourcePoolStatusRequest controller reports it (with Class set, of
 	// the whole pool).
-	Status resourcev1alpha3.PoolStatus `json:"status"`
+	Status minor.PoolStatus `json:"status"`
 	// Counts are Status's counts, or with Class set those of the class's
 	// devices; nil for an incomplete pool.
 	Counts        *Counts        `json:"counts,omitempty"`
@@ -195,7 +195,7 @@ func Top(ctx context.Context, snap *Snapshot, opts Options) (*Report, error) {
 		}
 	}
 	all := pools(snap.Slices, snap.Claims, opts.PartitionAttribute)
-	m := &matcher{cache: opts.Cache, features: cel.Features{EnableConsumableCapacity: features.ConsumableCapacity, EnableListTypeAttributes: features.ListTypeAttributes}}
+	m := &matcher{cache: opts.Cache, features: minor.CELFeatures(features.ConsumableCapacity, minor.NewerFeaturesOf(features).ListTypeAttributes)}
 	if m.cache == nil {
 		m.cache = allocator.NewCache(0)
 	}

@@ -8,17 +8,17 @@ import (
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/drasched/drasched/apis/config"
 	"github.com/drasched/drasched/internal/builder"
+	"github.com/drasched/drasched/internal/minor/schedminor"
 	"github.com/drasched/drasched/pkg/core"
 )
 
 // TestMaxScore: core's MaxScore is the framework's.
 func TestMaxScore(t *testing.T) {
-	if core.MaxScore != fwk.MaxScore {
-		t.Errorf("core.MaxScore %d, framework's %d", core.MaxScore, fwk.MaxScore)
+	if core.MaxScore != schedminor.MaxScore {
+		t.Errorf("core.MaxScore %d, framework's %d", core.MaxScore, schedminor.MaxScore)
 	}
 }
 

@@ -10,13 +10,13 @@ import (
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/drasched/drasched/internal/builder"
+	"github.com/drasched/drasched/internal/minor"
 	"github.com/drasched/drasched/pkg/allocator"
 )
 
@@ -196,13 +196,7 @@ func ptrTo[T any](v T) *T { return &v }
 // DeviceTaintRules applied; a rule it may not read leaves the device
 // untainted and a note that says so.
 func TestDeviceTaintRule(t *testing.T) {
-	rule := &resourceapi.DeviceTaintRule{
-		ObjectMeta: metav1.ObjectMeta{Name: "drain"},
-		Spec: resourceapi.DeviceTaintRuleSpec{
-			DeviceSelector: &resourceapi.DeviceTaintSelector{Device: ptrTo("gpu-1")},
-			Taint:          resourceapi.DeviceTaint{Key: "example.com/drain", Effect: resourceapi.DeviceTaintEffectNoSchedule},
-		},
-	}
+	rule := minor.NewDeviceTaintRule("drain", nil, nil, ptrTo("gpu-1"), resourceapi.DeviceTaint{Key: "example.com/drain", Effect: resourceapi.DeviceTaintEffectNoSchedule})
 	objects := []runtime.Object{builder.MakeNode("node-a"), gpus("node-a", 2, nil), pod("p", "two"),
 		builder.MakeClaim("two").Request("gpu", class, 2).Obj(), rule}
 

@@ -98,17 +98,7 @@ func (l *laggingInformer) deliver(n int) int {
 
 type syncedRegistration struct{}
 
-func (syncedRegistration) HasSynced() bool                     { return true }
-func (syncedRegistration) HasSyncedChecker() cache.DoneChecker { return syncedChecker{} }
-
-type syncedChecker struct{}
-
-func (syncedChecker) Name() string { return "lagging informer" }
-func (syncedChecker) Done() <-chan struct{} {
-	done := make(chan struct{})
-	close(done)
-	return done
-}
+func (syncedRegistration) HasSynced() bool { return true }
 
 // sim is one fuzz run: the API (a fake clientset), the lagging informer,
 // and the tracker on kube-scheduler's DRA manager over it.

@@ -20,6 +20,8 @@ import (
 	"k8s.io/dynamic-resource-allocation/structured"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
+
+	"github.com/drasched/drasched/internal/minor/schedminor"
 )
 
 // Interface is what the StructuredDRA plugin needs of claim state. Tracker
@@ -272,7 +274,14 @@ func (t *Tracker) AllocatedState(ctx context.Context) (*structured.AllocatedStat
 // PendingAllocation returns the allocation in flight for a claim, whoever
 // put it there.
 func (t *Tracker) PendingAllocation(uid types.UID) *resourceapi.AllocationResult {
-	return t.claims.GetPendingAllocation(uid)
+	t.mutex.Lock()
+	e := t.entries[uid]
+	t.mutex.Unlock()
+	if e != nil {
+		return e.claim.Status.Allocation
+	}
+	// Another plugin's, such as the in-tree one of another profile.
+	return schedminor.PendingAllocation(t.claims, uid)
 }
 
 // ErrAlreadyAllocated is returned by Reserve for a claim that someone else
@@ -296,7 +305,7 @@ func (t *Tracker) Reserve(claim *resourceapi.ResourceClaim) error {
 	}
 	t.mutex.Lock()
 	defer t.mutex.Unlock()
-	if _, found := t.entries[claim.UID]; found || t.claims.GetPendingAllocation(claim.UID) != nil {
+	if _, found := t.entries[claim.UID]; found || schedminor.HasPendingAllocation(t.claims, claim.UID) {
 		return fmt.Errorf("claim %s: %w", klog.KObj(claim), ErrInFlight)
 	}
 	if claim.Name != PlaceholderName {
@@ -359,10 +368,10 @@ func (t *Tracker) Unreserve(key types.UID) bool {
 	return true
 }
 
-// removeLocked drops an entry and its allocation in flight. Force: the
-// claim cache holds each allocation once; the tracker counts the shares.
+// removeLocked drops an entry and its allocation in flight: the claim
+// cache holds each allocation once; the tracker counts the shares.
 func (t *Tracker) removeLocked(key types.UID) {
-	t.claims.MaybeRemoveClaimPendingAllocation(key, true)
+	schedminor.RemovePendingAllocation(t.claims, key)
 	delete(t.entries, key)
 }
 

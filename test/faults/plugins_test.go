@@ -17,6 +17,7 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/apis/config"
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 
+	"github.com/drasched/drasched/internal/minor/schedminor"
 	"github.com/drasched/drasched/pkg/plugins/dra"
 	"github.com/drasched/drasched/test/integration/framework"
 )
@@ -35,6 +36,10 @@ const gateName = "FaultsGate"
 // PostFilter the pod has been rejected by Filter and is still in flight in
 // the scheduling queue, which records the events that arrive meanwhile.
 type gate struct {
+	// PreFlight runs the gate's PreBind alone, not beside
+	// StructuredDRA's, which would defeat the hold.
+	schedminor.PreFlight
+
 	// entered receives the name of each pod the gate holds.
 	entered chan string
 	// release ends every hold, present and future.
@@ -52,7 +57,14 @@ var (
 )
 
 func newGate() *gate {
-	return &gate{entered: make(chan string, 10), release: make(chan struct{}), held: sets.New[types.UID]()}
+	g := &gate{entered: make(chan string, 10), release: make(chan struct{}), held: sets.New[types.UID]()}
+	g.PreFlight = schedminor.PreFlight{Run: func(_ fwk.CycleState, pod *v1.Pod) *fwk.Status {
+		if !g.holds(pod, "PreBind") {
+			return fwk.NewStatus(fwk.Skip)
+		}
+		return nil
+	}}
+	return g
 }
 
 func (g *gate) Name() string { return gateName }
@@ -83,15 +95,6 @@ func (g *gate) hold(ctx context.Context, pod *v1.Pod, point string) error {
 	case <-ctx.Done():
 		return context.Cause(ctx)
 	}
-}
-
-// PreBindPreFlight runs the gate's PreBind alone, not beside
-// StructuredDRA's, which would defeat the hold.
-func (g *gate) PreBindPreFlight(_ context.Context, _ fwk.CycleState, pod *v1.Pod, _ string) (*fwk.PreBindPreFlightResult, *fwk.Status) {
-	if !g.holds(pod, "PreBind") {
-		return nil, fwk.NewStatus(fwk.Skip)
-	}
-	return &fwk.PreBindPreFlightResult{AllowParallel: false}, nil
 }
 
 func (g *gate) PreBind(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, _ string) *fwk.Status {

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -25,6 +26,7 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/yaml"
 
+	"github.com/drasched/drasched/internal/minor"
 	"github.com/drasched/drasched/test/integration/controlplane"
 	"github.com/drasched/drasched/test/integration/framework"
 )
@@ -50,7 +52,7 @@ func draschedBinary(t *testing.T) string {
 	t.Helper()
 	binary.once.Do(func() {
 		root := repoRoot()
-		dir := filepath.Join(root, "_output", "faults")
+		dir := filepath.Join(root, "_output", "faults", minor.Minor)
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			binary.err = err
 			return
@@ -62,7 +64,7 @@ func draschedBinary(t *testing.T) string {
 		}
 		start := time.Now()
 		path := filepath.Join(dir, "drasched")
-		cmd := exec.Command(goCmd, "build", "-o", path, "./cmd/scheduler")
+		cmd := exec.Command(goCmd, slices.Concat([]string{"build"}, minor.GoFlags, []string{"-o", path, "./cmd/scheduler"})...)
 		cmd.Dir = root
 		if out, err := cmd.CombinedOutput(); err != nil {
 			binary.err = fmt.Errorf("go build ./cmd/scheduler: %w\n%s", err, out)
@@ -75,6 +77,38 @@ func draschedBinary(t *testing.T) string {
 		t.Fatal(binary.err)
 	}
 	return binary.path
+}
+
+// olderMinorBinary builds ./cmd/scheduler for the minor before this
+// build's (hack/minor/MINOR, docs/compatibility.md) into
+// _output/faults/MINOR and returns its path and minor; it skips the test
+// where this build is the oldest.
+func olderMinorBinary(t *testing.T) (string, string) {
+	t.Helper()
+	root := repoRoot()
+	major, m, _ := strings.Cut(minor.Minor, ".")
+	n, err := strconv.Atoi(m)
+	if err != nil {
+		t.Fatalf("minor %s: %v", minor.Minor, err)
+	}
+	older := fmt.Sprintf("%s.%d", major, n-1)
+	modfile := filepath.Join("hack", "minor", older, "go.mod")
+	if _, err := os.Stat(filepath.Join(root, modfile)); err != nil {
+		t.Skipf("no build for Kubernetes %s, the minor before this build's (%s): %v", older, minor.Minor, err)
+	}
+	dir := filepath.Join(root, "_output", "faults", older)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "drasched")
+	start := time.Now()
+	cmd := exec.Command("go", "build", "-modfile="+modfile, "-tags=kube"+older, "-o", path, "./cmd/scheduler")
+	cmd.Dir = root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build ./cmd/scheduler for Kubernetes %s: %v\n%s", older, err, out)
+	}
+	t.Logf("built %s in %s", path, time.Since(start).Round(time.Millisecond))
+	return path, older
 }
 
 // leaderElection configures the leader election of scheduler processes:
@@ -140,6 +174,10 @@ func (le *leaderElection) waitForHolder(env *framework.Env, previous string) str
 
 // processOptions configure a scheduler process.
 type processOptions struct {
+	// binary is the scheduler to run; draschedBinary's if empty.
+	binary string
+	// gates are its --feature-gates; the control plane's if empty.
+	gates string
 	// leader turns on leader election; off if nil.
 	leader *leaderElection
 	// profiles replaces the shipped profiles, as they would be written in
@@ -193,12 +231,19 @@ func startScheduler(t *testing.T, env *framework.Env, name string, opts processO
 		t.Fatalf("create log file: %v", err)
 	}
 
-	p.cmd = exec.Command(draschedBinary(t),
+	binary, gates := opts.binary, opts.gates
+	if binary == "" {
+		binary = draschedBinary(t)
+	}
+	if gates == "" {
+		gates = featureGates()
+	}
+	p.cmd = exec.Command(binary,
 		"--config="+configPath,
 		// Two processes on one host cannot share the port; no test looks
 		// at the scheduler's endpoints.
 		"--secure-port=0",
-		"--feature-gates="+featureGates(),
+		"--feature-gates="+gates,
 		"--v=2",
 	)
 	p.cmd.Stdout, p.cmd.Stderr = logFile, logFile

@@ -18,6 +18,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/drasched/drasched/internal/builder"
+	"github.com/drasched/drasched/internal/minor"
 	"github.com/drasched/drasched/pkg/capacity"
 	"github.com/drasched/drasched/pkg/capacity/fit"
 	"github.com/drasched/drasched/pkg/explain"
@@ -41,18 +42,14 @@ func TestToolsAgreeOnDrainedGPU(t *testing.T) {
 		env.PublishSlices(env.NodeSlice(node, builder.Devices("gpu", 2, nil)...).Obj())
 	}
 	drained, free := nodes[0].Name, nodes[1].Name
-	rule, err := env.Client.ResourceV1().DeviceTaintRules().Create(env.Ctx, &resourceapi.DeviceTaintRule{
-		ObjectMeta: metav1.ObjectMeta{Name: env.Name("drain")},
-		Spec: resourceapi.DeviceTaintRuleSpec{
-			DeviceSelector: &resourceapi.DeviceTaintSelector{Driver: ptr.To(env.Driver), Pool: ptr.To(drained), Device: ptr.To("gpu-1")},
-			Taint:          resourceapi.DeviceTaint{Key: "example.com/drain", Effect: resourceapi.DeviceTaintEffectNoSchedule},
-		},
-	}, metav1.CreateOptions{})
+	drain := resourceapi.DeviceTaint{Key: "example.com/drain", Effect: resourceapi.DeviceTaintEffectNoSchedule}
+	rule, err := minor.DeviceTaintRules(env.Client).Create(env.Ctx,
+		minor.NewDeviceTaintRule(env.Name("drain"), ptr.To(env.Driver), ptr.To(drained), ptr.To("gpu-1"), drain), metav1.CreateOptions{})
 	if err != nil {
 		t.Fatalf("create DeviceTaintRule: %v", err)
 	}
 	t.Cleanup(func() {
-		err := env.Client.ResourceV1().DeviceTaintRules().Delete(context.WithoutCancel(env.Ctx), rule.Name, metav1.DeleteOptions{})
+		err := minor.DeviceTaintRules(env.Client).Delete(context.WithoutCancel(env.Ctx), rule.Name, metav1.DeleteOptions{})
 		if err != nil && !apierrors.IsNotFound(err) {
 			t.Errorf("delete DeviceTaintRule: %v", err)
 		}
@@ -115,7 +112,7 @@ spec:
 	// there. The scheduler is stopped meanwhile, so that it does not bind
 	// job-1 before the tools have looked.
 	sched.Stop()
-	if err := env.Client.ResourceV1().DeviceTaintRules().Delete(env.Ctx, rule.Name, metav1.DeleteOptions{}); err != nil {
+	if err := minor.DeviceTaintRules(env.Client).Delete(env.Ctx, rule.Name, metav1.DeleteOptions{}); err != nil {
 		t.Fatalf("delete DeviceTaintRule: %v", err)
 	}
 	top = runJSON[capacity.Report](t, env, "top")
@@ -147,7 +144,7 @@ func runJSON[T any](t *testing.T, env *framework.Env, args ...string) *T {
 	t.Helper()
 	args = append(args, "-o", "json")
 	stdout, stderr, status := kubectlDrasched(t, env, args...)
-	if status != 0 || stderr != "" {
+	if status != 0 || withoutAPIWarnings(stderr) != "" {
 		t.Fatalf("kubectl drasched %s: status %d, stderr %q", strings.Join(args, " "), status, stderr)
 	}
 	var v T
@@ -155,6 +152,19 @@ func runJSON[T any](t *testing.T, env *framework.Env, args ...string) *T {
 		t.Fatalf("kubectl drasched %s: %v\n%s", strings.Join(args, " "), err, stdout)
 	}
 	return &v
+}
+
+// withoutAPIWarnings is stderr without the API server's warnings that
+// client-go prints (warnings.go), such as 1.36's deprecation of the
+// DeviceTaintRule API version it serves.
+func withoutAPIWarnings(stderr string) string {
+	var kept strings.Builder
+	for line := range strings.Lines(stderr) {
+		if !strings.Contains(line, "warnings.go:") {
+			kept.WriteString(line)
+		}
+	}
+	return kept.String()
 }
 
 // nodeCounts are top's counts of the named nodes.

@@ -8,13 +8,18 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"k8s.io/component-base/featuregate"
 
+	"github.com/drasched/drasched/internal/minor"
+	"github.com/drasched/drasched/test/integration/controlplane"
 	"github.com/drasched/drasched/test/integration/framework"
 )
 
@@ -43,7 +48,7 @@ func driverSelector(env *framework.Env, attribute, value string) string {
 // pluginBinary is kubectl-drasched built from this tree, once per test
 // binary.
 var pluginBinary = sync.OnceValues(func() (string, error) {
-	dir := framework.RepoFile("_output", "integration")
+	dir := framework.RepoFile("_output", "integration", minor.Minor)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", err
 	}
@@ -52,7 +57,8 @@ var pluginBinary = sync.OnceValues(func() (string, error) {
 		return "", fmt.Errorf("find the go command: %w", err)
 	}
 	path := filepath.Join(dir, "kubectl-drasched")
-	cmd := exec.Command(goCmd, "build", "-o", path, "./cmd/kubectl-drasched")
+	// The minor of this test binary, whose API server the tool talks to.
+	cmd := exec.Command(goCmd, slices.Concat([]string{"build"}, minor.GoFlags, []string{"-o", path, "./cmd/kubectl-drasched"})...)
 	cmd.Dir = framework.RepoFile()
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("go build ./cmd/kubectl-drasched: %w\n%s", err, out)
@@ -86,7 +92,17 @@ func kubectlDrasched(t *testing.T, env *framework.Env, args ...string) (stdout, 
 	}
 	ctx, cancel := context.WithTimeout(env.Ctx, framework.Timeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, binary, append(args, "--kubeconfig", kubeconfig)...)
+	// The cluster's gates that differ from their defaults, as an operator
+	// would pass them: setting a GA gate to its locked value only earns a
+	// warning on stderr, which the tests read.
+	defaults := utilfeature.DefaultMutableFeatureGate.GetAll()
+	var gates []string
+	for name, on := range controlplane.Features {
+		if spec, known := defaults[featuregate.Feature(name)]; !known || spec.Default != on {
+			gates = append(gates, fmt.Sprintf("%s=%t", name, on))
+		}
+	}
+	cmd := exec.CommandContext(ctx, binary, append(args, "--kubeconfig", kubeconfig, "--feature-gates", strings.Join(gates, ","))...)
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	err = cmd.Run()

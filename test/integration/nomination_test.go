@@ -7,7 +7,6 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	schedulingapi "k8s.io/api/scheduling/v1beta1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -142,72 +141,6 @@ func TestNominationNotPinnedByStuckVictim(t *testing.T) {
 	p.WaitForConsistentAllocations()
 }
 
-// A PodGroup victim that may only be disrupted as a whole spans two
-// nodes: preempting it for a pod on one node evicts both its pods, and
-// the devices they free on both nodes go to the preemptors, each to one.
-// (Before: the dry run took its node from the first pod it removed, which
-// could be the other node's, and recorded the victims there.)
-func TestNominationVictimGroupAcrossNodes(t *testing.T) {
-	p := setupPreemption(t)
-	class := p.CreateClass("gpu")
-	p.CreateTemplate(builder.MakeTemplate("one", builder.MakeClaim("").Request("gpu", class, 1)))
-	nodes := p.CreateNodes(2)
-	for _, node := range nodes {
-		p.PublishSlices(p.NodeSlice(node, builder.MakeDevice("gpu-0")).Obj())
-	}
-	p.StartScheduler(framework.SchedulerOptions{})
-
-	createGangWith(t, p.Env, "victims", 2, func(group *schedulingapi.PodGroup) {
-		group.Spec.PriorityClassName = p.low
-		group.Spec.DisruptionMode = &schedulingapi.DisruptionMode{All: &schedulingapi.AllDisruptionMode{}}
-	})
-	lows := gangPods(p.Env, "victims", 2, "one")
-	for _, pod := range lows {
-		pod.Priority(p.low)
-	}
-	bound := p.BoundPods(2)
-	p.CreatePods(lows)
-	waitClosedWithin(t, bound, "both pods of the victim group bound")
-
-	p.CreatePod(p.MakePod("high-0").Priority(p.high).ClaimFromTemplate("gpu", "one"))
-	p.waitBound("high-0")
-	p.CreatePod(p.MakePod("high-1").Priority(p.high).ClaimFromTemplate("gpu", "one"))
-	p.waitBound("high-1")
-	if gone := p.gone([]string{"victims-0", "victims-1"}); len(gone) != 2 {
-		t.Errorf("evicted %v, want both pods of the group", gone)
-	}
-	p.WaitForConsistentAllocations()
-}
-
-// A gang of two high-priority one-GPU pods preempts two low-priority
-// GPU pods and is bound, all of it. (Before: pod-group preemption's
-// simulation ran PreFilter, which counted the victims' GPUs as taken, so
-// nothing was evicted and the gang stayed pending: "minCount (2) cannot
-// be satisfied".)
-func TestGangPreemptsForDevices(t *testing.T) {
-	p := setupPreemption(t)
-	class := p.CreateClass("gpu")
-	p.CreateTemplate(builder.MakeTemplate("one", builder.MakeClaim("").Request("gpu", class, 1)))
-	node := p.CreateNode("node")
-	p.PublishSlices(p.NodeSlice(node, builder.Devices("gpu", 2, nil)...).Obj())
-	lowest := p.CreatePriorityClass("lowest", -100)
-	p.StartScheduler(framework.SchedulerOptions{})
-
-	lows := p.fill("low", lowest, "one", 2)
-	createGangWith(t, p.Env, "train", 2, func(group *schedulingapi.PodGroup) { group.Spec.PriorityClassName = p.high })
-	highs := gangPods(p.Env, "train", 2, "one")
-	for _, pod := range highs {
-		pod.Priority(p.high)
-	}
-	p.CreatePods(highs)
-	p.waitBound("train-0")
-	p.waitBound("train-1")
-	if gone := p.gone(lows); len(gone) != 2 {
-		t.Errorf("evicted %v, want both low-priority pods", gone)
-	}
-	p.WaitForConsistentAllocations()
-}
-
 // A victim stuck terminating holds its devices; the preemptor waits for it
 // only until its nomination's bound (the victim's grace period plus the
 // nomination margin), then preempts elsewhere and is bound there. (Before:
@@ -268,105 +201,6 @@ func TestNominationPreemptorDeleted(t *testing.T) {
 	p.CreatePod(p.MakePod("mid").Priority(mid).ClaimFromTemplate("gpu", "one"))
 	p.release("victim")
 	p.waitBound("mid")
-	p.WaitForConsistentAllocations()
-}
-
-// A pod preempts one pod of a PodGroup: with disruptionMode Single only
-// that pod goes; with All the whole group goes, on both nodes.
-func TestPreemptGangMember(t *testing.T) {
-	for name, tc := range map[string]struct {
-		mode    schedulingapi.DisruptionMode
-		evicted int
-	}{
-		"Single": {mode: schedulingapi.DisruptionMode{Single: &schedulingapi.SingleDisruptionMode{}}, evicted: 1},
-		"All":    {mode: schedulingapi.DisruptionMode{All: &schedulingapi.AllDisruptionMode{}}, evicted: 2},
-	} {
-		t.Run(name, func(t *testing.T) {
-			p := setupPreemption(t)
-			class := p.CreateClass("gpu")
-			p.CreateTemplate(builder.MakeTemplate("one", builder.MakeClaim("").Request("gpu", class, 1)))
-			for _, node := range p.CreateNodes(2) {
-				p.PublishSlices(p.NodeSlice(node, builder.MakeDevice("gpu-0")).Obj())
-			}
-			p.StartScheduler(framework.SchedulerOptions{})
-
-			createGangWith(t, p.Env, "victims", 2, func(group *schedulingapi.PodGroup) {
-				group.Spec.PriorityClassName = p.low
-				group.Spec.DisruptionMode = &tc.mode
-			})
-			lows := gangPods(p.Env, "victims", 2, "one")
-			for _, pod := range lows {
-				pod.Priority(p.low)
-			}
-			p.CreatePods(lows)
-			p.WaitForPodScheduled("victims-0")
-			p.WaitForPodScheduled("victims-1")
-
-			p.CreatePod(p.MakePod("high").Priority(p.high).ClaimFromTemplate("gpu", "one"))
-			p.waitBound("high")
-			// Once the preemptor is bound, every victim its preemption
-			// chose is deleted (upstream's PreEnqueue keeps it out of the
-			// queue until then), and no other pod preempts.
-			if gone := p.gone([]string{"victims-0", "victims-1"}); len(gone) != tc.evicted {
-				t.Errorf("evicted %v, want %d pods of the group", gone, tc.evicted)
-			}
-			p.WaitForConsistentAllocations()
-		})
-	}
-}
-
-// A gang whose preemption chose a victim that gets stuck terminating holds
-// its nominations only until their bound, then preempts again around the
-// stuck pod and is bound.
-func TestGangNominationStuckVictimBounded(t *testing.T) {
-	const margin = 3 * time.Second
-	p := setupPreemption(t)
-	class := p.CreateClass("gpu")
-	p.CreateTemplate(builder.MakeTemplate("one", builder.MakeClaim("").Request("gpu", class, 1)))
-	nodes := p.CreateNodes(3)
-	for _, node := range nodes {
-		p.PublishSlices(p.NodeSlice(node, builder.MakeDevice("gpu-0")).Obj())
-	}
-	// The gang may use nodes 0 and 1 only, until node 2 is labelled too:
-	// its first preemption must evict the pods there.
-	label := func(node *v1.Node) {
-		patch := `{"metadata":{"labels":{"train":"yes"}}}`
-		if _, err := p.Client.CoreV1().Nodes().Patch(p.Ctx, node.Name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	label(nodes[0])
-	label(nodes[1])
-	p20, p30 := p.CreatePriorityClass("p20", 20), p.CreatePriorityClass("p30", 30)
-	p.StartScheduler(framework.SchedulerOptions{Configure: framework.UseNominationMargin(margin)})
-
-	on := func(pod *builder.PodWrapper, node int) *builder.PodWrapper {
-		return pod.ClaimFromTemplate("gpu", "one").NodeSelector("kubernetes.io/hostname", nodes[node].Name)
-	}
-	p.CreatePod(on(p.holdingPod("stuck").Priority(p.low), 0))
-	p.CreatePod(on(p.MakePod("v20").Priority(p20), 1))
-	p.CreatePod(on(p.MakePod("v30").Priority(p30), 2))
-	for _, name := range []string{"stuck", "v20", "v30"} {
-		p.WaitForPodScheduled(name)
-	}
-
-	createGangWith(t, p.Env, "train", 2, func(group *schedulingapi.PodGroup) { group.Spec.PriorityClassName = p.high })
-	highs := gangPods(p.Env, "train", 2, "one")
-	for _, pod := range highs {
-		pod.Priority(p.high).NodeSelector("train", "yes")
-	}
-	start := time.Now()
-	p.CreatePods(highs)
-	p.waitTerminating("stuck")
-	label(nodes[2])
-	p.waitBound("train-0")
-	p.waitBound("train-1")
-	if took := time.Since(start); took < margin {
-		t.Errorf("gang bound after %s, before its nominations' bound of %s", took, margin)
-	}
-	if gone := p.gone([]string{"v20", "v30"}); len(gone) != 2 {
-		t.Errorf("evicted %v besides the stuck pod, want v20 and v30", gone)
-	}
 	p.WaitForConsistentAllocations()
 }
 

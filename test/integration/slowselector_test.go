@@ -14,6 +14,7 @@ import (
 
 	"github.com/drasched/drasched/apis/config"
 	"github.com/drasched/drasched/internal/builder"
+	"github.com/drasched/drasched/internal/minor/schedminor"
 	"github.com/drasched/drasched/test/integration/framework"
 )
 
@@ -44,7 +45,8 @@ func slowSelectorSlices(env *framework.Env, node *v1.Node) []*resourceapi.Resour
 // TestSlowSelectorFilterTimeout: a claim whose selector is valid (the API
 // server accepts it) but takes minutes to evaluate on the node's devices
 // fails its pod's scheduling cycle with Filter's timeout after
-// filterTimeout (1s here), as a scheduling error, instead of holding the
+// filterTimeout (1s here), as a scheduling error (1.35: the node is
+// unschedulable), instead of holding the
 // scheduler for minutes; a pod created after it is scheduled meanwhile.
 // With filterTimeout 0 the scheduler stays in the first pod's cycle, and
 // both waits run out.
@@ -62,9 +64,14 @@ func TestSlowSelectorFilterTimeout(t *testing.T) {
 		c := framework.PodScheduledCondition(pod)
 		return c != nil && c.Status == v1.ConditionFalse
 	}))
-	// An error, not a verdict: the pod is retried after backoff.
-	if condition.Reason != v1.PodReasonSchedulerError || !strings.Contains(condition.Message, "timed out trying to allocate devices") {
-		t.Errorf("PodScheduled condition %s: %q, want %s with Filter's timeout", condition.Reason, condition.Message, v1.PodReasonSchedulerError)
+	// An error, not a verdict: the pod is retried after backoff. In
+	// Kubernetes 1.35, as upstream's there, a verdict on the node.
+	want := v1.PodReasonSchedulerError
+	if !schedminor.FilterTimeoutIsError {
+		want = v1.PodReasonUnschedulable
+	}
+	if condition.Reason != want || !strings.Contains(condition.Message, "timed out trying to allocate devices") {
+		t.Errorf("PodScheduled condition %s: %q, want %s with Filter's timeout", condition.Reason, condition.Message, want)
 	}
 
 	env.CreatePod(env.MakePod("plain").ClaimFromTemplate("gpu", "plain"))

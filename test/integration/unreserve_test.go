@@ -17,6 +17,7 @@ import (
 
 	"github.com/drasched/drasched/internal/builder"
 	"github.com/drasched/drasched/internal/invariants"
+	"github.com/drasched/drasched/internal/minor/schedminor"
 	"github.com/drasched/drasched/test/integration/framework"
 )
 
@@ -29,6 +30,7 @@ const blockLabel = "integration.drasched.dev/block"
 // for the extension point only, which puts it behind the profile's
 // multi-point plugins.
 type blocker struct {
+	schedminor.PreFlight
 	// entered receives each blocked pod's name.
 	entered chan string
 	// release lets PreBind go on.
@@ -52,13 +54,6 @@ func (b *blocker) Permit(_ context.Context, _ fwk.CycleState, pod *v1.Pod, _ str
 	}
 	b.entered <- pod.Name
 	return fwk.NewStatus(fwk.Wait), 10 * time.Minute
-}
-
-func (b *blocker) PreBindPreFlight(_ context.Context, _ fwk.CycleState, pod *v1.Pod, _ string) (*fwk.PreBindPreFlightResult, *fwk.Status) {
-	if pod.Labels[blockLabel] != "prebind" {
-		return nil, fwk.NewStatus(fwk.Skip)
-	}
-	return nil, nil
 }
 
 // PreBind holds a labelled pod until the test releases it; by then the DRA
@@ -103,7 +98,13 @@ func TestUnreserve(t *testing.T) {
 			env.PublishSlices(env.NodeSlice(node, builder.MakeDevice("gpu-0")).Obj())
 			class := env.CreateClass("gpu")
 			env.CreateTemplate(builder.MakeTemplate("gpu", builder.MakeClaim("").Request("gpu", class, 1)))
-			b := &blocker{entered: make(chan string, 1), release: make(chan struct{})}
+			b := &blocker{entered: make(chan string, 1), release: make(chan struct{}),
+				PreFlight: schedminor.PreFlight{Run: func(_ fwk.CycleState, pod *v1.Pod) *fwk.Status {
+					if pod.Labels[blockLabel] != "prebind" {
+						return fwk.NewStatus(fwk.Skip)
+					}
+					return nil
+				}}}
 			env.StartScheduler(schedulerWithBlocker(b))
 
 			doomed := env.CreatePod(env.MakePod("doomed").ClaimFromTemplate("gpu", "gpu").Label(blockLabel, stage))

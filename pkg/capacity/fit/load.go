@@ -9,7 +9,6 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
-	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
@@ -17,10 +16,10 @@ import (
 	batchv1defaults "k8s.io/kubernetes/pkg/apis/batch/v1"
 	corev1defaults "k8s.io/kubernetes/pkg/apis/core/v1"
 	resourcev1defaults "k8s.io/kubernetes/pkg/apis/resource/v1"
-	schedulingv1beta1defaults "k8s.io/kubernetes/pkg/apis/scheduling/v1beta1"
 	"k8s.io/utils/ptr"
 
 	"github.com/drasched/drasched/internal/manifest"
+	"github.com/drasched/drasched/internal/minor"
 )
 
 // Workload is what fit places: units of one or more pods.
@@ -34,7 +33,7 @@ type Workload struct {
 	// Group is the PodGroup of a gang, nil for single pods. Its
 	// resourceClaims are made once per unit and shared by the unit's pods
 	// whose claim matches.
-	Group *schedulingv1beta1.PodGroup
+	Group *minor.PodGroup
 	// Templates are the ResourceClaimTemplates of the file, by name;
 	// others are read from the cluster.
 	Templates map[string]*resourceapi.ResourceClaimTemplate
@@ -68,7 +67,7 @@ func Load(data []byte, namespace string) (*Workload, error) {
 	}
 	w := &Workload{Templates: map[string]*resourceapi.ResourceClaimTemplate{}}
 	var templates []*resourceapi.ResourceClaimTemplate
-	var groups []*schedulingv1beta1.PodGroup
+	var groups []*minor.PodGroup
 	var sources []source
 	fromTemplate := func(kind string, meta metav1.ObjectMeta, t v1.PodTemplateSpec, replicas *int32) source {
 		pod := &v1.Pod{ObjectMeta: t.ObjectMeta, Spec: t.Spec}
@@ -96,7 +95,7 @@ func Load(data []byte, namespace string) (*Workload, error) {
 			sources = append(sources, fromTemplate("Job", o.ObjectMeta, o.Spec.Template, ptr.To(ptr.Deref(o.Spec.Parallelism, 1))))
 		case *resourceapi.ResourceClaimTemplate:
 			templates = append(templates, o)
-		case *schedulingv1beta1.PodGroup:
+		case *minor.PodGroup:
 			groups = append(groups, o)
 		case *resourceapi.ResourceClaim:
 			// A claim the pods share by name: it must exist in the
@@ -151,7 +150,7 @@ func Load(data []byte, namespace string) (*Workload, error) {
 
 // gang makes the unit of a PodGroup: the manifest's pods of the group, or
 // minCount pods of a workload whose pod template names it.
-func gang(w *Workload, group *schedulingv1beta1.PodGroup, namespace string, sources []source) (*Workload, error) {
+func gang(w *Workload, group *minor.PodGroup, namespace string, sources []source) (*Workload, error) {
 	if group.Namespace == "" {
 		group.Namespace = namespace
 	}
@@ -163,7 +162,7 @@ func gang(w *Workload, group *schedulingv1beta1.PodGroup, namespace string, sour
 	}
 	var members []*v1.Pod
 	for _, s := range sources {
-		if s.pod.Spec.SchedulingGroup == nil || ptr.Deref(s.pod.Spec.SchedulingGroup.PodGroupName, "") != group.Name {
+		if ptr.Deref(minor.PodGroupName(s.pod), "") != group.Name {
 			return nil, fmt.Errorf("%s is not in PodGroup %s (spec.schedulingGroup.podGroupName)", s.name, group.Name)
 		}
 		members = append(members, s.pod)
@@ -196,7 +195,7 @@ var defaulter = func() *runtime.Scheme {
 	s := runtime.NewScheme()
 	for _, register := range []func(*runtime.Scheme) error{
 		corev1defaults.RegisterDefaults, appsv1defaults.RegisterDefaults, batchv1defaults.RegisterDefaults,
-		resourcev1defaults.RegisterDefaults, schedulingv1beta1defaults.RegisterDefaults,
+		resourcev1defaults.RegisterDefaults, minor.RegisterPodGroupDefaults,
 	} {
 		utilruntime.Must(register(s))
 	}

@@ -1,4 +1,4 @@
-//go:build !kube1.36
+//go:build !kube1.35 && !kube1.36
 
 package gpu
 

@@ -12,6 +12,7 @@ import (
 	"k8s.io/dynamic-resource-allocation/resourceslice"
 	"k8s.io/utils/ptr"
 
+	"github.com/drasched/drasched/internal/minor"
 	"github.com/drasched/drasched/pkg/driver/gpu/device"
 )
 
@@ -159,7 +160,7 @@ func chunkDevices(devices []resourceapi.Device) []resourceslice.Slice {
 		deviceAdvanced := len(d.Taints) > 0 || len(d.ConsumesCounters) > 0
 		limit := resourceapi.ResourceSliceMaxDevices
 		if advanced || deviceAdvanced {
-			limit = resourceapi.ResourceSliceMaxDevicesWithAdvancedFeatures
+			limit = minor.SliceMaxDevicesAdvanced
 		}
 		if len(chunk)+1 > limit {
 			slices = append(slices, resourceslice.Slice{Devices: chunk})
@@ -243,11 +244,11 @@ func buildDevice(opts SliceOptions, ref device.Ref, withCounters bool) (resource
 		attrs["index"] = resourceapi.DeviceAttribute{IntValue: ptr.To(int64(g.Index))}
 		attrs["minor"] = resourceapi.DeviceAttribute{IntValue: ptr.To(int64(g.Minor))}
 		attrs["migEnabled"] = resourceapi.DeviceAttribute{BoolValue: ptr.To(g.MIGEnabled)}
-		busID, err := deviceattribute.GetPCIBusIDAttribute(g.PCIBusID)
+		name, busID, err := minor.PCIBusIDAttribute(g.PCIBusID)
 		if err != nil {
 			return resourceapi.Device{}, err
 		}
-		attrs[busID.Name] = busID.Value
+		attrs[name] = busID
 		if g.MemoryBytes > 0 {
 			capacity["memory"] = resourceapi.DeviceCapacity{Value: *resource.NewQuantity(g.MemoryBytes, resource.BinarySI)}
 		}

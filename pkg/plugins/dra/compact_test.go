@@ -33,11 +33,17 @@ func fleetSlices(tb testing.TB, nodes int) []*resourceapi.ResourceSlice {
 	if err != nil {
 		tb.Fatal(err)
 	}
+	// Decoded, as the informer's are (and so in every minor: 1.37 hides
+	// FieldsV1's bytes behind NewFieldsV1, which 1.35 lacks).
+	fields := &metav1.FieldsV1{}
+	if err := fields.UnmarshalJSON([]byte(`{"f:spec":{"f:devices":{}}}`)); err != nil {
+		tb.Fatal(err)
+	}
 	for _, slice := range slices {
 		slice.ManagedFields = []metav1.ManagedFieldsEntry{{
 			Manager: "gpu-kubelet-plugin", Operation: metav1.ManagedFieldsOperationUpdate,
 			APIVersion: "resource.k8s.io/v1", FieldsType: "FieldsV1",
-			FieldsV1: metav1.NewFieldsV1(`{"f:spec":{"f:devices":{}}}`),
+			FieldsV1: fields.DeepCopy(),
 		}}
 	}
 	return slices

@@ -60,8 +60,8 @@ import (
 	"k8s.io/dynamic-resource-allocation/structured"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
-	"k8s.io/kubernetes/pkg/scheduler/framework/preemption"
 
+	"github.com/drasched/drasched/internal/minor/schedminor"
 	"github.com/drasched/drasched/pkg/allocator"
 	"github.com/drasched/drasched/pkg/core"
 )
@@ -274,8 +274,17 @@ func (pl *Plugin) edits(s *stateData) allocator.Edits {
 // nothing the scheduler knows of.
 func (pl *Plugin) claimsOfPod(pod *v1.Pod) []*resourceapi.ResourceClaim {
 	var claims []*resourceapi.ResourceClaim
-	for name := range resourceclaim.PodClaims(pod) {
-		if claim, err := pl.tracker.Claim(pod.Namespace, name); err == nil {
+	for i := range pod.Spec.ResourceClaims {
+		name, _, err := resourceclaim.Name(pod, &pod.Spec.ResourceClaims[i])
+		if err != nil || name == nil {
+			continue
+		}
+		if claim, err := pl.tracker.Claim(pod.Namespace, *name); err == nil {
+			claims = append(claims, claim)
+		}
+	}
+	if status := pod.Status.ExtendedResourceClaimStatus; status != nil && status.ResourceClaimName != "" {
+		if claim, err := pl.tracker.Claim(pod.Namespace, status.ResourceClaimName); err == nil {
 			claims = append(claims, claim)
 		}
 	}
@@ -464,15 +473,7 @@ func (pl *Plugin) preemptionMayHelp(ctx context.Context, s *stateData, pod *v1.P
 
 // preemptionPriority is the pod's priority as preemption compares it.
 func (pl *Plugin) preemptionPriority(pod *v1.Pod) int32 {
-	var groups fwk.PodGroupLister
-	var composites fwk.CompositePodGroupLister
-	if pl.fts.EnableGenericWorkload {
-		groups = pl.fh.SnapshotSharedLister().PodGroups()
-		if pl.fts.EnableCompositePodGroup {
-			composites = pl.fh.SnapshotSharedLister().CompositePodGroups()
-		}
-	}
-	return preemption.GetPodPriority(pod, groups, composites)
+	return schedminor.PreemptionPriority(pl.fh, pl.fts, pod)
 }
 
 // unoccupied returns drasched's allocator for the cycle with nothing

@@ -328,7 +328,7 @@ func TestExtendedLifecycle(t *testing.T) {
 	if got := allocatedCount(t, ctx, pl); got != 2 {
 		t.Errorf("%d devices taken after Reserve, want 2", got)
 	}
-	if _, status := pl.PreBindPreFlight(ctx, cs, pod, "node-a"); !status.IsSuccess() {
+	if status := pl.PreFlight.Run(cs, pod); !status.IsSuccess() {
 		t.Fatalf("PreBindPreFlight: %v", status)
 	}
 	if status := pl.PreBind(ctx, cs, pod, "node-a"); !status.IsSuccess() {
@@ -444,7 +444,7 @@ func TestExtendedDevicePlugin(t *testing.T) {
 	if status := pl.Reserve(ctx, cs, pod, "node-a"); !status.IsSuccess() {
 		t.Fatalf("Reserve: %v", status)
 	}
-	if _, status := pl.PreBindPreFlight(ctx, cs, pod, "node-a"); status.Code() != fwk.Skip {
+	if status := pl.PreFlight.Run(cs, pod); status.Code() != fwk.Skip {
 		t.Errorf("PreBindPreFlight: %v, want Skip", status)
 	}
 	if status := pl.PreBind(ctx, cs, pod, "node-a"); !status.IsSuccess() {

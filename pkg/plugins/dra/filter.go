@@ -18,6 +18,7 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/drasched/drasched/internal/minor"
+	"github.com/drasched/drasched/internal/minor/schedminor"
 	"github.com/drasched/drasched/pkg/allocator"
 )
 
@@ -40,12 +41,12 @@ func (pl *Plugin) Filter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, no
 		return statusError(logger, err)
 	}
 	if len(s.claims) == 0 && s.extended == nil {
-		// Devices' CPU the cache does not count yet (nodeallocatable.go).
+		// Devices' CPU the cache does not count yet (nodeallocatable_kube137.go).
 		return pl.filterUncounted(pod, nodeInfo)
 	}
 	node := nodeInfo.Node()
 	// Once the claims fit: the node's room for the resources of their
-	// devices that stand for CPU or memory (nodeallocatable.go).
+	// devices that stand for CPU or memory (nodeallocatable_kube137.go).
 	var results []resourceapi.AllocationResult
 	defer func() {
 		if status.IsSuccess() {
@@ -56,7 +57,7 @@ func (pl *Plugin) Filter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, no
 	// The pods of the pod group cycle that share allocations in flight
 	// (podgroup.go), for the node-allocatable sharing check.
 	var sharers pendingSharers
-	if group, err := groupStateIn(cs.GetPodGroupSchedulingCycle(), false); err != nil {
+	if group, err := currentGroupState(cs); err != nil {
 		return statusError(logger, err)
 	} else if group != nil {
 		sharers = func(claim types.UID) sets.Set[types.UID] { return group.pending[claim] }
@@ -144,6 +145,9 @@ func (pl *Plugin) Filter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, no
 	results, err = a.Allocate(allocCtx, node, claims)
 	observeFilter(start, results != nil, err)
 	switch {
+	case allocationTimedOut(ctx, err) && !schedminor.FilterTimeoutIsError:
+		// As 1.35's upstream: the node is unschedulable for the pod.
+		return statusUnschedulable(logger, []string{"timed out trying to allocate devices"}, "pod", klog.KObj(pod), "node", klog.KObj(node), "claims", klog.KObjSlice(claims))
 	case allocationTimedOut(ctx, err):
 		// Possibly transient: an error sends the pod through backoff
 		// instead of waiting for a cluster event.

@@ -85,14 +85,3 @@ func TestBindingTimedOut(t *testing.T) {
 		t.Error("allocation without binding conditions timed out")
 	}
 }
-
-func TestRequiresOptionalNodeOperations(t *testing.T) {
-	allocation := &resourceapi.AllocationResult{Devices: resourceapi.DeviceAllocationResult{Results: []resourceapi.DeviceRequestAllocationResult{{Request: "gpu"}}}}
-	if requiresOptionalNodeOperations(allocation) {
-		t.Error("plain allocation needs optional node operations")
-	}
-	allocation.Devices.Results[0].SkipNodeOperations = []resourceapi.SkipNodeOperation{resourceapi.SkipNodeOperationNodePrepareResources}
-	if !requiresOptionalNodeOperations(allocation) {
-		t.Error("allocation that skips node operations does not need them")
-	}
-}

@@ -12,12 +12,12 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/tools/cache"
 	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
-	"k8s.io/dynamic-resource-allocation/cel"
 	"k8s.io/dynamic-resource-allocation/resourceclaim"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	schedutil "k8s.io/kubernetes/pkg/scheduler/util"
 
+	"github.com/drasched/drasched/internal/minor/schedminor"
 	"github.com/drasched/drasched/pkg/allocator"
 )
 
@@ -30,13 +30,13 @@ func (pl *Plugin) EventsToRegister(_ context.Context) ([]fwk.ClusterEventWithHin
 		{Event: fwk.ClusterEvent{Resource: fwk.Node, ActionType: fwk.Add | fwk.UpdateNodeLabel | fwk.UpdateNodeAllocatable}},
 		// Claims carry allocations: a claim that appears, changes status or
 		// frees devices may help.
-		{Event: fwk.ClusterEvent{Resource: fwk.ResourceClaim, ActionType: fwk.Add | fwk.Update | fwk.Delete}, QueueingHintFn: pl.afterClaimChange, PreQueueingHintFn: pl.podsForClaim},
+		schedminor.WithPreQueueingHint(fwk.ClusterEventWithHint{Event: fwk.ClusterEvent{Resource: fwk.ResourceClaim, ActionType: fwk.Add | fwk.Update | fwk.Delete}, QueueingHintFn: pl.afterClaimChange}, pl.podsForClaim),
 		// A victim of the pod's preemption is gone (preemption.go): while
 		// its devices were being freed, DefaultPreemption gated the pod
 		// and only this event can move it on.
-		{Event: fwk.ClusterEvent{Resource: fwk.AssignedPod, ActionType: fwk.Delete}, QueueingHintFn: pl.afterAssignedPodDelete},
+		{Event: fwk.ClusterEvent{Resource: schedminor.AssignedPod, ActionType: fwk.Delete}, QueueingHintFn: pl.afterAssignedPodDelete},
 		// The pod's generated claims get their names in the pod status.
-		{Event: fwk.ClusterEvent{Resource: fwk.TargetPod, ActionType: fwk.UpdatePodGeneratedResourceClaim}, QueueingHintFn: pl.afterPodUpdate},
+		{Event: fwk.ClusterEvent{Resource: schedminor.TargetPod, ActionType: fwk.UpdatePodGeneratedResourceClaim}, QueueingHintFn: pl.afterPodUpdate},
 		// A class that appears or changes helps pods whose requests use it.
 		{Event: fwk.ClusterEvent{Resource: fwk.DeviceClass, ActionType: fwk.Add | fwk.Update}, QueueingHintFn: pl.afterClassChange},
 		// A slice helps pods with a request that one of its devices could
@@ -82,22 +82,22 @@ func podClaimKeys(obj any) ([]string, error) {
 
 // podsForClaim narrows a claim event to the pods that reference the claim,
 // except when the event frees devices, which may help any pod.
-func (pl *Plugin) podsForClaim(_ klog.Logger, oldObj, newObj any) (fwk.PreQueueingHintResult, error) {
+func (pl *Plugin) podsForClaim(_ klog.Logger, oldObj, newObj any) (schedminor.PreQueueingHintResult, error) {
 	oldClaim, _ := oldObj.(*resourceapi.ResourceClaim)
 	newClaim, _ := newObj.(*resourceapi.ResourceClaim)
 	if oldClaim != nil && oldClaim.Status.Allocation != nil && (newClaim == nil || newClaim.Status.Allocation == nil) {
-		return fwk.PreQueueingHintResult{AllPods: true}, nil
+		return schedminor.PreQueueingHintResult{AllPods: true}, nil
 	}
 	claim := newClaim
 	if claim == nil {
 		claim = oldClaim
 	}
 	if claim == nil {
-		return fwk.PreQueueingHintResult{AllPods: true}, nil
+		return schedminor.PreQueueingHintResult{AllPods: true}, nil
 	}
 	objs, err := pl.podsByClaim.ByIndex(pl.claimIndexName, claim.Namespace+"/"+claim.Name)
 	if err != nil {
-		return fwk.PreQueueingHintResult{}, fmt.Errorf("look up pods of claim %s: %w", klog.KObj(claim), err)
+		return schedminor.PreQueueingHintResult{}, fmt.Errorf("look up pods of claim %s: %w", klog.KObj(claim), err)
 	}
 	pods := make([]types.NamespacedName, 0, len(objs))
 	for _, obj := range objs {
@@ -113,7 +113,7 @@ func (pl *Plugin) podsForClaim(_ klog.Logger, oldObj, newObj any) (fwk.PreQueuei
 	// Preemptors whose claim nomination waits for the claim, or whose
 	// nominated devices it took (nomination.go).
 	pods = append(pods, pl.nomineesTouchedBy(claim)...)
-	return fwk.PreQueueingHintResult{Pods: pods}, nil
+	return schedminor.PreQueueingHintResult{Pods: pods}, nil
 }
 
 // afterClaimChange: a claim was deallocated (devices became free), or one
@@ -242,6 +242,11 @@ func (pl *Plugin) afterPodUpdate(logger klog.Logger, pod *v1.Pod, _, newObj any)
 	_, modified, err := schedutil.As[*v1.Pod](nil, newObj)
 	if err != nil {
 		return fwk.Queue, fmt.Errorf("unexpected object in pod hint: %w", err)
+	}
+	if modified.UID != pod.UID {
+		// Another pod's update: 1.36 reports those too (it has no
+		// TargetPod event resource).
+		return fwk.QueueSkip, nil
 	}
 	if _, err := pl.podClaims(modified); err != nil {
 		logger.V(6).Info("Pod still waits for claims", "pod", klog.KObj(pod), "reason", err.Error())
@@ -420,10 +425,7 @@ func (pl *Plugin) anyDeviceMatches(request requestSelector, slices []*resourceap
 		}
 		expressions = append(expressions, selector.CEL.Expression)
 	}
-	features := cel.Features{
-		EnableConsumableCapacity: pl.fts.EnableDRAConsumableCapacity,
-		EnableListTypeAttributes: pl.fts.EnableDRAListTypeAttributes,
-	}
+	features := schedminor.CELFeatures(pl.fts)
 	for _, slice := range slices {
 		for i := range slice.Spec.Devices {
 			matches := true

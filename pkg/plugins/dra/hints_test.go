@@ -16,6 +16,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/drasched/drasched/internal/builder"
+	"github.com/drasched/drasched/internal/minor/schedminor"
 )
 
 // The hint tables check each queueing hint's answer for the events that
@@ -145,27 +146,27 @@ func TestClaimPreQueueingHint(t *testing.T) {
 
 	for name, tc := range map[string]struct {
 		oldObj, newObj any
-		want           fwk.PreQueueingHintResult
+		want           schedminor.PreQueueingHintResult
 	}{
 		"claim of a pod": {
 			newObj: gpuClaim("gpu").Obj(),
-			want:   fwk.PreQueueingHintResult{Pods: []types.NamespacedName{{Namespace: "default", Name: "pod"}}},
+			want:   schedminor.PreQueueingHintResult{Pods: []types.NamespacedName{{Namespace: "default", Name: "pod"}}},
 		},
 		"claim of no pod": {
 			newObj: gpuClaim("nobody").Obj(),
-			want:   fwk.PreQueueingHintResult{Pods: []types.NamespacedName{}},
+			want:   schedminor.PreQueueingHintResult{Pods: []types.NamespacedName{}},
 		},
 		"deallocation: every pod": {
 			oldObj: allocated(gpuClaim("nobody"), "gpu-0"), newObj: gpuClaim("nobody").Obj(),
-			want: fwk.PreQueueingHintResult{AllPods: true},
+			want: schedminor.PreQueueingHintResult{AllPods: true},
 		},
 		"deletion of an allocated claim: every pod": {
 			oldObj: allocated(gpuClaim("nobody"), "gpu-0"),
-			want:   fwk.PreQueueingHintResult{AllPods: true},
+			want:   schedminor.PreQueueingHintResult{AllPods: true},
 		},
 		"claim for extended resources: its owner": {
 			newObj: extendedClaim,
-			want:   fwk.PreQueueingHintResult{Pods: []types.NamespacedName{{Namespace: "default", Name: "ext-pod"}}},
+			want:   schedminor.PreQueueingHintResult{Pods: []types.NamespacedName{{Namespace: "default", Name: "ext-pod"}}},
 		},
 	} {
 		t.Run(name, func(t *testing.T) {

@@ -12,6 +12,7 @@ import (
 	"k8s.io/dynamic-resource-allocation/structured"
 	schedmetrics "k8s.io/kubernetes/pkg/scheduler/metrics"
 
+	"github.com/drasched/drasched/internal/minor/schedminor"
 	"github.com/drasched/drasched/pkg/allocator"
 	"github.com/drasched/drasched/pkg/capacity"
 	"github.com/drasched/drasched/pkg/core"
@@ -125,24 +126,25 @@ func observeFilter(start time.Time, fit bool, err error) {
 // it ended: one duration per allocated device, one count per device with
 // binding conditions, both by profile, driver and status.
 func observeBindingConditions(profile string, claims []*resourceapi.ResourceClaim, waited time.Duration, err error) {
-	status := schedmetrics.BindingConditionsStatusSuccess
+	m := schedminor.BindingConditions
+	status := m.Success
 	switch {
 	case err == nil:
 	case errors.Is(err, errBindingTimeout):
-		status = schedmetrics.BindingConditionsStatusTimeout
+		status = m.Timeout
 	case errors.Is(err, errBindingFailed):
-		status = schedmetrics.BindingConditionsStatusFailed
+		status = m.Failed
 	default:
-		status = schedmetrics.BindingConditionsStatusError
+		status = m.Error
 	}
 	for _, claim := range claims {
 		if claim == nil || claim.Status.Allocation == nil {
 			continue
 		}
 		for _, result := range claim.Status.Allocation.Devices.Results {
-			schedmetrics.DRABindingConditionsPreBindDuration.WithLabelValues(profile, result.Driver, status).Observe(waited.Seconds())
+			m.ObserveWait(profile, result.Driver, status, waited.Seconds())
 			if len(result.BindingConditions) > 0 {
-				schedmetrics.DRABindingConditionsAllocationsTotal.WithLabelValues(profile, result.Driver, status).Inc()
+				m.CountAllocation(profile, result.Driver, status)
 			}
 		}
 	}

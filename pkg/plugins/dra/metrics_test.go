@@ -1,11 +1,9 @@
 package dra
 
 import (
-	"errors"
 	"fmt"
 	"strings"
 	"testing"
-	"time"
 
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
@@ -15,7 +13,6 @@ import (
 	"k8s.io/klog/v2/ktesting"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
-	schedmetrics "k8s.io/kubernetes/pkg/scheduler/metrics"
 
 	"github.com/drasched/drasched/internal/builder"
 	"github.com/drasched/drasched/internal/metricstable"
@@ -167,42 +164,6 @@ drasched_plugin_resource_slices_prepared_total %d
 `, stats.CompileHits, stats.MatchHits, stats.CompileHits+stats.CompileMisses, stats.MatchHits+stats.MatchMisses, stats.SlicesPrepared)
 	if err := testutil.CustomCollectAndCompare(newCacheCollector(cache), strings.NewReader(want)); err != nil {
 		t.Error(err)
-	}
-}
-
-// TestBindingConditionsMetrics: PreBind's wait is recorded in upstream's
-// metric objects, with upstream's labels and status values.
-func TestBindingConditionsMetrics(t *testing.T) {
-	registerMetrics()
-	withConditions := allocated(gpuClaim("a"), "gpu-0")
-	withConditions.Status.Allocation.Devices.Results[0].BindingConditions = []string{"attached"}
-	plain := allocated(gpuClaim("b"), "gpu-1")
-	claims := []*resourceapi.ResourceClaim{withConditions, plain, nil}
-	for name, tc := range map[string]struct {
-		err    error
-		status string
-	}{
-		"success": {status: "success"},
-		"timeout": {err: fmt.Errorf("%w: claim default/a", errBindingTimeout), status: "timeout"},
-		"failure": {err: fmt.Errorf("%w: claim default/a", errBindingFailed), status: "failure"},
-		"error":   {err: errors.New("claim cache gone"), status: "error"},
-	} {
-		t.Run(name, func(t *testing.T) {
-			schedmetrics.DRABindingConditionsAllocationsTotal.Reset()
-			schedmetrics.DRABindingConditionsPreBindDuration.Reset()
-			observeBindingConditions("drasched", claims, 2*time.Second, tc.err)
-			count, err := testutil.GetCounterMetricValue(schedmetrics.DRABindingConditionsAllocationsTotal.WithLabelValues("drasched", "gpu.example.com", tc.status))
-			if err != nil {
-				t.Fatal(err)
-			}
-			// Only the device with binding conditions counts.
-			if count != 1 {
-				t.Errorf("allocations: %v, want 1", count)
-			}
-			// Every allocated device's wait is observed, as upstream does.
-			testutil.AssertHistogramTotalCount(t, "scheduler_dra_bindingconditions_wait_duration_seconds",
-				map[string]string{"profile": "drasched", "driver": "gpu.example.com", "status": tc.status}, 2)
-		})
 	}
 }
 

@@ -1,3 +1,5 @@
+//go:build !kube1.35 && !kube1.36
+
 package dra
 
 // Node-allocatable resources backed by devices (feature gate
@@ -43,6 +45,7 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 	v1helper "k8s.io/kubernetes/pkg/apis/core/v1/helper"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/feature"
 	schedutil "k8s.io/kubernetes/pkg/scheduler/util"
 )
 
@@ -60,6 +63,9 @@ type nodeAllocatable struct {
 	// and Unreserve, which run after it.
 	statuses []v1.NodeAllocatableResourceClaimStatus
 }
+
+// supportNodeAllocatable: this build implements DRANodeAllocatableResources.
+func supportNodeAllocatable(feature.Features) error { return nil }
 
 // pendingSharers returns the pods (by UID) of the pod's group that share
 // the in-flight allocation of a claim in this pod group cycle. A nil

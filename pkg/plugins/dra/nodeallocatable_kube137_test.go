@@ -1,3 +1,5 @@
+//go:build !kube1.35 && !kube1.36
+
 package dra
 
 import (
@@ -616,34 +618,4 @@ func TestUncountedWalk(t *testing.T) {
 	if _, status := pl.PreFilter(ctx, framework.NewCycleState(), podB, nil); !status.IsSkip() {
 		t.Errorf("PreFilter B after the cache caught up: %v, want Skip", status)
 	}
-}
-
-// snapshotHandle adds the scheduler's snapshot of nodes to testHandle.
-type snapshotHandle struct {
-	testHandle
-	nodes map[string]fwk.NodeInfo
-}
-
-func (h snapshotHandle) SnapshotSharedLister() fwk.SharedLister {
-	return snapshotLister{nodes: nodeInfoLister{nodes: h.nodes}}
-}
-
-// snapshotLister serves the nodes only.
-type snapshotLister struct {
-	fwk.SharedLister
-	nodes nodeInfoLister
-}
-
-func (l snapshotLister) NodeInfos() fwk.NodeInfoLister { return l.nodes }
-
-type nodeInfoLister struct {
-	fwk.NodeInfoLister
-	nodes map[string]fwk.NodeInfo
-}
-
-func (l nodeInfoLister) Get(name string) (fwk.NodeInfo, error) {
-	if n, ok := l.nodes[name]; ok {
-		return n, nil
-	}
-	return nil, errors.New("not found")
 }

@@ -44,7 +44,6 @@ package dra
 import (
 	"context"
 	"fmt"
-	"maps"
 	"slices"
 	"sort"
 	"time"
@@ -57,7 +56,6 @@ import (
 	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	"k8s.io/dynamic-resource-allocation/structured"
 	"k8s.io/klog/v2"
-	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/drasched/drasched/pkg/allocator"
 	"github.com/drasched/drasched/pkg/core"
@@ -156,70 +154,6 @@ func (pl *Plugin) nominate(logger klog.Logger, pod *v1.Pod, node, group string, 
 	pl.tracker.Nominations().Add(n)
 	nominations.WithLabelValues("Nominated").Inc()
 	logger.V(4).Info("Claim nomination", "pod", klog.KObj(pod), "node", node, "victimClaims", len(n.Victims), "expires", n.Expires)
-}
-
-// nominateGroup records the claim nominations of the pods of a PodGroup
-// that pod-group preemption nominated, held as one. On its node, each pod's
-// claims get, in the group's order, what fits once the victims' claims are
-// freed, next to what the pods before it get and what other preemptors
-// hold: the allocations that the simulation found for the pods one by one
-// while it spared victims need not fit together.
-func (pl *Plugin) nominateGroup(ctx context.Context, group string, assignments []fwk.ProposedAssignment, infos map[types.NamespacedName]*fwk.NominatingInfo) {
-	logger := klog.FromContext(ctx)
-	var victims []*v1.Pod
-	var freed []*resourceapi.ResourceClaim
-	var edits allocator.Edits
-	for i, a := range assignments {
-		pod := a.GetPod()
-		info := infos[types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name}]
-		s, err := getState(a.GetCycleState())
-		if info == nil || info.NominatedNodeName == "" || err != nil || s.allocator == nil || len(s.pending) == 0 {
-			continue
-		}
-		if victims == nil {
-			// The simulation removed the same victims in the state of
-			// every pod of the group.
-			victims = slices.Collect(maps.Values(s.dryRun.removedPods()))
-			freed = pl.freedClaims(s.dryRun)
-			edits = pl.edits(s)
-			edits.Added = core.NewAllocatedState()
-			others, _ := pl.nominatedState(logger, pod)
-			core.AddState(&edits.Added, others)
-		}
-		nodeInfo, err := pl.fh.SnapshotSharedLister().NodeInfos().Get(info.NominatedNodeName)
-		if err != nil || nodeInfo.Node() == nil {
-			continue
-		}
-		results, err := pl.allocateForGroup(ctx, s, edits, nodeInfo.Node())
-		switch {
-		case allocationTimedOut(ctx, err):
-			logger.V(2).Info("No claim nomination for a pod of the group: its devices were not found within filterTimeout", "pod", klog.KObj(pod), "node", info.NominatedNodeName, "filterTimeout", pl.filterTimeout)
-			continue
-		case err != nil:
-			logger.V(4).Info("No claim nomination for a pod of the group", "pod", klog.KObj(pod), "node", info.NominatedNodeName, "err", err)
-			continue
-		case len(results) != len(s.pending):
-			logger.V(4).Info("No claim nomination for a pod of the group: its claims do not fit next to the others'", "pod", klog.KObj(pod), "node", info.NominatedNodeName, "index", i)
-			continue
-		}
-		pl.nominate(logger, pod, info.NominatedNodeName, group, results, victims, freed)
-		for j := range results {
-			core.AddAllocation(&edits.Added, &results[j], pl.fts.EnableDRAConsumableCapacity)
-		}
-	}
-}
-
-// allocateForGroup allocates the pod's pending claims on the node next to
-// edits, within filterTimeout as Filter does: PodGroupPostFilter runs in
-// the group's scheduling cycle.
-func (pl *Plugin) allocateForGroup(ctx context.Context, s *stateData, edits allocator.Edits, node *v1.Node) ([]resourceapi.AllocationResult, error) {
-	ctx, cancel := pl.allocationContext(ctx)
-	defer cancel()
-	a, err := pl.liveAllocator(ctx, s, edits)
-	if err != nil {
-		return nil, err
-	}
-	return a.Allocate(ctx, node, s.pending)
 }
 
 // victimClaims records the claims the victims free.

@@ -32,11 +32,14 @@
 //     hints), sign.go (SignPod, for opportunistic batching), prefilter.go
 //     (PreEnqueue, PreFilter), filter.go, postfilter.go, score.go,
 //     reserve.go (Reserve, Unreserve), prebind.go;
-//   - features that hook into several of them: podgroup.go (gang
-//     scheduling: claims shared within a pod group cycle,
-//     PodGroupPostFilter), extended.go (extended resources backed by DRA),
-//     nodeallocatable.go (devices that stand for node CPU and memory,
-//     DRANodeAllocatableResources);
+//   - features that hook into several of them: podgroup.go and
+//     podgroupcycle_kube137.go (gang scheduling: claims shared within a pod
+//     group cycle; none in 1.35, podgroupcycle_kube135.go), with the
+//     group's claims freed by PodGroupPostFilter in podgroup_kube137.go
+//     (by each pod's PostFilter in 1.36, podgroup_kube136.go), extended.go (extended resources backed by DRA),
+//     nodeallocatable_kube137.go (devices that stand for node CPU and
+//     memory, DRANodeAllocatableResources; refused by the builds for
+//     older minors, nodeallocatable_kube136.go);
 //   - dryrun.go: PreFilterExtensions (AddPod, RemovePod), which follow
 //     preemption's dry runs and pod-group preemption's simulation;
 //   - nomination.go: claim nomination, what a preemptor holds while its
@@ -44,7 +47,9 @@
 //   - preemption.go: Nominator, what the StructuredDRAPreemption plugin of
 //     the profile calls: nominations from its dry runs, the waits for
 //     victims, and the message that says which devices the victims free;
-//     simulation.go: pod-group preemption's simulation;
+//     simulation.go: pod-group preemption's simulation, and
+//     preemption_kube137.go its nominations (1.37 only;
+//     preemption_kube136.go);
 //   - compact.go: the ResourceSlice informer's transform, which keeps the
 //     scheduler's copies smaller;
 //   - metrics.go: the plugin's metrics and the observation of upstream's
@@ -80,6 +85,7 @@ import (
 
 	"github.com/drasched/drasched/apis/config"
 	"github.com/drasched/drasched/apis/config/validation"
+	"github.com/drasched/drasched/internal/minor/schedminor"
 	"github.com/drasched/drasched/pkg/allocator"
 	"github.com/drasched/drasched/pkg/leaderfence"
 	"github.com/drasched/drasched/pkg/tracker"
@@ -90,6 +96,10 @@ const Name = config.PluginName
 
 // Plugin is the StructuredDRA plugin.
 type Plugin struct {
+	// PreFlight is PreBindPreFlight, in the signature of this minor's
+	// framework (prebind.go).
+	schedminor.PreFlight
+
 	fh     fwk.Handle
 	client kubernetes.Interface
 	fts    feature.Features
@@ -135,7 +145,7 @@ type Plugin struct {
 	nodeLocal nodeLocality
 
 	// uncounted are pods whose devices' CPU and memory the scheduler's
-	// cache does not count yet (nodeallocatable.go).
+	// cache does not count yet (nodeallocatable_kube137.go).
 	uncounted uncountedPods
 
 	// upstreamCEL is the compile cache of allocator: upstream.
@@ -144,17 +154,16 @@ type Plugin struct {
 }
 
 var (
-	_ fwk.PreEnqueuePlugin         = &Plugin{}
-	_ fwk.PreFilterPlugin          = &Plugin{}
-	_ fwk.FilterPlugin             = &Plugin{}
-	_ fwk.PostFilterPlugin         = &Plugin{}
-	_ fwk.PodGroupPostFilterPlugin = &Plugin{}
-	_ fwk.PreScorePlugin           = &Plugin{}
-	_ fwk.ScorePlugin              = &Plugin{}
-	_ fwk.ReservePlugin            = &Plugin{}
-	_ fwk.PreBindPlugin            = &Plugin{}
-	_ fwk.EnqueueExtensions        = &Plugin{}
-	_ fwk.SignPlugin               = &Plugin{}
+	_ fwk.PreEnqueuePlugin  = &Plugin{}
+	_ fwk.PreFilterPlugin   = &Plugin{}
+	_ fwk.FilterPlugin      = &Plugin{}
+	_ fwk.PostFilterPlugin  = &Plugin{}
+	_ fwk.PreScorePlugin    = &Plugin{}
+	_ fwk.ScorePlugin       = &Plugin{}
+	_ fwk.ReservePlugin     = &Plugin{}
+	_ fwk.PreBindPlugin     = &Plugin{}
+	_ fwk.EnqueueExtensions = &Plugin{}
+	_ fwk.SignPlugin        = &Plugin{}
 )
 
 // ProcessOptions carry what the scheduler command knows about the process
@@ -191,6 +200,9 @@ func newPlugin(ctx context.Context, obj runtime.Object, fh fwk.Handle, opts Proc
 	if !fts.EnableDynamicResourceAllocation {
 		return nil, fmt.Errorf("plugin %s needs the DynamicResourceAllocation feature", Name)
 	}
+	if err := supportNodeAllocatable(fts); err != nil {
+		return nil, err
+	}
 	if fh.SharedDRAManager() == nil {
 		return nil, fmt.Errorf("plugin %s needs the scheduler's DRA manager, which kube-scheduler creates when DynamicResourceAllocation is enabled", Name)
 	}
@@ -203,6 +215,7 @@ func newPlugin(ctx context.Context, obj runtime.Object, fh fwk.Handle, opts Proc
 		return nil, err
 	}
 	pl := &Plugin{
+		PreFlight:      preFlight,
 		fh:             fh,
 		client:         client,
 		fts:            fts,

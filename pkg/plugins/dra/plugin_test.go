@@ -166,6 +166,7 @@ func testPlugin(t *testing.T, ctx context.Context, client *fake.Clientset, facto
 	ctx, cancel := context.WithCancel(ctx)
 	fts := feature.NewSchedulerFeaturesFromGates(utilfeature.DefaultFeatureGate)
 	pl := &Plugin{
+		PreFlight:      preFlight,
 		fh:             testHandle{factory: factory},
 		client:         client,
 		fts:            fts,
@@ -179,6 +180,9 @@ func testPlugin(t *testing.T, ctx context.Context, client *fake.Clientset, facto
 	if err := pl.setupExtendedResources(ctx, factory, nil, "test"); err != nil {
 		t.Fatal(err)
 	}
+	// As New: kube-scheduler's metrics that the plugin observes exist
+	// only once registered (in 1.36, resourceclaim_creates_total too).
+	registerMetrics()
 	if err := compactSlices(factory.Resource().V1().ResourceSlices().Informer()); err != nil {
 		t.Fatal(err)
 	}
@@ -540,7 +544,7 @@ func TestPlugin(t *testing.T) {
 				return pod
 			}(),
 			objects: []runtime.Object{gpuClaim("pod-gpu-x1").Obj(), gpuSlice(1), class},
-			want:    want{preEnqueue: unresolvable("was not created for Pod default/pod (Pod is not owner)")},
+			want:    want{preEnqueue: unresolvable("pod-gpu-x1 was not created for")},
 		},
 		"allocation unusable everywhere: PostFilter deallocates": {
 			pod: podWithClaims("gpu"),
@@ -746,3 +750,34 @@ func (a *allocateBeforeReserve) Reserve(claim *resourceapi.ResourceClaim) error 
 }
 
 var _ tracker.Interface = &allocateBeforeReserve{}
+
+// snapshotHandle adds the scheduler's snapshot of nodes to testHandle.
+type snapshotHandle struct {
+	testHandle
+	nodes map[string]fwk.NodeInfo
+}
+
+func (h snapshotHandle) SnapshotSharedLister() fwk.SharedLister {
+	return snapshotLister{nodes: nodeInfoLister{nodes: h.nodes}}
+}
+
+// snapshotLister serves the nodes only.
+type snapshotLister struct {
+	fwk.SharedLister
+	nodes nodeInfoLister
+}
+
+func (l snapshotLister) NodeInfos() fwk.NodeInfoLister { return l.nodes }
+
+// nodeInfoLister serves the given nodes.
+type nodeInfoLister struct {
+	fwk.NodeInfoLister
+	nodes map[string]fwk.NodeInfo
+}
+
+func (l nodeInfoLister) Get(name string) (fwk.NodeInfo, error) {
+	if n, ok := l.nodes[name]; ok {
+		return n, nil
+	}
+	return nil, errors.New("not found")
+}

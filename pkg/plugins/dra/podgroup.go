@@ -2,18 +2,17 @@ package dra
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
-	schedulingapi "k8s.io/api/scheduling/v1beta1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
-	"k8s.io/dynamic-resource-allocation/resourceclaim"
-	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
+
+	"github.com/drasched/drasched/internal/minor"
+	"github.com/drasched/drasched/internal/minor/schedminor"
 )
 
 // Pod groups (feature gate GenericWorkload). kube-scheduler schedules the
@@ -46,45 +45,6 @@ type groupState struct {
 // to one pod's cycle, and is never cloned for a dry run.
 func (g *groupState) Clone() fwk.StateData { return g }
 
-// groupStateOf returns the plugin's state in the pod group scheduling
-// cycle that the pod's cycle is part of, creating it on first use; nil
-// outside such a cycle (no GenericWorkload, a pod without a group, or the
-// binding cycle, which the framework runs without it).
-func groupStateOf(cs fwk.CycleState) (*groupState, error) {
-	if cs == nil {
-		return nil, nil
-	}
-	return groupStateIn(cs.GetPodGroupSchedulingCycle(), true)
-}
-
-// groupStateIn returns the plugin's state in a pod group cycle state, or
-// nil if there is none (and create is false).
-func groupStateIn(pcs fwk.PodGroupCycleState, create bool) (*groupState, error) {
-	if pcs == nil {
-		return nil, nil
-	}
-	data, err := pcs.Read(stateKey)
-	switch {
-	case errors.Is(err, fwk.ErrNotFound):
-		if !create {
-			return nil, nil
-		}
-		g := &groupState{
-			pending: make(map[types.UID]sets.Set[types.UID]),
-			pods:    make(map[types.NamespacedName]*stateData),
-		}
-		pcs.Write(stateKey, g)
-		return g, nil
-	case err != nil:
-		return nil, err
-	}
-	g, ok := data.(*groupState)
-	if !ok {
-		return nil, fmt.Errorf("unexpected pod group state of type %T", data)
-	}
-	return g, nil
-}
-
 // shares: the pod holds a share of the claim's allocation in flight.
 func (g *groupState) share(claim types.UID, pod types.UID) {
 	if g == nil {
@@ -111,45 +71,9 @@ func (g *groupState) unshare(claim types.UID, pod types.UID, dropped bool) {
 	}
 }
 
-// podGroup returns the pod's PodGroup from the cycle's snapshot, or nil if
-// the pod has none or GenericWorkload is off.
-func (pl *Plugin) podGroup(pod *v1.Pod) (*schedulingapi.PodGroup, error) {
-	if !pl.fts.EnableGenericWorkload || pod.Spec.SchedulingGroup == nil || pod.Spec.SchedulingGroup.PodGroupName == nil {
-		return nil, nil
-	}
-	return pl.fh.SnapshotSharedLister().PodGroups().Get(pod.Namespace, *pod.Spec.SchedulingGroup.PodGroupName)
-}
-
 // podReference is the consumer reference of the pod itself.
 func podReference(pod *v1.Pod) resourceapi.ResourceClaimConsumerReference {
 	return resourceapi.ResourceClaimConsumerReference{Resource: "pods", Name: pod.Name, UID: pod.UID}
-}
-
-// claimBindings returns, for each of the pod's claims (the entries of
-// podClaimEntries), what its reservedFor must name: the pod, or (feature
-// gate DRAWorkloadResourceClaims) the PodGroup whose claim it is. Nil
-// means the pod for all.
-func (pl *Plugin) claimBindings(pod *v1.Pod, entries []*v1.PodResourceClaim) ([]resourceapi.ResourceClaimConsumerReference, error) {
-	if !pl.fts.EnableDRAWorkloadResourceClaims {
-		return nil, nil
-	}
-	group, err := pl.podGroup(pod)
-	if err != nil {
-		return nil, fmt.Errorf("pod group of pod %s: %w", klog.KObj(pod), err)
-	}
-	bindings := make([]resourceapi.ResourceClaimConsumerReference, len(entries))
-	for i, entry := range entries {
-		binding, err := resourceclaim.BindTo(pod, group, entry)
-		if err != nil {
-			return nil, err
-		}
-		if binding.Resource == "pods" {
-			// The core group is empty; upstream writes it so too.
-			binding = podReference(pod)
-		}
-		bindings[i] = binding
-	}
-	return bindings, nil
 }
 
 // binding returns what reservedFor of the claim at index must name.
@@ -163,143 +87,7 @@ func (s *stateData) binding(index int, pod *v1.Pod) resourceapi.ResourceClaimCon
 // reservedForPod: the claim is reserved for the pod or, with
 // DRAWorkloadResourceClaims, for its PodGroup.
 func (pl *Plugin) reservedForPod(pod *v1.Pod, claim *resourceapi.ResourceClaim) bool {
-	return resourceclaim.IsReservedForPod(pod, claim, pl.fts.EnableDRAWorkloadResourceClaims)
-}
-
-// PodGroupPostFilter runs when a pod group scheduling cycle found no
-// placement for the group. Like PostFilter for a single pod, it frees an
-// allocated claim of an unscheduled pod that could not be used and that no
-// one else holds. If some pod has no such claim, and no pod of the group is
-// scheduled, it frees the group's own claims too: a PodGroup claim that
-// could not be used is deallocated, one that could is released by the
-// group (removed from reservedFor) so that the next attempt can allocate
-// it afresh or another group can use it.
-func (pl *Plugin) PodGroupPostFilter(ctx context.Context, pcs fwk.PodGroupCycleState, group fwk.PodGroupInfo, _ fwk.PodGroupSchedulingFunc) (*fwk.PodGroupPostFilterResult, *fwk.Status) {
-	logger := klog.FromContext(ctx)
-	// The framework runs no PostFilter for the pods of a pod group cycle:
-	// the failures of the group's unscheduled pods are counted here.
-	countGroupFailures(pcs, group)
-	if group.GetType() == fwk.CompositePodGroupKeyType {
-		logger.V(5).Info("PodGroupPostFilter does not handle composite pod groups", "podGroup", group.GetName())
-		return nil, fwk.NewStatus(fwk.Unschedulable)
-	}
-	if pl.fts.EnableTopologyAwareWorkloadScheduling && group.GetPodGroup() != nil && group.GetPodGroup().Spec.SchedulingConstraints != nil {
-		// As upstream: freeing claims could break the placement that the
-		// constraints chose.
-		logger.V(5).Info("PodGroupPostFilter does not handle pod groups with scheduling constraints", "podGroup", group.GetName())
-		return nil, fwk.NewStatus(fwk.Unschedulable)
-	}
-	g, err := groupStateIn(pcs, false)
-	if err != nil {
-		return nil, statusError(logger, err)
-	}
-	unscheduled := group.GetUnscheduledPods()
-	releaseGroup := false
-	if g != nil {
-		for _, pod := range unscheduled {
-			s := g.pods[types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name}]
-			if s == nil {
-				continue
-			}
-			freed, status := pl.freeUnavailable(ctx, s, pod)
-			if status.IsError() {
-				return nil, status
-			}
-			if !freed {
-				releaseGroup = true
-			}
-		}
-	}
-	if releaseGroup && pl.fts.EnableDRAWorkloadResourceClaims && len(unscheduled) > 0 {
-		if status := pl.releaseGroupClaims(ctx, g, unscheduled[0]); status != nil {
-			return nil, status
-		}
-	}
-	return nil, fwk.NewStatus(fwk.Unschedulable, "deallocation and deletion of ResourceClaims completed")
-}
-
-// countGroupFailures counts the allocation failures of the group's
-// unscheduled pods (allocationFailures), each pod's cycle once.
-func countGroupFailures(pcs fwk.PodGroupCycleState, group fwk.PodGroupInfo) {
-	g, err := groupStateIn(pcs, false)
-	if err != nil || g == nil {
-		return
-	}
-	for _, pod := range group.GetUnscheduledPods() {
-		if s := g.pods[types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name}]; s != nil {
-			s.results.countFailures()
-		}
-	}
-}
-
-// releaseGroupClaims frees the claims of the pod's PodGroup, as
-// PodGroupPostFilter describes, unless a pod of the group is assumed or
-// bound: it uses them. It returns a status if it freed one.
-func (pl *Plugin) releaseGroupClaims(ctx context.Context, g *groupState, pod *v1.Pod) *fwk.Status {
-	if pod.Spec.SchedulingGroup == nil || pod.Spec.SchedulingGroup.PodGroupName == nil {
-		return nil
-	}
-	logger := klog.FromContext(ctx)
-	// The live state, which counts pods assumed before this cycle and
-	// bound ones, not those this cycle assumed and reverted.
-	state, err := pl.fh.PodGroupManager().PodGroupStates().Get(pod.Namespace, *pod.Spec.SchedulingGroup.PodGroupName)
-	if err != nil {
-		return statusError(logger, err)
-	}
-	if state.ScheduledPodsCount() > 0 {
-		return nil
-	}
-	group, err := pl.podGroup(pod)
-	if err != nil {
-		return statusError(logger, err)
-	}
-	if group == nil {
-		return nil
-	}
-	// An unusable claim held by nobody or by the group alone: deallocate.
-	if g != nil {
-		for _, s := range g.pods {
-			for _, i := range s.results.unavailableClaims() {
-				claim := s.claims[i]
-				if !freeable(claim, group.UID) {
-					continue
-				}
-				if err := pl.deallocate(ctx, claim); err != nil {
-					return statusError(logger, err)
-				}
-				logger.V(5).Info("Deallocated pod group claim", "podGroup", klog.KObj(group), "claim", klog.KObj(claim))
-				return fwk.NewStatus(fwk.Unschedulable, "deallocation of PodGroup ResourceClaim completed")
-			}
-		}
-	}
-	// The group's allocated claims: the group lets go of them.
-	for i := range group.Spec.ResourceClaims {
-		name, mustCheckOwner, err := resourceclaim.NameFromPodGroup(group, &group.Spec.ResourceClaims[i])
-		if err != nil {
-			return statusError(logger, err)
-		}
-		if name == nil {
-			continue
-		}
-		claim, err := pl.tracker.Claim(group.Namespace, *name)
-		if err != nil {
-			return statusError(logger, err)
-		}
-		if mustCheckOwner && resourceclaim.IsForPodGroup(group, claim) != nil {
-			continue
-		}
-		if claim.Status.Allocation == nil || !pl.reservedForPod(pod, claim) {
-			continue
-		}
-		if err := pl.removeReservation(ctx, claim, group.UID); err != nil {
-			// The next attempt gets here again.
-			logger.Error(err, "Remove pod group from reservedFor", "claim", klog.KObj(claim), "podGroup", klog.KObj(group))
-			continue
-		}
-		logger.V(5).Info("Removed pod group from reservedFor", "claim", klog.KObj(claim), "podGroup", klog.KObj(group))
-		return statusUnschedulable(logger, []string{"ResourceClaim unreserved for PodGroup"})
-	}
-	return nil
+	return minor.IsReservedForPod(pod, claim, schedminor.WorkloadClaims(pl.fts))
 }
 
 // deallocate clears a claim's allocation and reservations, based on the

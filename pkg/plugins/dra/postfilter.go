@@ -9,6 +9,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
+
+	"github.com/drasched/drasched/internal/minor/schedminor"
 )
 
 // PostFilter runs when no node fits. If an allocated claim of the pod could
@@ -31,13 +33,16 @@ func (pl *Plugin) PostFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod
 	}
 	// No node fits: the attempt failed, for the reasons Filter found.
 	s.results.countFailures()
-	if freed, status := pl.freeUnavailable(ctx, s, pod); freed || status.IsError() {
+	if freed, status := pl.freeUnavailable(ctx, s, pod); freed || status.Code() == fwk.Error {
+		return nil, status
+	}
+	if status := pl.postFilterGroup(ctx, cs, pod); status != nil {
 		return nil, status
 	}
 	// Whether a preemptor waits for its victims is the preemption
 	// plugin's to decide (StructuredDRAPreemption, nomination.go): this
 	// plugin does not end the PostFilter chain for it.
-	return nil, fwk.NewStatus(fwk.Unschedulable)
+	return nil, fwk.NewStatus(fwk.Unschedulable, schedminor.PostFilterReasons...)
 }
 
 // freeUnavailable frees what blocks the pod on every node: a claim for

@@ -19,6 +19,7 @@ import (
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 
+	"github.com/drasched/drasched/internal/minor/schedminor"
 	"github.com/drasched/drasched/pkg/leaderfence"
 	"github.com/drasched/drasched/pkg/tracker"
 )
@@ -26,15 +27,17 @@ import (
 // bindingPollInterval is how often PreBind checks binding conditions.
 const bindingPollInterval = 5 * time.Second
 
-// PreBindPreFlight tells the framework whether PreBind has work to do; it
-// may run in parallel with other plugins' PreBind.
-func (pl *Plugin) PreBindPreFlight(_ context.Context, cs fwk.CycleState, _ *v1.Pod, _ string) (*fwk.PreBindPreFlightResult, *fwk.Status) {
-	result := &fwk.PreBindPreFlightResult{AllowParallel: true}
+// preFlight is the plugin's PreBindPreFlight: PreBind has work if the pod
+// has claims to write, and may run beside other plugins' PreBind.
+var preFlight = schedminor.PreFlight{Run: preBindWork, Parallel: true}
+
+// preBindWork: Skip unless PreBind has claims to write.
+func preBindWork(cs fwk.CycleState, _ *v1.Pod) *fwk.Status {
 	s, err := getState(cs)
 	if err != nil || len(s.claims) == 0 && !s.extended.reservedExtended() {
-		return result, fwk.NewStatus(fwk.Skip)
+		return fwk.NewStatus(fwk.Skip)
 	}
-	return result, nil
+	return nil
 }
 
 // PreBind writes what Reserve decided: for each claim not yet reserved for
@@ -64,7 +67,7 @@ func (pl *Plugin) PreBind(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, n
 	if err := pl.bindExtended(ctx, s, pod); err != nil {
 		return statusError(logger, err, "pod", klog.KObj(pod), "node", nodeName)
 	}
-	// Devices that stand for CPU or memory (nodeallocatable.go).
+	// Devices that stand for CPU or memory (nodeallocatable_kube137.go).
 	if err := pl.preBindNodeAllocatable(ctx, s, pod); err != nil {
 		return statusError(logger, err, "pod", klog.KObj(pod), "node", nodeName)
 	}

@@ -8,14 +8,12 @@ package dra
 import (
 	"context"
 	"fmt"
-	"slices"
 	"sort"
 	"strings"
 	"sync"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/dynamic-resource-allocation/structured"
 	"k8s.io/klog/v2"
@@ -43,18 +41,16 @@ type Nominator interface {
 	// Nominate turns DefaultPreemption's nomination of the pod to the
 	// node into a claim nomination, from what its dry run found there,
 	// and says what the victims free for it ("4 devices of request
-	// gpus"; "" if they free none of its devices).
-	Nominate(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, node string) string
-	// GroupNominationWait is NominationWait for the pods of a group: the
-	// nominations to keep and what they wait for; nil if the group does
-	// not wait.
-	GroupNominationWait(ctx context.Context, pcs fwk.PodGroupCycleState, group fwk.PodGroupInfo) (map[types.NamespacedName]*fwk.NominatingInfo, string)
+	// gpus"; "" if they free none of its devices) and how many victims
+	// the dry run chose there (0 if it knows of none).
+	Nominate(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, node string) (freed string, victims int)
 	// NewSimulation notes the pods with claims on every node, for
 	// pod-group preemption's simulation, before it changes the snapshot.
 	NewSimulation() *Simulation
-	// NominateGroup turns pod-group preemption's nominations of the
-	// group's pods into claim nominations, held as one.
-	NominateGroup(ctx context.Context, group string, assignments []fwk.ProposedAssignment, infos map[types.NamespacedName]*fwk.NominatingInfo)
+	// groupNominator is what pod-group preemption calls, in the minors
+	// whose framework lets a plugin take part in it
+	// (preemption_kube137.go).
+	groupNominator
 }
 
 // nominator is the plugin as its Nominator: the preemption plugin's view,
@@ -120,30 +116,24 @@ func (nm nominator) BeginDryRun(cs fwk.CycleState, node string) func(victims []*
 }
 
 // Nominate implements Nominator.
-func (nm nominator) Nominate(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, node string) string {
+func (nm nominator) Nominate(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, node string) (string, int) {
 	pl := nm.pl
 	s, err := getState(cs)
 	if err != nil || s.allocator == nil {
-		return ""
+		return "", 0
 	}
 	fit := s.results.fit(node)
 	if fit == nil {
-		return ""
+		return "", 0
 	}
 	logger := klog.FromContext(ctx)
 	pl.nominate(logger, pod, node, "", fit.results, fit.victims, fit.freed)
 	freed, err := pl.freedForPreemptor(node, fit)
 	if err != nil {
 		logger.V(4).Info("Devices freed by preemption unknown", "pod", klog.KObj(pod), "node", node, "err", err)
-		return ""
+		return "", len(fit.victims)
 	}
-	return freed
-}
-
-// NominateGroup implements Nominator.
-func (nm nominator) NominateGroup(ctx context.Context, group string, assignments []fwk.ProposedAssignment, infos map[types.NamespacedName]*fwk.NominatingInfo) {
-	pl := nm.pl
-	pl.nominateGroup(ctx, group, assignments, infos)
+	return freed, len(fit.victims)
 }
 
 // freedForPreemptor says which devices, per request, the pod gets on node
@@ -235,35 +225,4 @@ func sharesCounters(id structured.DeviceID, freed sets.Set[structured.DeviceID],
 		}
 	}
 	return false
-}
-
-// GroupNominationWait implements Nominator: the group waits while one of
-// its pods waits (nominationWait) and none has ended.
-func (nm nominator) GroupNominationWait(ctx context.Context, pcs fwk.PodGroupCycleState, group fwk.PodGroupInfo) (map[types.NamespacedName]*fwk.NominatingInfo, string) {
-	pl := nm.pl
-	g, _ := groupStateIn(pcs, false)
-	infos := map[types.NamespacedName]*fwk.NominatingInfo{}
-	var messages []string
-	for _, pod := range group.GetUnscheduledPods() {
-		key := types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name}
-		if pl.tracker.Nominations().Get(pod.UID) == nil {
-			continue
-		}
-		var base *structured.AllocatedState
-		if g != nil && g.pods[key] != nil {
-			base = g.pods[key].base
-		}
-		n, msg := pl.nominationWait(ctx, base, pod)
-		if n == nil {
-			// Ended, and with it the group's: the group preempts again.
-			return nil, ""
-		}
-		infos[key] = &fwk.NominatingInfo{NominatingMode: fwk.ModeOverride, NominatedNodeName: n.Node}
-		messages = append(messages, pod.Name+": "+msg)
-	}
-	if len(infos) == 0 {
-		return nil, ""
-	}
-	slices.Sort(messages)
-	return infos, strings.Join(messages, "; ")
 }

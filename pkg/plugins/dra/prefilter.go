@@ -9,7 +9,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
-	resourcehelper "k8s.io/component-helpers/resource"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 	"k8s.io/dynamic-resource-allocation/cel"
 	"k8s.io/dynamic-resource-allocation/resourceclaim"
@@ -17,6 +16,8 @@ import (
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 
+	"github.com/drasched/drasched/internal/minor"
+	"github.com/drasched/drasched/internal/minor/schedminor"
 	"github.com/drasched/drasched/pkg/allocator"
 )
 
@@ -64,7 +65,7 @@ func (pl *Plugin) podClaimEntries(pod *v1.Pod) ([]*resourceapi.ResourceClaim, []
 		if mustCheckOwner {
 			// With DRAWorkloadResourceClaims, a claim generated for the
 			// pod's PodGroup is the pod's too.
-			if err := resourceclaim.IsForPod(pod, claim, pl.fts.EnableDRAWorkloadResourceClaims); err != nil {
+			if err := minor.IsForPod(pod, claim, schedminor.WorkloadClaims(pl.fts)); err != nil {
 				return nil, nil, err
 			}
 		}
@@ -111,7 +112,7 @@ func (pl *Plugin) PreFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod,
 		return nil, status
 	}
 	if len(claims) == 0 && s.extended == nil {
-		// Skip, unless devices' CPU is uncounted (nodeallocatable.go).
+		// Skip, unless devices' CPU is uncounted (nodeallocatable_kube137.go).
 		return nil, pl.preFilterUncounted()
 	}
 	s.claims = claims
@@ -166,7 +167,7 @@ func (pl *Plugin) PreFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod,
 		s.toAllocate = append(s.toAllocate, i)
 	}
 
-	// Claims with devices that stand for CPU or memory (nodeallocatable.go).
+	// Claims with devices that stand for CPU or memory (nodeallocatable_kube137.go).
 	if status := pl.preFilterNodeAllocatable(logger, s); status != nil {
 		return nil, status
 	}
@@ -298,10 +299,7 @@ func (s *stateData) explainer(ctx context.Context, pl *Plugin) (*allocator.Alloc
 // scheduler plugin upstream keeps 10 expressions.
 func (pl *Plugin) celCache() *cel.Cache {
 	pl.upstreamCELOnce.Do(func() {
-		pl.upstreamCEL = cel.NewCache(10, cel.Features{
-			EnableConsumableCapacity: pl.fts.EnableDRAConsumableCapacity,
-			EnableListTypeAttributes: pl.fts.EnableDRAListTypeAttributes,
-		})
+		pl.upstreamCEL = cel.NewCache(10, schedminor.CELFeatures(pl.fts))
 	})
 	return pl.upstreamCEL
 }
@@ -310,7 +308,7 @@ func (pl *Plugin) celCache() *cel.Cache {
 // resources; the scheduler runs it through a cycle only to find victims to
 // preempt, and its claims are allocated already. Upstream skips it too.
 func (pl *Plugin) resizeDeferred(pod *v1.Pod) bool {
-	return pl.fts.EnableInPlacePodVerticalScalingSchedulerPreemption && resourcehelper.IsPodResizeDeferred(pod)
+	return schedminor.ResizeDeferred(pl.fts, pod)
 }
 
 // allocationNodes returns the matcher of an allocation's node selector

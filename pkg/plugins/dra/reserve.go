@@ -7,9 +7,10 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
-	"k8s.io/dynamic-resource-allocation/resourceclaim"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
+
+	"github.com/drasched/drasched/internal/minor"
 )
 
 // Reserve takes the allocation that Filter found on the chosen node and
@@ -39,7 +40,7 @@ func (pl *Plugin) Reserve(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, n
 		group.share(claim.UID, pod.UID)
 		logger.V(5).Info("Sharing allocation in flight", "pod", klog.KObj(pod), "claim", klog.KObj(claim))
 	}
-	// Devices that stand for CPU or memory (nodeallocatable.go).
+	// Devices that stand for CPU or memory (nodeallocatable_kube137.go).
 	if status := pl.reserveNodeAllocatable(logger, s, pod, nodeName); status != nil {
 		return status
 	}
@@ -105,7 +106,7 @@ func (pl *Plugin) Unreserve(ctx context.Context, cs fwk.CycleState, pod *v1.Pod,
 		// Only the pod's own entry: a claim reserved for the pod's
 		// PodGroup stays so, for the group's other pods;
 		// PodGroupPostFilter releases it if the group does not fit.
-		if claim.Status.Allocation == nil || !resourceclaim.IsReservedForPod(pod, claim, false) {
+		if claim.Status.Allocation == nil || !minor.IsReservedForPod(pod, claim, false) {
 			continue
 		}
 		if err := pl.removeReservation(ctx, claim, pod.UID); err != nil {
@@ -117,6 +118,6 @@ func (pl *Plugin) Unreserve(ctx context.Context, cs fwk.CycleState, pod *v1.Pod,
 	}
 	// The claim for extended resources (extended.go).
 	pl.unreserveExtended(ctx, s, pod)
-	// Devices that stand for CPU or memory (nodeallocatable.go).
+	// Devices that stand for CPU or memory (nodeallocatable_kube137.go).
 	pl.unreserveNodeAllocatable(ctx, s, pod)
 }

@@ -10,6 +10,7 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/helper"
 
 	"github.com/drasched/drasched/apis/config"
+	"github.com/drasched/drasched/internal/minor/schedminor"
 	"github.com/drasched/drasched/pkg/core"
 )
 
@@ -71,5 +72,5 @@ func (pl *Plugin) ScoreExtensions() fwk.ScoreExtensions { return pl }
 
 // NormalizeScore scales the scores to 0..MaxNodeScore.
 func (pl *Plugin) NormalizeScore(_ context.Context, _ fwk.CycleState, _ *v1.Pod, scores fwk.NodeScoreList) *fwk.Status {
-	return helper.DefaultNormalizeScore(fwk.MaxScore, false, scores)
+	return helper.DefaultNormalizeScore(schedminor.MaxScore, false, scores)
 }

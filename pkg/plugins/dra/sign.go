@@ -16,6 +16,9 @@ import (
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	schedutil "k8s.io/kubernetes/pkg/scheduler/util"
+
+	"github.com/drasched/drasched/internal/minor"
+	"github.com/drasched/drasched/internal/minor/schedminor"
 )
 
 // signKey is the key of the plugin's fragment of a pod signature.
@@ -78,9 +81,9 @@ func (pl *Plugin) signClaims(pod *v1.Pod, extended bool) (*claimSignature, strin
 	switch {
 	case extended:
 		return nil, "extended resources may be backed by devices"
-	case pl.fts.EnableDRANodeAllocatableResources:
+	case schedminor.NodeAllocatableResources(pl.fts):
 		return nil, "devices may stand for node resources"
-	case pod.Spec.SchedulingGroup != nil:
+	case minor.PodGroupName(pod) != nil:
 		return nil, "pod group member"
 	case pl.tracker.Nominations().Get(pod.UID) != nil:
 		return nil, "claim nomination"
@@ -103,7 +106,7 @@ func (pl *Plugin) signClaims(pod *v1.Pod, extended bool) (*claimSignature, strin
 		if err != nil {
 			return nil, fmt.Sprintf("claim %s not in the claim cache", *name)
 		}
-		if err := resourceclaim.IsForPod(pod, claim, false); err != nil {
+		if err := minor.IsForPod(pod, claim, false); err != nil {
 			return nil, err.Error()
 		}
 		switch {

@@ -52,7 +52,7 @@ type stateData struct {
 	// DRA, nil without such resources; see extended.go.
 	extended *extendedClaim
 	// nodeAllocatable: devices that stand for CPU or memory
-	// (nodeallocatable.go); nil with DRANodeAllocatableResources off.
+	// (nodeallocatable_kube137.go); nil with DRANodeAllocatableResources off.
 	nodeAllocatable *nodeAllocatable
 
 	// results are what Filter found, shared by all clones of the state.

@@ -12,12 +12,10 @@ package drapreemption
 import (
 	"context"
 	"fmt"
-	"slices"
 	"sync"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	policy "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
@@ -33,6 +31,7 @@ import (
 	"k8s.io/utils/clock"
 
 	draschedv1 "github.com/drasched/drasched/apis/config/v1"
+	"github.com/drasched/drasched/internal/minor/schedminor"
 	"github.com/drasched/drasched/pkg/core"
 	"github.com/drasched/drasched/pkg/plugins/dra"
 )
@@ -55,9 +54,10 @@ const Name = "StructuredDRAPreemption"
 //     ("preempting 4 victims to free 4 devices of request gpus");
 //   - upstream's wait for the pods it preempted to terminate on the
 //     nominated node ends once they are stuck (PodEligibleToPreemptOthers);
-//   - PodGroupPostFilter: pod-group preemption's simulation sees the
-//     devices of the victims it removed as free, and the group's pods get
-//     nominations that are held as one.
+//   - PodGroupPostFilter (Kubernetes 1.37; drapreemption_kube137.go):
+//     pod-group preemption's simulation sees the devices of the victims it
+//     removed as free, and the group's pods get nominations that are held
+//     as one.
 //
 // The plugin also works without StructuredDRA in the profile: then it is
 // DefaultPreemption.
@@ -67,11 +67,10 @@ type Preemption struct {
 }
 
 var (
-	_ fwk.PostFilterPlugin         = &Preemption{}
-	_ fwk.PodGroupPostFilterPlugin = &Preemption{}
-	_ fwk.PreEnqueuePlugin         = &Preemption{}
-	_ fwk.EnqueueExtensions        = &Preemption{}
-	_ preemption.Interface         = &preemptionHooks{}
+	_ fwk.PostFilterPlugin  = &Preemption{}
+	_ fwk.PreEnqueuePlugin  = &Preemption{}
+	_ fwk.EnqueueExtensions = &Preemption{}
+	_ preemption.Interface  = &preemptionHooks{}
 )
 
 // New builds the plugin from DefaultPreemptionArgs (the profile
@@ -123,46 +122,17 @@ func (p *Preemption) PostFilter(ctx context.Context, cs fwk.CycleState, pod *v1.
 	if !status.IsSuccess() || result == nil || result.NominatingInfo == nil || result.NominatedNodeName == "" {
 		return result, status
 	}
-	if freed := pl.Nominate(ctx, cs, pod, result.NominatedNodeName); freed != "" {
-		return result, fwk.NewStatus(fwk.Success, status.Message()+" to free "+freed)
+	freed, victims := pl.Nominate(ctx, cs, pod, result.NominatedNodeName)
+	msg := status.Message()
+	if msg == "" && victims > 0 {
+		// Kubernetes 1.36's evaluator says nothing when it preempts;
+		// 1.37's says this.
+		msg = fmt.Sprintf("preemption: found a potential placement for pod on node %s, preempting %d victims", result.NominatedNodeName, victims)
 	}
-	return result, status
-}
-
-// PodGroupPostFilter runs pod-group preemption with a simulation that sees
-// the devices of the victims it removes as free, and turns its nominations
-// into claim nominations held as one; a group whose victims' claims are
-// still being freed waits for them instead.
-func (p *Preemption) PodGroupPostFilter(ctx context.Context, state fwk.PodGroupCycleState, group fwk.PodGroupInfo, pgSchedulingFunc fwk.PodGroupSchedulingFunc) (*fwk.PodGroupPostFilterResult, *fwk.Status) {
-	pl := dra.NominatorOf(p.fh)
-	if pl == nil {
-		return p.DefaultPreemption.PodGroupPostFilter(ctx, state, group, pgSchedulingFunc)
+	if freed != "" {
+		msg += " to free " + freed
 	}
-	if infos, msg := pl.GroupNominationWait(ctx, state, group); infos != nil {
-		// As upstream answers for a preemption still under way: the
-		// pods keep their nominations and come back when it is done.
-		return &fwk.PodGroupPostFilterResult{NominatingInfos: infos}, fwk.NewStatus(fwk.Success, "pod group preemption: "+msg)
-	}
-	group = withoutStuckNominations(p.fh, pl.NominationMargin(), group)
-	sim := pl.NewSimulation()
-	var assignments []fwk.ProposedAssignment
-	simulate := func(ctx context.Context) (*fwk.PodGroupAssignments, *fwk.Status) {
-		result, status := pgSchedulingFunc(sim.Context(ctx))
-		if result != nil {
-			assignments = result.ProposedAssignments
-		}
-		return result, status
-	}
-	result, status := p.DefaultPreemption.PodGroupPostFilter(ctx, state, group, simulate)
-	if !status.IsSuccess() || result == nil {
-		return result, status
-	}
-	key := ""
-	if pg := group.GetPodGroup(); pg != nil {
-		key = pg.Namespace + "/" + pg.Name
-	}
-	pl.NominateGroup(ctx, key, assignments, result.NominatingInfos)
-	return result, status
+	return result, fwk.NewStatus(fwk.Success, msg)
 }
 
 // preemptionHooks are the evaluator's calls that claim nomination needs to
@@ -173,15 +143,16 @@ type preemptionHooks struct {
 	retries *retries
 }
 
-// SelectVictimsOnNode names the node in the dry run's state, so that the
-// StructuredDRA plugin keeps what the pod gets on the node with the
-// victims chosen.
-func (h *preemptionHooks) SelectVictimsOnNode(ctx context.Context, cs fwk.CycleState, preemptor *v1.Pod, nodeInfo fwk.NodeInfo, allPossibleVictims []*preemption.DomainVictim, pdbs []*policy.PodDisruptionBudget) ([]*v1.Pod, int, *fwk.Status) {
+// selectVictims runs DefaultPreemption's SelectVictimsOnNode (the minor's
+// signature, in drapreemption_kube13N.go) with the node named in the dry
+// run's state, so that the StructuredDRA plugin keeps what the pod gets on
+// the node with the victims chosen.
+func (h *preemptionHooks) selectVictims(cs fwk.CycleState, node string, run func() ([]*v1.Pod, int, *fwk.Status)) ([]*v1.Pod, int, *fwk.Status) {
 	var done func([]*v1.Pod)
 	if pl := dra.NominatorOf(h.fh); pl != nil {
-		done = pl.BeginDryRun(cs, nodeInfo.Node().Name)
+		done = pl.BeginDryRun(cs, node)
 	}
-	victims, violations, status := h.DefaultPreemption.SelectVictimsOnNode(ctx, cs, preemptor, nodeInfo, allPossibleVictims, pdbs)
+	victims, violations, status := run()
 	if done != nil && status.IsSuccess() {
 		done(victims)
 	}
@@ -293,50 +264,12 @@ func preemptedUntil(fh fwk.Handle, margin time.Duration, node string) time.Time 
 	var until time.Time
 	for _, p := range nodeInfo.GetPods() {
 		victim := p.GetPod()
-		if preemption.PodTerminatingByPreemption(victim) {
+		if schedminor.TerminatingByPreemption(victim) {
 			until = latest(until, core.StuckFrom(victim, margin))
 		}
 	}
 	return until
 }
-
-// withoutStuckNominations returns the group with its pods' nominations
-// cleared where every pod preempted on the nominated node is stuck: upstream's
-// pod-group preemption does not preempt while such a pod terminates there,
-// without a bound (its isOngoingPreemption). A group none of whose pods is
-// affected is returned as it is.
-func withoutStuckNominations(fh fwk.Handle, margin time.Duration, group fwk.PodGroupInfo) fwk.PodGroupInfo {
-	pods := group.GetUnscheduledPods()
-	var out []*v1.Pod
-	now := time.Now()
-	for i, pod := range pods {
-		node := pod.Status.NominatedNodeName
-		if node == "" {
-			continue
-		}
-		if until := preemptedUntil(fh, margin, node); until.IsZero() || now.Before(until) {
-			continue
-		}
-		if out == nil {
-			out = slices.Clone(pods)
-		}
-		cleared := pod.DeepCopy()
-		cleared.Status.NominatedNodeName = ""
-		out[i] = cleared
-	}
-	if out == nil {
-		return group
-	}
-	return groupWithPods{PodGroupInfo: group, pods: out}
-}
-
-// groupWithPods is a pod group whose unscheduled pods are the given ones.
-type groupWithPods struct {
-	fwk.PodGroupInfo
-	pods []*v1.Pod
-}
-
-func (g groupWithPods) GetUnscheduledPods() []*v1.Pod { return g.pods }
 
 func latest(a, b time.Time) time.Time {
 	if b.After(a) {

@@ -28,16 +28,6 @@ func applyFile(t *testing.T, ctx context.Context, client kubernetes.Interface, p
 	for _, obj := range objects {
 		var del func(context.Context) error
 		switch obj := obj.(type) {
-		case *admissionv1.MutatingAdmissionPolicy:
-			_, err = admission.MutatingAdmissionPolicies().Create(ctx, obj, metav1.CreateOptions{})
-			del = func(ctx context.Context) error {
-				return admission.MutatingAdmissionPolicies().Delete(ctx, obj.Name, metav1.DeleteOptions{})
-			}
-		case *admissionv1.MutatingAdmissionPolicyBinding:
-			_, err = admission.MutatingAdmissionPolicyBindings().Create(ctx, obj, metav1.CreateOptions{})
-			del = func(ctx context.Context) error {
-				return admission.MutatingAdmissionPolicyBindings().Delete(ctx, obj.Name, metav1.DeleteOptions{})
-			}
 		case *admissionv1.ValidatingAdmissionPolicy:
 			_, err = admission.ValidatingAdmissionPolicies().Create(ctx, obj, metav1.CreateOptions{})
 			del = func(ctx context.Context) error {
@@ -59,7 +49,10 @@ func applyFile(t *testing.T, ctx context.Context, client kubernetes.Interface, p
 				return rbac.ClusterRoleBindings().Delete(ctx, obj.Name, metav1.DeleteOptions{})
 			}
 		default:
-			t.Fatalf("%s: unexpected %T", path, obj)
+			var known bool
+			if del, known, err = applyMutating(ctx, admission, obj); !known {
+				t.Fatalf("%s: unexpected %T", path, obj)
+			}
 		}
 		if err != nil {
 			t.Fatalf("apply %s: %v", path, err)

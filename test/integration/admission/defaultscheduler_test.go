@@ -22,7 +22,7 @@ import (
 // the race config/admission and this profile prevent.
 func TestDefaultSchedulerWithoutDynamicResources(t *testing.T) {
 	env := framework.Setup(t)
-	applyAdmission(t, env, "routing.yaml", "scheduler-required.yaml")
+	applyAdmission(t, env, shippedPolicies...)
 	exemptNamespace(env)
 
 	nodes := env.CreateNodes(1)

@@ -1,8 +1,8 @@
-//go:build kube1.36
+//go:build kube1.35 || kube1.36
 
 package controlplane
 
 import kubeapiservertesting "k8s.io/kubernetes/cmd/kube-apiserver/app/testing"
 
-// disableInvariantChecks: 1.36's test API server has no invariant checks.
+// disableInvariantChecks: the test API server of 1.35 and 1.36 has no invariant checks.
 func disableInvariantChecks(*kubeapiservertesting.TestServerInstanceOptions) {}

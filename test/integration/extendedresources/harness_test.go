@@ -20,6 +20,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/drasched/drasched/internal/builder"
+	"github.com/drasched/drasched/internal/minor/schedminor"
 	"github.com/drasched/drasched/test/integration/framework"
 )
 
@@ -47,7 +48,14 @@ type env struct {
 func setup(t *testing.T) *env {
 	t.Helper()
 	e := &env{Env: framework.SetupWith(t, framework.SetupOptions{NoClaimController: true})}
-	e.hook = &preBindHook{client: e.Client, claimsSeen: map[string][]string{}, failed: map[string]bool{}}
+	e.hook = &preBindHook{client: e.Client, claimsSeen: map[string][]string{}, failed: map[string]bool{},
+		// Not in parallel: after StructuredDRA's PreBind.
+		PreFlight: schedminor.PreFlight{Run: func(_ fwk.CycleState, pod *v1.Pod) *fwk.Status {
+			if pod.Labels[hookLabel] == "" {
+				return fwk.NewStatus(fwk.Skip)
+			}
+			return nil
+		}}}
 	upstream := upstreamProfile(t)
 	e.sched = e.StartScheduler(framework.SchedulerOptions{
 		Configure: func(cfg *schedconfig.KubeSchedulerConfiguration) {
@@ -128,6 +136,7 @@ const (
 )
 
 type preBindHook struct {
+	schedminor.PreFlight
 	client kubernetes.Interface
 	mutex  sync.Mutex
 	// claimsSeen are the claims in the pod's namespace when the hook
@@ -139,14 +148,6 @@ type preBindHook struct {
 var _ fwk.PreBindPlugin = &preBindHook{}
 
 func (h *preBindHook) Name() string { return hookName }
-
-func (h *preBindHook) PreBindPreFlight(_ context.Context, _ fwk.CycleState, pod *v1.Pod, _ string) (*fwk.PreBindPreFlightResult, *fwk.Status) {
-	if pod.Labels[hookLabel] == "" {
-		return nil, fwk.NewStatus(fwk.Skip)
-	}
-	// Not in parallel: after StructuredDRA's PreBind.
-	return &fwk.PreBindPreFlightResult{AllowParallel: false}, nil
-}
 
 func (h *preBindHook) PreBind(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, _ string) *fwk.Status {
 	h.mutex.Lock()

@@ -9,7 +9,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
-	"k8s.io/kubernetes/pkg/controller/resourceclaim"
 )
 
 // claimControllerWorkers is the number of workers of the ResourceClaim
@@ -32,12 +31,7 @@ func StartClaimController(ctx context.Context, restConfig *rest.Config) (stop fu
 	ctx, cancel := context.WithCancel(klog.NewContext(ctx, logger))
 
 	informerFactory := informers.NewSharedInformerFactory(client, 0)
-	controller, err := resourceclaim.NewController(logger, client,
-		informerFactory.Core().V1().Pods(),
-		informerFactory.Scheduling().V1beta1().PodGroups(),
-		informerFactory.Resource().V1().ResourceClaims(),
-		informerFactory.Resource().V1().ResourceClaimTemplates(),
-	)
+	controller, err := newClaimController(logger, client, informerFactory)
 	if err != nil {
 		cancel()
 		return nil, fmt.Errorf("create claim controller: %w", err)

@@ -16,6 +16,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/drasched/drasched/internal/builder"
+	"github.com/drasched/drasched/internal/minor"
 )
 
 // maxPodsPerNode is what each fake node offers; never the limit in a test.
@@ -122,21 +123,15 @@ func (env *Env) CreateDeviceClass(class *resourceapi.DeviceClass) *resourceapi.D
 
 // CreateTaintRule creates a DeviceTaintRule named Name(name) that taints
 // all devices of the test's driver.
-func (env *Env) CreateTaintRule(name string, taint resourceapi.DeviceTaint) *resourceapi.DeviceTaintRule {
+func (env *Env) CreateTaintRule(name string, taint resourceapi.DeviceTaint) *minor.DeviceTaintRule {
 	env.t.Helper()
-	rule := &resourceapi.DeviceTaintRule{
-		ObjectMeta: metav1.ObjectMeta{Name: env.Name(name)},
-		Spec: resourceapi.DeviceTaintRuleSpec{
-			DeviceSelector: &resourceapi.DeviceTaintSelector{Driver: ptr.To(env.Driver)},
-			Taint:          taint,
-		},
-	}
-	rule, err := env.Client.ResourceV1().DeviceTaintRules().Create(env.Ctx, rule, metav1.CreateOptions{})
+	rule := minor.NewDeviceTaintRule(env.Name(name), ptr.To(env.Driver), nil, nil, taint)
+	rule, err := minor.DeviceTaintRules(env.Client).Create(env.Ctx, rule, metav1.CreateOptions{})
 	if err != nil {
 		env.t.Fatalf("create DeviceTaintRule: %v", err)
 	}
 	env.cleanup(func(ctx context.Context) error {
-		return env.Client.ResourceV1().DeviceTaintRules().Delete(ctx, rule.Name, metav1.DeleteOptions{})
+		return minor.DeviceTaintRules(env.Client).Delete(ctx, rule.Name, metav1.DeleteOptions{})
 	})
 	return rule
 }

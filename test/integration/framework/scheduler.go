@@ -21,6 +21,7 @@ import (
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 	"k8s.io/kubernetes/pkg/scheduler/profile"
 
+	"github.com/drasched/drasched/internal/minor/schedminor"
 	"github.com/drasched/drasched/pkg/plugins/dra"
 )
 
@@ -92,7 +93,7 @@ func StartScheduler(ctx context.Context, restConfig *rest.Config, opts Scheduler
 	s := &Scheduler{
 		cancel:          cancel,
 		done:            make(chan struct{}),
-		informerFactory: scheduler.NewInformerFactory(client, 0, nil),
+		informerFactory: schedminor.InformerFactory(client),
 		broadcaster:     events.NewBroadcaster(&events.EventSinkImpl{Interface: client.EventsV1()}),
 	}
 	s.broadcaster.StartRecordingToSink(ctx.Done())

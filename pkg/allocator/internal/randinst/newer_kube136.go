@@ -1,4 +1,4 @@
-//go:build kube1.36
+//go:build kube1.35 || kube1.36
 
 package randinst
 
@@ -8,7 +8,7 @@ import (
 	"github.com/drasched/drasched/internal/minor"
 )
 
-// 1.36's API has none of these fields: the generator's draws stay the same,
+// The API of 1.35 and 1.36 has none of these fields: the generator's draws stay the same,
 // the object is left as it is.
 
 func skipNodePrepare(*resourceapi.ResourceSlice) {}

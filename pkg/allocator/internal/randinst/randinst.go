@@ -133,7 +133,7 @@ func New(seed uint64) *Instance {
 	f.DeviceBindingAndStatus = g.chance(0.5)
 	f.DeviceTaints = g.chance(0.6)
 	newer.FractionalCapacityRange = g.chance(0.3)
-	f.ListTypeAttributes = g.chance(0.3)
+	newer.ListTypeAttributes = g.chance(0.3)
 	newer.OptionalNodeOperations = g.chance(0.3)
 	f.PartitionableDevices = g.chance(0.6)
 	f.PrioritizedList = g.chance(0.6)
@@ -142,7 +142,7 @@ func New(seed uint64) *Instance {
 	if g.chance(0.33) {
 		newer.CompatibilityGroups = false
 		newer.DerivedAttributes = false
-		f.ListTypeAttributes = false
+		newer.ListTypeAttributes = false
 		newer.OptionalNodeOperations = false
 	}
 	// An older minor's build has none of the newer features.
@@ -534,7 +534,7 @@ func (g *gen) device(driver, name string, counterSets []resourceapi.CounterSet) 
 		if g.chance(0.5) {
 			values = append(values, int64(g.intn(3)))
 		}
-		device.Attributes["numas"] = resourceapi.DeviceAttribute{IntValues: sets.List(sets.New(values...))}
+		device.Attributes["numas"] = minor.IntListAttribute(sets.List(sets.New(values...)))
 	}
 	if g.chance(0.6) {
 		device.Capacity = map[resourceapi.QualifiedName]resourceapi.DeviceCapacity{

@@ -13,13 +13,11 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-
-	"k8s.io/dynamic-resource-allocation/deviceattribute"
 )
 
 // Defaults for the host paths the sysfs and nvidia-smi backends read.
 const (
-	DefaultSysfsRoot     = deviceattribute.SysfsRoot
+	DefaultSysfsRoot     = "/sys" // deviceattribute.SysfsRoot, which 1.35's lacks
 	DefaultNvidiaProcDir = "/proc/driver/nvidia"
 )
 
@@ -142,11 +140,11 @@ type topology struct {
 func readTopology(sysfsRoot, busID string) (topology, []error) {
 	var t topology
 	var errs []error
-	root, err := deviceattribute.GetPCIeRootAttributeByPCIBusID(busID, deviceattribute.WithFSFromRoot(sysfsRoot))
+	root, err := pcieRootOf(busID, sysfsRoot)
 	if err != nil {
 		errs = append(errs, fmt.Errorf("PCIe root of %s: %w", busID, err))
-	} else if root.Value.StringValue != nil {
-		t.PCIeRoot = *root.Value.StringValue
+	} else {
+		t.PCIeRoot = root
 	}
 	numa, err := numaNodeOf(busID, sysfsRoot)
 	if err != nil {
