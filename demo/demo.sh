@@ -17,6 +17,9 @@
 # hack/build-control-plane.sh (CLUSTER_BIN_DIR, default _output/cluster/bin);
 # `make demo` builds both. Everything runs locally and offline; state and logs
 # go to DEMO_DIR (default _output/demo). DEMO_CLUSTER names the kwok cluster.
+# KUBE_MINOR=1.36 (make demo KUBE_MINOR=1.36): the control plane and
+# drasched of that minor (docs/compatibility.md), without the steps that
+# need a newer one.
 set -euo pipefail
 # shellcheck source=hack/lib/init.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../hack/lib/init.sh"
@@ -51,10 +54,31 @@ unschedulable_pod=four-large-gpus-one-pcie-root
 # idle nodes (four GPUs behind one PCIe switch: gpu-l40s-switch-0 has two
 # such switches); after them, the pod that must not fit.
 fits_twice=config/examples/four-gpus-one-pcie-root.yaml
+# The minor of the control plane and of drasched (hack/lib/minor.sh).
+# shellcheck source=hack/lib/minor.sh
+source hack/lib/minor.sh
 # Gang scheduling (config/examples/gang): the control plane serves PodGroups
-# and runs with the workload gates, and so does drasched.
-feature_gates=GenericWorkload=true,DRAWorkloadResourceClaims=true
-runtime_config=scheduling.k8s.io/v1beta1=true
+# (scheduling.k8s.io/v1beta1, 1.37's) and runs with the workload gates, and
+# so does drasched. Older minors skip that step; 1.35 turns on the DRA
+# features that the GPU nodes' slices use (partitionable devices for MIG,
+# device taints for health), alpha there and on by default from 1.36 on.
+gangs=true
+case "${kube_minor}" in
+  1.35)
+    feature_gates=DRAPartitionableDevices=true,DRADeviceTaints=true
+    runtime_config=
+    gangs=false
+    ;;
+  1.36)
+    feature_gates=
+    runtime_config=
+    gangs=false
+    ;;
+  *)
+    feature_gates=GenericWorkload=true,DRAWorkloadResourceClaims=true
+    runtime_config=scheduling.k8s.io/v1beta1=true
+    ;;
+esac
 # The gang that fits and the gang that must not, applied in this order
 # after the preemption step (config/examples/gang/<name>.yaml).
 gang_fits=finetune
@@ -73,8 +97,10 @@ kubectl() {
 
 # kubectl_drasched runs the kubectl plugin as users do: kubectl finds
 # kubectl-drasched on PATH.
+# It runs with the cluster's feature gates, as drasched does: the DRA
+# features it allocates with follow them.
 kubectl_drasched() {
-  KUBECONFIG="${kubeconfig}" PATH="${bin_dir}:${PATH}" "${cluster_bin}/kubectl" drasched "$@"
+  KUBECONFIG="${kubeconfig}" PATH="${bin_dir}:${PATH}" "${cluster_bin}/kubectl" drasched "$@" ${feature_gates:+--feature-gates "${feature_gates}"}
 }
 
 # top_flags: the profile's topology attributes (--scheduler-config) and the
@@ -200,7 +226,7 @@ up() {
   at_exit on_exit
 
   step "building demo/helper (GPU nodes, scheduler configuration, report)"
-  go build -o "${demo}" ./demo/helper
+  go build "${go_minor_flags[@]}" -o "${demo}" ./demo/helper
 
   step "creating kwok cluster ${cluster} (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok from ${cluster_bin#"${root}"/})"
   local real_node_args=()
@@ -300,16 +326,20 @@ up() {
   kubectl get events --field-selector involvedObject.name=inference --sort-by=.lastTimestamp -o custom-columns=REASON:.reason,MESSAGE:.message
   kubectl get events --field-selector reason=Preempted --sort-by=.lastTimestamp -o custom-columns=POD:.involvedObject.name,MESSAGE:.message
 
-  step "gang scheduling: PodGroup ${gang_fits} (2 pods x 2 GPUs) is bound all together; PodGroup ${gang_unschedulable} (5 pods x 2 GPUs) does not fit as a whole and stays Pending, all of it, holding no GPU (config/examples/gang)"
-  # With gpu-h100-0 full, the free GPUs take five or six pods of two GPUs,
-  # and at most four next to ${gang_fits}, so most of ${gang_unschedulable}'s
-  # pods would fit one by one, but not all five.
-  kubectl apply -f "config/examples/gang/${gang_fits}.yaml"
-  kubectl wait --for=condition=PodScheduled pod -l "gang=${gang_fits}" --timeout=60s
-  kubectl apply -f "config/examples/gang/${gang_unschedulable}.yaml"
-  run_watching "${demo}" report --kubeconfig "${kubeconfig}" --selector gang \
-    --expect-unschedulable-group "${gang_unschedulable}" --timeout 1m
-  kubectl get podgroups
+  if [[ "${gangs}" == true ]]; then
+    step "gang scheduling: PodGroup ${gang_fits} (2 pods x 2 GPUs) is bound all together; PodGroup ${gang_unschedulable} (5 pods x 2 GPUs) does not fit as a whole and stays Pending, all of it, holding no GPU (config/examples/gang)"
+    # With gpu-h100-0 full, the free GPUs take five or six pods of two
+    # GPUs, and at most four next to ${gang_fits}, so most of
+    # ${gang_unschedulable}'s pods would fit one by one, but not all five.
+    kubectl apply -f "config/examples/gang/${gang_fits}.yaml"
+    kubectl wait --for=condition=PodScheduled pod -l "gang=${gang_fits}" --timeout=60s
+    kubectl apply -f "config/examples/gang/${gang_unschedulable}.yaml"
+    run_watching "${demo}" report --kubeconfig "${kubeconfig}" --selector gang \
+      --expect-unschedulable-group "${gang_unschedulable}" --timeout 1m
+    kubectl get podgroups
+  else
+    echo "==> gang scheduling: skipped, the PodGroup API of config/examples/gang is Kubernetes 1.37's (docs/compatibility.md)"
+  fi
   if [[ "${REAL_NODE}" == 1 ]]; then
     real_node_workload
   fi

@@ -16,7 +16,10 @@
 # build cache makes a rebuild after a version change incremental.
 #
 # Usage: hack/build-control-plane.sh [--force]
-#   CLUSTER_BIN_DIR  output folder (default _output/cluster/bin)
+#   CLUSTER_BIN_DIR  output folder (default _output/cluster/bin; for an
+#                    older KUBE_MINOR, _output/cluster/MINOR/bin)
+#   KUBE_MINOR       the Kubernetes minor (hack/lib/minor.sh): its release's
+#                    binaries, from its module file
 set -euo pipefail
 # shellcheck source=hack/lib/init.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib/init.sh"
@@ -25,19 +28,28 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib/init.sh"
 ETCD_VERSION=v3.7.0
 KWOK_VERSION=v0.8.0
 
-bin_dir=${CLUSTER_BIN_DIR:-_output/cluster/bin}
+# shellcheck source=hack/lib/minor.sh
+source hack/lib/minor.sh
+# The module file of the minor, for the Kubernetes binaries (its tool
+# directives, the generated staging replaces).
+modfile=()
+if [[ ${#go_minor_flags[@]} -gt 0 ]]; then
+  modfile=(-modfile="${gomod}")
+  bin_dir=${CLUSTER_BIN_DIR:-_output/cluster/${kube_minor}/bin}
+fi
+bin_dir=${bin_dir:-${CLUSTER_BIN_DIR:-_output/cluster/bin}}
 
 export GOWORK=off
 go_version=$(go env GOVERSION)
 platform="$(go env GOOS)/$(go env GOARCH)"
-kube_version=$(go list -m -f '{{.Version}}' k8s.io/kubernetes)
+kube_version=$(go list "${modfile[@]}" -m -f '{{.Version}}' k8s.io/kubernetes)
 if [[ ! "${kube_version}" =~ ^v1\.([0-9]+)\.[0-9]+$ ]]; then
   echo "unexpected k8s.io/kubernetes version in go.mod: ${kube_version}" >&2
   exit 1
 fi
 # The release's commit time, as the module proxy records it: a reproducible
 # build date.
-kube_build_date=$(go list -m -f '{{.Time.UTC.Format "2006-01-02T15:04:05Z"}}' k8s.io/kubernetes)
+kube_build_date=$(go list "${modfile[@]}" -m -f '{{.Time.UTC.Format "2006-01-02T15:04:05Z"}}' k8s.io/kubernetes)
 
 mkdir -p "${bin_dir}"
 bin_dir=$(cd "${bin_dir}" && pwd)
@@ -69,13 +81,13 @@ fi
 # replaces). The same variables are stamped in client-go and component-base,
 # as kubernetes' hack/lib/version.sh does.
 kube_binaries=(kube-apiserver kube-controller-manager kube-scheduler kubectl)
-key="k8s.io/kubernetes=${kube_version} ${go_version} ${platform} $(go list -m -f '{{.Version}}' k8s.io/client-go)"
+key="k8s.io/kubernetes=${kube_version} ${go_version} ${platform} $(go list "${modfile[@]}" -m -f '{{.Version}}' k8s.io/client-go)"
 if up_to_date kube "${key}" "${kube_binaries[@]}"; then
   echo "    kubernetes ${kube_version}: up to date"
 else
   ldflags=$(kube_ldflags "${kube_version}")
   for b in "${kube_binaries[@]}"; do
-    step "${b} ${kube_version}" go build -ldflags "${ldflags}" -o "${bin_dir}/${b}" "k8s.io/kubernetes/cmd/${b}"
+    step "${b} ${kube_version}" go build "${modfile[@]}" -ldflags "${ldflags}" -o "${bin_dir}/${b}" "k8s.io/kubernetes/cmd/${b}"
   done
   stamp kube "${key}"
 fi

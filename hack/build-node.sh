@@ -31,7 +31,12 @@
 # kube-proxy about 20 minutes, containerd about 12.
 #
 # Usage: hack/build-node.sh [--force]
-#   NODE_BIN_DIR  output folder (default _output/node/bin)
+#   NODE_BIN_DIR   output folder (default _output/node/bin; with an older
+#                  KUBELET_MINOR, _output/node/MINOR/bin)
+#   KUBELET_MINOR  the Kubernetes minor of the kubelet and kube-proxy (its
+#                  module file, hack/lib/minor.sh); the control plane and
+#                  the images stay the newest minor's, as kubelets may be
+#                  older than the API server (docs/compatibility.md)
 set -euo pipefail
 
 # Pinned. Changing one rebuilds that group; never use "latest".
@@ -49,19 +54,27 @@ root=$PWD
 # hack/lib/tempmodule.sh's write_temp_module replaces this module with repo.
 repo=${root}
 export repo
-bin_dir=${NODE_BIN_DIR:-_output/node/bin}
 # shellcheck source=hack/lib/build.sh
 source hack/lib/build.sh
 build_args "$@"
+# The kubelet's minor is what hack/lib/minor.sh (through tempmodule.sh)
+# selects.
+export KUBE_MINOR=${KUBELET_MINOR:-}
 # shellcheck source=hack/lib/tempmodule.sh
 source hack/lib/tempmodule.sh
+modfile=()
+if [[ ${#go_minor_flags[@]} -gt 0 ]]; then
+  modfile=(-modfile="${gomod}")
+  bin_dir=${NODE_BIN_DIR:-_output/node/${kube_minor}/bin}
+fi
+bin_dir=${bin_dir:-${NODE_BIN_DIR:-_output/node/bin}}
 
 export GOWORK=off
 go_version=$(go env GOVERSION)
 goarch=$(go env GOARCH)
 platform="$(go env GOOS)/${goarch}"
-kube_version=$(go list -m -f '{{.Version}}' k8s.io/kubernetes)
-kube_build_date=$(go list -m -f '{{.Time.UTC.Format "2006-01-02T15:04:05Z"}}' k8s.io/kubernetes)
+kube_version=$(go list "${modfile[@]}" -m -f '{{.Version}}' k8s.io/kubernetes)
+kube_build_date=$(go list "${modfile[@]}" -m -f '{{.Time.UTC.Format "2006-01-02T15:04:05Z"}}' k8s.io/kubernetes)
 
 mkdir -p "${bin_dir}/images"
 bin_dir=$(cd "${bin_dir}" && pwd)
@@ -77,7 +90,7 @@ echo "==> node binaries in ${bin_dir#"${root}"/}"
 # Built as hack/build-control-plane.sh builds kube-apiserver (same flags, no
 # -trimpath), so that the packages they share come from the Go build cache.
 kube_binaries=(kubelet kube-proxy)
-key="k8s.io/kubernetes=${kube_version} ${go_version} ${platform} $(go list -m -f '{{.Version}}' k8s.io/client-go)"
+key="k8s.io/kubernetes=${kube_version} ${go_version} ${platform} $(go list "${modfile[@]}" -m -f '{{.Version}}' k8s.io/client-go)"
 if up_to_date kubelet "${key}" "${kube_binaries[@]}"; then
   echo "    kubelet, kube-proxy ${kube_version}: up to date"
 else

@@ -46,6 +46,13 @@ if [[ "${older}" == true ]]; then
   mkdir -p "hack/minor/${minor}"
   cp go.mod "${target}"
   cp go.sum "${target%.mod}.sum"
+  # The newest minor's indirect requirements would hold the older minor's
+  # Kubernetes to the newer versions of the modules it uses (1.37's CSI
+  # spec lacks what 1.36's test code needs): drop them, and let the
+  # minor's own module graph choose them again below.
+  while read -r mod; do
+    go mod edit -droprequire="${mod}" "${target}"
+  done < <(sed -n 's#^[[:space:]]*\([^ ]*\) [^ ]* // indirect$#\1#p' "${target}")
 fi
 
 kube_gomod=$(go mod download -json "k8s.io/kubernetes@${kube_version}" | sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",$/\1/p')
@@ -87,6 +94,14 @@ done
 go mod edit -fmt "${target}"
 
 if [[ "${older}" == true ]]; then
+  # The modules that this minor's packages need and the newest minor's do
+  # not (k8s.io/apiserver v0.35 imports go-grpc-prometheus, v0.37 does
+  # not): go list -mod=mod adds their requirements, for the packages and
+  # tests of this minor's build tag, and for the control-plane binaries of
+  # go.mod's tool directives (hack/build-control-plane.sh builds them from
+  # this file). -e: packages of the newest minor only (tagged files aside)
+  # do not load, and need not.
+  go list -e -mod=mod -modfile="${target}" -tags="kube${minor}" -deps -test ./... tool >/dev/null
   # The hashes of every module in the build list, zip and go.mod, as
   # go mod download reports them.
   sum=${target%.mod}.sum
@@ -97,13 +112,13 @@ if [[ "${older}" == true ]]; then
   echo "k8s.io/kubernetes ${kube_version}: ${target} with ${#staging[@]} staging modules at ${staging_version}"
   exit 0
 fi
-go mod tidy
+go mod tidy -e  # -e: files of older minors import packages the newest lacks (Makefile, TIDY)
 
 # The code generators of apis/config come from the same staging release.
 (cd hack/tools && go mod edit -require="k8s.io/code-generator@${staging_version}" && go mod tidy)
 # bench/cmd/report and hack/helm build on this module through a replace: their go.mod
 # and go.sum follow.
-(cd bench/cmd/report && go mod tidy)
-(cd hack/helm && go mod tidy)
+(cd bench/cmd/report && go mod tidy -e)
+(cd hack/helm && go mod tidy -e)
 
 echo "k8s.io/kubernetes ${kube_version}: ${#staging[@]} staging modules replaced with ${staging_version}"
