@@ -16,7 +16,9 @@ import (
 	"fmt"
 	"maps"
 	"os"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -524,32 +526,132 @@ func TestChartRefusesWithoutSchema(t *testing.T) {
 	}
 }
 
-// TestChartKubeVersion: the chart installs only where the scheduler of its
-// build is within upstream's skew policy: an API server of the build's
-// minor or one minor newer (docs/compatibility.md).
+// TestChartKubeVersion: the chart installs where a scheduler build is
+// within upstream's skew policy (an API server of the build's minor or one
+// minor newer: 1.35 to 1.38), with the build for the cluster's minor, the
+// newest for a newer cluster (docs/compatibility.md); the routing policy
+// (MutatingAdmissionPolicy v1) only where it is served, from 1.36 on.
 func TestChartKubeVersion(t *testing.T) {
-	for version, installs := range map[string]bool{
-		"v1.35.4": false,
-		"v1.36.3": false,
-		"v1.37.0": true,
-		"v1.37.2": true,
-		"v1.38.1": true,
-		"v1.39.0": false,
+	for version, want := range map[string]struct {
+		image   string // "" where the chart refuses the cluster
+		routing bool
+	}{
+		"v1.34.4": {},
+		"v1.35.4": {image: "ghcr.io/drasched/scheduler:v0.1.0-k8s1.35"},
+		"v1.36.3": {image: "ghcr.io/drasched/scheduler:v0.1.0-k8s1.36", routing: true},
+		"v1.37.0": {image: "ghcr.io/drasched/scheduler:v0.1.0-k8s1.37", routing: true},
+		"v1.37.2": {image: "ghcr.io/drasched/scheduler:v0.1.0-k8s1.37", routing: true},
+		"v1.38.1": {image: "ghcr.io/drasched/scheduler:v0.1.0-k8s1.37", routing: true},
+		"v1.39.0": {},
 	} {
 		t.Run(version, func(t *testing.T) {
 			kv, err := chartutil.ParseKubeVersion(version)
 			if err != nil {
 				t.Fatal(err)
 			}
-			_, err = renderRelease(t, nil, func(install *action.Install) { install.KubeVersion = kv })
+			rel, err := renderRelease(t, nil, func(install *action.Install) { install.KubeVersion = kv })
 			switch {
-			case installs && err != nil:
-				t.Errorf("refused: %v", err)
-			case !installs && (err == nil || !strings.Contains(err.Error(), "is incompatible with Kubernetes")):
-				t.Errorf("error %v, want the chart's kubeVersion to refuse the cluster", err)
+			case want.image != "" && err != nil:
+				t.Fatalf("refused: %v", err)
+			case want.image == "":
+				if err == nil || !strings.Contains(err.Error(), "is incompatible with Kubernetes") {
+					t.Errorf("error %v, want the chart's kubeVersion to refuse the cluster", err)
+				}
+				return
+			}
+			if !strings.Contains(rel.Manifest, "image: "+want.image+"\n") {
+				t.Errorf("the scheduler's image is not %s", want.image)
+			}
+			if got := strings.Contains(rel.Manifest, "kind: MutatingAdmissionPolicy\n"); got != want.routing {
+				t.Errorf("routing policy installed: %v, want %v", got, want.routing)
 			}
 		})
 	}
+}
+
+// TestChartSchedulerMinor: scheduler.kubeMinor picks another build, within
+// the skew policy only.
+func TestChartSchedulerMinor(t *testing.T) {
+	for name, tc := range map[string]struct {
+		cluster, minor string
+		image          string // "" where the install fails
+		err            string
+	}{
+		"the build one minor older": {cluster: "v1.37.2", minor: "1.36", image: "ghcr.io/drasched/scheduler:v0.1.0-k8s1.36"},
+		"its own minor":             {cluster: "v1.36.3", minor: "1.36", image: "ghcr.io/drasched/scheduler:v0.1.0-k8s1.36"},
+		"newer than the cluster":    {cluster: "v1.36.3", minor: "1.37", err: "may not talk to this cluster's API server"},
+		"two minors older":          {cluster: "v1.37.2", minor: "1.35", err: "may not talk to this cluster's API server"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			kv, err := chartutil.ParseKubeVersion(tc.cluster)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rel, err := renderRelease(t, map[string]any{"scheduler": map[string]any{"kubeMinor": tc.minor}}, func(install *action.Install) { install.KubeVersion = kv })
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Errorf("error %v, want one with %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(rel.Manifest, "image: "+tc.image+"\n") {
+				t.Errorf("the scheduler's image is not %s", tc.image)
+			}
+		})
+	}
+}
+
+// TestChartMinors: the chart knows the builds that exist, go.mod's minor and
+// hack/minor/*, and its kubeVersion admits exactly their API servers.
+func TestChartMinors(t *testing.T) {
+	gomod, err := os.ReadFile(repoRoot + "/go.mod")
+	if err != nil {
+		t.Fatal(err)
+	}
+	newest := regexp.MustCompile(`(?m)^\s*k8s.io/kubernetes v1\.([0-9]+)\.`).FindSubmatch(gomod)
+	if newest == nil {
+		t.Fatal("go.mod requires no k8s.io/kubernetes")
+	}
+	entries, err := os.ReadDir(repoRoot + "/hack/minor")
+	if err != nil {
+		t.Fatal(err)
+	}
+	minors := []int{atoi(t, string(newest[1]))}
+	for _, e := range entries {
+		minors = append(minors, atoi(t, strings.TrimPrefix(e.Name(), "1.")))
+	}
+	slices.Sort(minors)
+	var builds []string
+	for _, m := range minors {
+		builds = append(builds, fmt.Sprintf("1.%d", m))
+	}
+	helpers, err := os.ReadFile(chartDir + "/templates/_helpers.tpl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "define \"drasched.schedulerBuilds\" -}}\n" + strings.Join(builds, " ") + "\n"; !strings.Contains(string(helpers), want) {
+		t.Errorf("_helpers.tpl's drasched.schedulerBuilds are not %s", strings.Join(builds, " "))
+	}
+	chartYAML, err := os.ReadFile(chartDir + "/Chart.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprintf("kubeVersion: \">=1.%d.0-0 <1.%d.0-0\"\n", minors[0], minors[len(minors)-1]+2)
+	if !strings.Contains(string(chartYAML), want) {
+		t.Errorf("Chart.yaml lacks %s", want)
+	}
+}
+
+func atoi(t *testing.T, s string) int {
+	t.Helper()
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
 
 // TestChartExtendedResourceNames: the extended resource names that the

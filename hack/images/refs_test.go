@@ -110,7 +110,9 @@ func TestManifestsNameBuiltImages(t *testing.T) {
 // entrypoint.
 func TestDockerfiles(t *testing.T) {
 	for _, ref := range makeImageRefs(t) {
-		repo, version, _ := strings.Cut(ref[strings.LastIndex(ref, "/")+1:], ":")
+		repo, tag, _ := strings.Cut(ref[strings.LastIndex(ref, "/")+1:], ":")
+		// The scheduler's tag names its Kubernetes minor (v0.1.0-k8s1.37).
+		version, minor, scheduler := strings.Cut(tag, "-k8s")
 		t.Run(repo, func(t *testing.T) {
 			data, err := os.ReadFile(filepath.Join(repoRoot, "cmd", repo, "Dockerfile"))
 			if err != nil {
@@ -131,6 +133,9 @@ func TestDockerfiles(t *testing.T) {
 			}
 			if n := strings.Count(dockerfile, "ARG VERSION="); n != 2 {
 				t.Errorf("Dockerfile has %d ARG VERSION= lines, want 2 (builder and image)", n)
+			}
+			if scheduler && strings.Count(dockerfile, "ARG KUBE_MINOR="+minor+"\n") != 2 {
+				t.Errorf("Dockerfile lacks ARG KUBE_MINOR=%s in the builder and the image", minor)
 			}
 		})
 	}
