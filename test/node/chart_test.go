@@ -6,6 +6,7 @@ import (
 	"archive/tar"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -19,10 +20,17 @@ import (
 // TestChart checks what the chart installed: drasched's Deployment and the
 // GPU driver's DaemonSet run on the node from the images `make images`
 // built (the same image IDs as the tarballs hack/node.sh imported; nothing
-// was pulled), with the values this node needs.
+// was pulled), with the values this node needs. The scheduler's image is
+// the build for the API server's minor (its tag names it); the driver's is
+// one for every cluster.
 func TestChart(t *testing.T) {
 	c := setup(t)
 	version := chartAppVersion(t, c.repo)
+	server, err := c.client.Discovery().ServerVersion()
+	if err != nil {
+		t.Fatal(err)
+	}
+	schedulerTag := fmt.Sprintf("%s-k8s%s.%s", version, server.Major, strings.TrimSuffix(server.Minor, "+"))
 	for name, tc := range map[string]struct {
 		selector string
 		image    string
@@ -30,8 +38,8 @@ func TestChart(t *testing.T) {
 	}{
 		"scheduler": {
 			selector: "app.kubernetes.io/name=drasched-scheduler",
-			image:    "ghcr.io/drasched/scheduler:" + version,
-			tarball:  "scheduler-" + version + ".tar",
+			image:    "ghcr.io/drasched/scheduler:" + schedulerTag,
+			tarball:  "scheduler-" + schedulerTag + ".tar",
 		},
 		"gpu-kubelet-plugin": {
 			selector: "app.kubernetes.io/name=gpu-kubelet-plugin",
@@ -66,7 +74,8 @@ func TestChart(t *testing.T) {
 	}
 }
 
-// chartAppVersion is charts/drasched's appVersion: the tag of the images.
+// chartAppVersion is charts/drasched's appVersion: the tag of the GPU
+// driver's image, and the start of the scheduler's.
 func chartAppVersion(t *testing.T, repo string) string {
 	t.Helper()
 	data, err := os.ReadFile(filepath.Join(repo, "charts", "drasched", "Chart.yaml"))
