@@ -37,6 +37,12 @@ type Nomination struct {
 	// Victims are the allocated claims that the evicted pods free: the
 	// nominee waits for them, and only for them.
 	Victims []VictimClaim
+	// VictimPods are the evicted pods, by UID. As consumers of a victim's
+	// claim they do not hold it, even while the pod informer still shows
+	// them running: preemption deletes them after it nominated the pod,
+	// and the nominee's next cycle may come before the informer hears of
+	// the deletion. If a deletion fails, the nominee waits until Expires.
+	VictimPods []types.UID
 	// Expires is when the nomination ends unless it ended before: the
 	// victims' termination grace period plus a margin after it was made.
 	Expires time.Time

@@ -149,6 +149,7 @@ func (pl *Plugin) nominate(logger klog.Logger, pod *v1.Pod, node, group string, 
 		Priority:    corev1helpers.PodPriority(pod),
 		Allocations: slices.Clone(results),
 		Victims:     victimClaims(freed),
+		VictimPods:  podUIDs(victims),
 		Expires:     now.Add(terminationBound(victims, now) + pl.nominationMargin),
 	}
 	pl.tracker.Nominations().Add(n)
@@ -163,6 +164,15 @@ func victimClaims(freed []*resourceapi.ResourceClaim) []tracker.VictimClaim {
 		out = append(out, tracker.VictimClaim{UID: claim.UID, Namespace: claim.Namespace, Name: claim.Name, Allocation: claim.Status.Allocation})
 	}
 	return out
+}
+
+// podUIDs returns the pods' UIDs.
+func podUIDs(pods []*v1.Pod) []types.UID {
+	uids := make([]types.UID, 0, len(pods))
+	for _, pod := range pods {
+		uids = append(uids, pod.UID)
+	}
+	return uids
 }
 
 // terminationBound is how long the victims may take to terminate: the
@@ -223,7 +233,7 @@ func (pl *Plugin) nominationWait(ctx context.Context, base *structured.Allocated
 		core.AddAllocation(&victims, v.Allocation, pl.fts.EnableDRAConsumableCapacity)
 		live, err := pl.tracker.Claim(v.Namespace, v.Name)
 		if err == nil && live.UID == v.UID && live.Status.Allocation != nil {
-			if consumer, ok := pl.liveConsumer(live); ok {
+			if consumer, ok := pl.liveConsumer(live, n.VictimPods...); ok {
 				return unusable(fmt.Sprintf("claim %s of a preempted pod is in use by %s", klog.KObj(live), consumer))
 			}
 			pending++
@@ -327,12 +337,16 @@ func nominationTakes(n *tracker.Nomination, state *structured.AllocatedState, co
 }
 
 // liveConsumer returns a consumer of the claim that is not a pod being
-// deleted or gone: while it uses the claim, the claim is not freed.
-func (pl *Plugin) liveConsumer(claim *resourceapi.ResourceClaim) (string, bool) {
+// deleted or gone, nor one of the evicted pods: while it uses the claim,
+// the claim is not freed.
+func (pl *Plugin) liveConsumer(claim *resourceapi.ResourceClaim, evicted ...types.UID) (string, bool) {
 	pods := pl.fh.SharedInformerFactory().Core().V1().Pods().Lister().Pods(claim.Namespace)
 	for _, consumer := range claim.Status.ReservedFor {
 		if consumer.APIGroup != "" || consumer.Resource != "pods" {
 			return consumer.Resource + " " + consumer.Name, true
+		}
+		if slices.Contains(evicted, consumer.UID) {
+			continue
 		}
 		pod, err := pods.Get(consumer.Name)
 		if err == nil && pod.UID == consumer.UID && pod.DeletionTimestamp == nil {

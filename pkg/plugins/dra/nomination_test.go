@@ -67,6 +67,11 @@ func (env *nominationEnv) nominate(pod *v1.Pod, devices []string, victims ...*re
 		Victims:     victimClaims(victims),
 		Expires:     time.Now().Add(time.Minute),
 	}
+	for _, claim := range victims {
+		for _, consumer := range claim.Status.ReservedFor {
+			n.VictimPods = append(n.VictimPods, consumer.UID)
+		}
+	}
 	for _, device := range devices[1:] {
 		n.Allocations[0].Devices.Results = append(n.Allocations[0].Devices.Results, resourceapi.DeviceRequestAllocationResult{Request: "gpu", Driver: gpuClass, Pool: gpuPool, Device: device})
 	}
@@ -281,6 +286,11 @@ func TestNominationWait(t *testing.T) {
 		wantEnd bool
 	}{
 		"victim gone, claim still allocated": {want: "waiting for 1 resource claims of preempted pods on node node-a"},
+		// Preemption deletes the victims after it nominated the pod: the
+		// nominee's next cycle may come before the informer shows the
+		// deletion. (Before: the victim looked like a new consumer, the
+		// nomination ended and the nominee preempted on another node.)
+		"victim's deletion not seen yet": {victimPod: func(p *v1.Pod) *v1.Pod { return p }, want: "waiting for 1"},
 		"victim terminating": {victimPod: func(p *v1.Pod) *v1.Pod {
 			p.DeletionTimestamp = &metav1.Time{Time: time.Now()}
 			return p
