@@ -164,7 +164,7 @@ commands: ## Build only the binaries under cmd/ into $(BIN_DIR).
 	done
 
 .PHONY: test
-test: ## Run all tests: unit, differential, integration, fault injection, race, upstream conformance and the real node (needs root).
+test: kueue ## Run all tests: unit, differential, integration, Kueue, fault injection, race, upstream conformance and the real node (needs root).
 	$(GO) test ./...
 	cd bench/cmd/report && $(GO) test ./...
 	$(MAKE) test-images
@@ -204,6 +204,18 @@ NODE_BIN_DIR := $(OUTPUT_DIR)/node$(if $(filter-out $(NEWEST_MINOR),$(KUBELET_MI
 test-node: build-control-plane images ## Run GPU workloads as containers on a real node (kubelet, containerd, runc; the chart installs our images); needs root (KUBELET_MINOR=1.35: an older kubelet).
 	KUBELET_MINOR=$(KUBELET_MINOR) NODE_BIN_DIR=$(NODE_BIN_DIR) hack/build-node.sh
 	NODE_BIN_DIR=$(NODE_BIN_DIR) IMAGE_TARBALLS="$(foreach img,$(IMAGES),$(IMAGE_DIR)/$(img)-$(call image_tag,$(img)).tar)" hack/test-node.sh
+
+# test/kueue runs Kueue's manager and renders Kueue's chart with these; built
+# here so that a cold build does not count against that package's test
+# timeout.
+.PHONY: kueue
+kueue: ## Build Kueue's manager (pinned in hack/kueue/go.mod; go tool caches it) and the pinned Helm, for test/kueue and make demo KUEUE=1.
+	$(GO) tool -modfile=hack/kueue/go.mod -n kueue
+	$(HELM_TOOL) version --short
+
+.PHONY: test-kueue
+test-kueue: kueue ## Run drasched under Kueue: quota for DRA devices, borrowing, Kueue's preemption, drasched's placement (test/kueue).
+	$(GO) test -count=1 ./test/kueue/...
 
 .PHONY: test-integration
 test-integration: ## Run the integration tests: in-process kube-apiserver, etcd, claim controller and scheduler.
@@ -273,7 +285,7 @@ etcd: ## Build etcd (pinned) into $(BIN_DIR) for scheduler_perf and integration 
 
 # The Go modules of this repository, each with its own go.mod and go.sum
 # (make tidy and verify-mod list them in their help too).
-MODULES := . hack/tools hack/helm hack/images bench/cmd/report
+MODULES := . hack/tools hack/helm hack/images hack/kueue bench/cmd/report
 
 .PHONY: verify
 verify: verify-fmt verify-mod shellcheck verify-codegen verify-deps vet lint logcheck ## Run all static checks, as CI does before make test: formatting and import groups, go mod tidy, shellcheck, generated files, the layers (kubectl-drasched links no kube-scheduler), go vet, golangci-lint (depguard holds the layers per file), logcheck.
@@ -312,7 +324,7 @@ TIDY := $(GO) mod tidy -e
 TIDY_QUIET := 2> >(grep -v -e 'finding module for package' -e 'does not contain package' -e ' imports$$' >&2)
 
 .PHONY: tidy
-tidy: ## Run go mod tidy in every module: the root, hack/tools, hack/helm, hack/images, bench/cmd/report.
+tidy: ## Run go mod tidy in every module: the root, hack/tools, hack/helm, hack/images, hack/kueue, bench/cmd/report.
 	@for m in $(MODULES); do echo "go mod tidy ($$m)"; (cd $$m && $(TIDY) $(TIDY_QUIET)) || exit 1; done
 
 .PHONY: verify-mod

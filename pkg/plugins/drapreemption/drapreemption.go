@@ -97,7 +97,7 @@ func New(ctx context.Context, obj runtime.Object, fh fwk.Handle) (fwk.Plugin, er
 	}
 	// The evaluator calls these through its Interface, which
 	// defaultpreemption.New leaves open to change.
-	dp.Evaluator.Interface = &preemptionHooks{DefaultPreemption: dp, fh: fh, retries: newRetries(ctx, fh, clock.RealClock{})}
+	dp.Evaluator.Interface = &preemptionHooks{DefaultPreemption: dp, fh: fh, retries: newRetries(ctx, fh, clock.RealClock{}), kueue: newKueueRule(fh)}
 	return &Preemption{DefaultPreemption: dp, fh: fh}, nil
 }
 
@@ -141,18 +141,25 @@ type preemptionHooks struct {
 	*defaultpreemption.DefaultPreemption
 	fh      fwk.Handle
 	retries *retries
+	kueue   kueueRule
 }
 
 // selectVictims runs DefaultPreemption's SelectVictimsOnNode (the minor's
 // signature, in drapreemption_kube13N.go) with the node named in the dry
 // run's state, so that the StructuredDRA plugin keeps what the pod gets on
-// the node with the victims chosen.
+// the node with the victims chosen. A node whose victims include a pod
+// Kueue manages is no candidate (kueueRule).
 func (h *preemptionHooks) selectVictims(cs fwk.CycleState, node string, run func() ([]*v1.Pod, int, *fwk.Status)) ([]*v1.Pod, int, *fwk.Status) {
 	var done func([]*v1.Pod)
 	if pl := dra.NominatorOf(h.fh); pl != nil {
 		done = pl.BeginDryRun(cs, node)
 	}
 	victims, violations, status := run()
+	if status.IsSuccess() {
+		if kueue := h.kueue.victimsStatus(victims); kueue != nil {
+			victims, violations, status = nil, 0, kueue
+		}
+	}
 	if done != nil && status.IsSuccess() {
 		done(victims)
 	}
@@ -166,8 +173,11 @@ func (h *preemptionHooks) selectVictims(cs fwk.CycleState, node string, run func
 // has been terminating for longer than its grace period and the
 // nomination margin, the pod may preempt again; until then the message
 // says until when it waits, and the pod is retried then: no event says
-// that a pod turned stuck.
+// that a pod turned stuck. A pod Kueue manages never preempts (kueueRule).
 func (h *preemptionHooks) PodEligibleToPreemptOthers(ctx context.Context, pod *v1.Pod, nominatedNodeStatus *fwk.Status) (bool, string) {
+	if h.kueue.managed(pod) {
+		return false, kueuePreemptorMessage
+	}
 	ok, msg := h.DefaultPreemption.PodEligibleToPreemptOthers(ctx, pod, nominatedNodeStatus)
 	node := pod.Status.NominatedNodeName
 	if ok || node == "" || pod.Spec.PreemptionPolicy != nil && *pod.Spec.PreemptionPolicy == v1.PreemptNever {

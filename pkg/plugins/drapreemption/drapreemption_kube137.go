@@ -60,8 +60,13 @@ func (p *Preemption) PodGroupPostFilter(ctx context.Context, state fwk.PodGroupC
 }
 
 // SelectVictimsOnNode is DefaultPreemption's, with the node named in the
-// dry run's state (selectVictims).
+// dry run's state (selectVictims). Pods Kueue manages are no possible
+// victims: they stay on the node in the dry run, and other pods may be
+// chosen in their place (kueueRule).
 func (h *preemptionHooks) SelectVictimsOnNode(ctx context.Context, cs fwk.CycleState, preemptor *v1.Pod, nodeInfo fwk.NodeInfo, allPossibleVictims []*preemption.DomainVictim, pdbs []*policy.PodDisruptionBudget) ([]*v1.Pod, int, *fwk.Status) {
+	allPossibleVictims = slices.DeleteFunc(slices.Clone(allPossibleVictims), func(victim *preemption.DomainVictim) bool {
+		return slices.ContainsFunc(victim.Pods(), func(pi fwk.PodInfo) bool { return h.kueue.managed(pi.GetPod()) })
+	})
 	return h.selectVictims(cs, nodeInfo.Node().Name, func() ([]*v1.Pod, int, *fwk.Status) {
 		return h.DefaultPreemption.SelectVictimsOnNode(ctx, cs, preemptor, nodeInfo, allPossibleVictims, pdbs)
 	})
