@@ -79,11 +79,12 @@ DEMO_SCRIPT := $(if $(filter 1,$(HELM)),demo/helm.sh,demo/demo.sh)
 DEMO_DIR := $(OUTPUT_DIR)$(MINOR_DIR)/$(if $(filter 1,$(HELM)),demo-helm,demo)
 
 .PHONY: demo
-demo: build-control-plane ## Run the main job: local control plane, kwok GPU nodes, drasched scheduling GPU pods (KEEP=1 leaves it up; HELM=1: install the Helm chart and use it; REAL_NODE=1: add a real node, as root).
+demo: build-control-plane ## Run the main job: local control plane, kwok GPU nodes, drasched scheduling GPU pods (KEEP=1 leaves it up; HELM=1: install the Helm chart and use it; REAL_NODE=1: add a real node, as root; KUEUE=1: two teams' Jobs under Kueue).
 	@echo "==> drasched binaries in $(BIN_DIR) (a few minutes when the Go build cache is cold)"
 	@$(MAKE) --no-print-directory commands BUILD_DATE=$(or $(SOURCE_DATE),$(BUILD_DATE))
 	$(if $(filter 1,$(REAL_NODE)),hack/build-node.sh)
-	BIN_DIR=$(BIN_DIR) CLUSTER_BIN_DIR=$(CLUSTER_BIN_DIR) DEMO_DIR=$(DEMO_DIR) REAL_NODE=$(REAL_NODE) $(DEMO_SCRIPT)
+	$(if $(filter 1,$(KUEUE)),@$(MAKE) --no-print-directory kueue)
+	BIN_DIR=$(BIN_DIR) CLUSTER_BIN_DIR=$(CLUSTER_BIN_DIR) DEMO_DIR=$(DEMO_DIR) REAL_NODE=$(REAL_NODE) KUEUE=$(KUEUE) $(DEMO_SCRIPT)
 
 # Images: static binaries (CGO_ENABLED=0) on an empty base, built by
 # hack/images (go-containerregistry, pinned in hack/images/go.mod) without a

@@ -12,6 +12,8 @@
 #         kubelet and runc of hack/node.sh (hack/build-node.sh builds
 #         them), its GPUs simulated as in make test-node, and shows a GPU
 #         pod's container printing the devices it sees (docs/real-node.md).
+#   KUEUE=1 adds two teams' Jobs under Kueue (demo/kueue, docs/kueue.md):
+#         Kueue admits them by GPU quota, drasched places them.
 #
 # Needs the binaries of `make build` (BIN_DIR, default _output/bin) and of
 # hack/build-control-plane.sh (CLUSTER_BIN_DIR, default _output/cluster/bin);
@@ -26,6 +28,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/../hack/lib/init.sh"
 
 KEEP=${KEEP:-0}
 REAL_NODE=${REAL_NODE:-0}
+KUEUE=${KUEUE:-0}
 cluster=${DEMO_CLUSTER:-drasched-demo}
 bin_dir=$(abs "${BIN_DIR:-_output/bin}")
 cluster_bin=$(abs "${CLUSTER_BIN_DIR:-_output/cluster/bin}")
@@ -136,6 +139,10 @@ real_node_inventory=test/node/testdata/inventory.yaml
 if [[ "${REAL_NODE}" == 1 ]]; then
   binaries[gpu-kubelet-plugin-real]=${bin_dir}/gpu-kubelet-plugin
 fi
+# Kueue (KUEUE=1): demo/helper's kueue command runs Kueue's manager.
+if [[ "${KUEUE}" == 1 ]]; then
+  binaries[kueue]=${demo}
+fi
 
 
 teardown() {
@@ -158,7 +165,7 @@ teardown() {
 
 show_logs() {
   local name
-  for name in gpu-kubelet-plugin drasched; do
+  for name in gpu-kubelet-plugin drasched kueue; do
     if [[ -s "${log_dir}/${name}.log" ]]; then
       echo "--- last lines of ${log_dir#"${root}"/}/${name}.log"
       tail -n 20 "${log_dir}/${name}.log"
@@ -247,9 +254,14 @@ up() {
       --extra-args "kube-apiserver=kubelet-client-key=${pki}/admin.key"
     )
   fi
+  local stage_args=()
+  if [[ "${KUEUE}" == 1 ]]; then
+    kwok_stages_keeping_jobs "${demo_dir}/kwok-stages.yaml"
+    stage_args=(--config "${demo_dir}/kwok-stages.yaml")
+  fi
   kwokctl create cluster --name "${cluster}" --runtime binary --kubeconfig "" --wait 2m \
     --kube-feature-gates "${feature_gates}" --kube-runtime-config "${runtime_config}" \
-    "${real_node_args[@]}" \
+    "${stage_args[@]}" "${real_node_args[@]}" \
     --etcd-binary "${cluster_bin}/etcd" \
     --kube-apiserver-binary "${cluster_bin}/kube-apiserver" \
     --kube-controller-manager-binary "${cluster_bin}/kube-controller-manager" \
@@ -340,10 +352,48 @@ up() {
   else
     echo "==> gang scheduling: skipped, the PodGroup API of config/examples/gang is Kubernetes 1.37's (docs/compatibility.md)"
   fi
+  if [[ "${KUEUE}" == 1 ]]; then
+    kueue_steps
+  fi
   if [[ "${REAL_NODE}" == 1 ]]; then
     real_node_workload
   fi
   echo "Demo done in $((SECONDS - start))s. What each step shows, and the output to expect: demo/README.md."
+}
+
+# kueue_steps (KUEUE=1): Kueue holds two teams' GPU quota, drasched places
+# what it admits (demo/kueue, docs/kueue.md).
+kueue_steps() {
+  local i
+  step "Kueue from its own chart (hack/kueue: v0.17, DRA quota on), its manager a process here; two teams' queues share 8 GPUs of quota (demo/kueue)"
+  rm -f "${demo_dir}/kueue/ready"
+  start_process kueue "${demo}" kueue --kubeconfig "${kubeconfig}" --root "${root}" --dir "${demo_dir}/kueue"
+  # Certificates made and injected, webhooks answering: seconds once
+  # make kueue has built the manager.
+  for ((i = 0; i < 300; i++)); do
+    [[ ! -f "${demo_dir}/kueue/ready" ]] || break
+    [[ -n "$(process_pid kueue "${demo}")" ]] || { echo "Kueue's manager did not start" >&2; return 1; }
+    sleep 1
+  done
+  [[ -f "${demo_dir}/kueue/ready" ]] || { echo "Kueue's manager not ready after 5 minutes" >&2; return 1; }
+  kubectl apply -f demo/kueue/queues.yaml
+  kubectl -n kueue-demo wait --for=create serviceaccount/default --timeout=60s >/dev/null
+
+  step "team-a's Job of 6 GPUs: Kueue admits it, 4 GPUs of its quota and 2 borrowed from idle team-b; drasched places its pods (demo/kueue/a-train.yaml)"
+  kubectl apply -f demo/kueue/a-train.yaml
+  kubectl -n kueue-demo wait --for=jsonpath='{.status.active}'=6 job/a-train --timeout=2m >/dev/null
+  run_watching "${demo}" report --kubeconfig "${kubeconfig}" --namespace kueue-demo --timeout 1m
+  kubectl get clusterqueues -o custom-columns='CLUSTERQUEUE:.metadata.name,COHORT:.spec.cohortName,ADMITTED:.status.admittedWorkloads,PENDING:.status.pendingWorkloads,GPUS IN USE:.status.flavorsUsage[0].resources[0].total,BORROWED:.status.flavorsUsage[0].resources[0].borrowed'
+
+  step "team-b's Job of 4 GPUs takes its lent quota back: Kueue evicts team-a's Job, drasched places team-b's pods (demo/kueue/b-train.yaml)"
+  kubectl apply -f demo/kueue/b-train.yaml
+  kubectl -n kueue-demo wait --for=jsonpath='{.status.active}'=4 job/b-train --timeout=2m >/dev/null
+  for ((i = 0; i < 120; i++)); do
+    [[ -n "$(kubectl -n kueue-demo get pods -l batch.kubernetes.io/job-name=a-train -o name)" ]] || break
+    sleep 1
+  done
+  run_watching "${demo}" report --kubeconfig "${kubeconfig}" --namespace kueue-demo --timeout 1m
+  kubectl -n kueue-demo get workloads.kueue.x-k8s.io -o custom-columns='WORKLOAD:.metadata.name,QUEUE:.spec.queueName,ADMITTED:.status.conditions[?(@.type=="Admitted")].status,WHY:.status.conditions[?(@.type=="QuotaReserved")].message'
 }
 
 # real_node_env sets NODE_ROOT, NODE_HOSTNAME and NODE_BIN from

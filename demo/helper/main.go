@@ -51,6 +51,7 @@ func newCommand() *cobra.Command {
 		newWaitNodesCommand(client),
 		newSchedulerConfigCommand(&kubeconfig),
 		newReportCommand(client),
+		newKueueCommand(&kubeconfig),
 	)
 	return root
 }
