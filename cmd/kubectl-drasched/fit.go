@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/printers"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/drasched/drasched/pkg/capacity"
 	"github.com/drasched/drasched/pkg/capacity/fit"
@@ -24,6 +25,7 @@ func newFitCommand(flags *genericclioptions.ConfigFlags, out io.Writer) *cobra.C
 		file, selector, node, output string
 		count                        int
 		profile                      profileFlags
+		queue                        kueueFlags
 		limit                        deadline
 	)
 	cmd := &cobra.Command{
@@ -44,10 +46,16 @@ ResourceClaimTemplates they use (others are read from the cluster).
 --count defaults to a workload's replicas (a Job's parallelism), or else to
 as many as fit. Nothing is created. --timeout bounds the whole command (30s;
 0 for no limit): selectors that are slow to evaluate would otherwise keep it
-running for as long as they take.`,
+running for as long as they take.
+
+--cluster-queue also says how many more fit in a Kueue ClusterQueue's
+nominal quota: the devices of the pods' claims counted as Kueue counts them,
+per quota resource by --kueue-mapping, against the quota less what the
+queue's status says is in use. The fewer of the two is the answer.`,
 		Example: `  kubectl drasched fit -f config/examples/one-gpu.yaml
   kubectl drasched fit -f training-job.yaml --count 16 -o wide
-  kubectl drasched fit -f gpu-template.yaml -l gpu.drasched.dev/inventory=h100-hgx-8 --scheduler-config config/scheduler-config.yaml`,
+  kubectl drasched fit -f gpu-template.yaml -l gpu.drasched.dev/inventory=h100-hgx-8 --scheduler-config config/scheduler-config.yaml
+  kubectl drasched fit -f training-job.yaml --cluster-queue team-a`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if file == "" {
@@ -60,6 +68,10 @@ running for as long as they take.`,
 				return err
 			}
 			if err := limit.validate(); err != nil {
+				return err
+			}
+			mapping, err := queue.parse(cmd)
+			if err != nil {
 				return err
 			}
 			data, err := readFile(file, cmd.InOrStdin())
@@ -83,13 +95,21 @@ running for as long as they take.`,
 			if err != nil {
 				return fmt.Errorf("%s: %w", file, err)
 			}
-			opts := fit.Options{Count: count, Node: node, Args: args}
+			opts := fit.Options{Count: count, Node: node, Args: args, Mapping: mapping}
 			if selector != "" {
 				if opts.Selector, err = labels.Parse(selector); err != nil {
 					return fmt.Errorf("--selector: %w", err)
 				}
 			}
-			client, err := newClient(flags)
+			config, err := flags.ToRESTConfig()
+			if err != nil {
+				return err
+			}
+			client, err := kubernetes.NewForConfig(config)
+			if err != nil {
+				return err
+			}
+			reader, err := newKueueReader(config, client)
 			if err != nil {
 				return err
 			}
@@ -102,6 +122,13 @@ running for as long as they take.`,
 			}
 			var res *fit.Result
 			if err := limit.run(cmd.Context(), "fit", func(ctx context.Context) error {
+				if queue.clusterQueue != "" {
+					cq, err := reader.ClusterQueue(ctx, queue.clusterQueue)
+					if err != nil {
+						return fmt.Errorf("--cluster-queue: %w", err)
+					}
+					opts.ClusterQueue = cq
+				}
 				snap, err := capacity.Read(ctx, client, capacity.ReadOptions{Pods: true})
 				if err != nil {
 					return err
@@ -123,6 +150,7 @@ running for as long as they take.`,
 	cmd.Flags().StringVar(&node, "node", "", "only this node")
 	cmd.Flags().StringVarP(&output, "output", "o", "", "output format: wide (with each pod's devices) or json")
 	profile.add(cmd)
+	queue.add(cmd)
 	limit.add(cmd)
 	return cmd
 }
@@ -148,6 +176,9 @@ func printFit(out io.Writer, r *fit.Result, wide bool) error {
 		fmt.Fprintf(&b, "%s: 1 more %s fits now (allocation policy %s).\n", r.Workload, unit, r.Policy)
 	default:
 		fmt.Fprintf(&b, "%s: %d more %s fit now (allocation policy %s).\n", r.Workload, r.Fits, units, r.Policy)
+	}
+	if r.Quota != nil {
+		b.WriteString(quotaText(r, unit, units))
 	}
 	if _, err := io.WriteString(out, b.String()); err != nil {
 		return err

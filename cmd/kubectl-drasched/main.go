@@ -5,15 +5,17 @@
 //
 //	kubectl drasched explain POD [-n NAMESPACE] [--node NODE] [-o text|json] [--timeout 30s]
 //	kubectl drasched top [nodes|pools|classes] [-l SELECTOR] [--class CLASS] [--node NODE] [-o wide|json]
-//	kubectl drasched fit -f FILE [--count N] [-o wide|json] [--timeout 30s]
+//	kubectl drasched fit -f FILE [--count N] [--cluster-queue NAME] [-o wide|json] [--timeout 30s]
 //
 // explain says why a pending pod's ResourceClaims do not fit on each node
 // (the reasons of drasched's allocator, what holds the devices, the
 // smallest change found that would make them fit), or where a bound pod's
-// devices are (pkg/explain). top counts the devices per node, pool and
-// DeviceClass: total, allocated, available, unavailable (pkg/capacity).
-// fit says how many more pods like these fit now, and where
-// (pkg/capacity/fit).
+// devices are (pkg/explain), and for a pod of a Job that Kueue manages,
+// Kueue's admission of its workload. top counts the devices per node, pool
+// and DeviceClass: total, allocated, available, unavailable
+// (pkg/capacity). fit says how many more pods like these fit now, and
+// where (pkg/capacity/fit), and with --cluster-queue how many fit in a
+// Kueue ClusterQueue's quota (pkg/capacity/kueue).
 //
 // Errors exit with status 1, as kubectl's do: an unknown node or
 // DeviceClass, a manifest that does not decode or has no claims, a refused
@@ -88,13 +90,17 @@ func newCommand(out io.Writer) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			reader, err := newKueueReader(config, client)
+			if err != nil {
+				return err
+			}
 			namespace, _, err := flags.ToRawKubeConfigLoader().Namespace()
 			if err != nil {
 				return err
 			}
 			var report *explain.Report
 			if err := limit.run(cmd.Context(), "explain", func(ctx context.Context) (err error) {
-				report, err = explain.Explain(ctx, client, namespace, args[0], explain.Options{Node: node})
+				report, err = explain.Explain(ctx, client, namespace, args[0], explain.Options{Node: node, Kueue: reader})
 				return err
 			}); err != nil {
 				return err
@@ -168,6 +174,9 @@ func (d *deadline) run(ctx context.Context, what string, f func(context.Context)
 // printText writes the report for people.
 func printText(out io.Writer, r *explain.Report) error {
 	var b strings.Builder
+	if r.Kueue != nil {
+		b.WriteString(admissionText(r.Kueue) + "\n")
+	}
 	switch {
 	case r.Node != "":
 		fmt.Fprintf(&b, "Pod %s is bound to node %s.\n", r.Pod, r.Node)

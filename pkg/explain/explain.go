@@ -11,6 +11,11 @@
 // and fit do: DeviceTaintRules are applied to the slices with the library
 // kube-scheduler applies them with, so that the three agree on a drained
 // device (test/integration/agreement_test.go).
+//
+// For a pod of a Job that Kueue manages, Options.Kueue adds Kueue's
+// admission of the Job's Workload (pkg/capacity/kueue). Kueue admits by
+// counts of devices, drasched places the devices themselves: a pod that
+// Kueue admitted may fit on no node, and the report says both.
 package explain
 
 import (
@@ -32,6 +37,7 @@ import (
 
 	"github.com/drasched/drasched/pkg/allocator"
 	"github.com/drasched/drasched/pkg/capacity"
+	"github.com/drasched/drasched/pkg/capacity/kueue"
 	"github.com/drasched/drasched/pkg/core"
 )
 
@@ -44,12 +50,21 @@ type Options struct {
 	// MaxHolders bounds how many pods per node are tried as "frees if
 	// deleted" (each is one more allocation); 0 means 50.
 	MaxHolders int
+	// Kueue, when set, reads Kueue's admission of the pod's workload
+	// (Report.Kueue); nil means Kueue is not looked at.
+	Kueue *kueue.Reader
 }
 
 // Report is what Explain found.
 type Report struct {
 	// Pod is "namespace/name".
 	Pod string `json:"pod"`
+	// Kueue is what Kueue did with the Workload of the pod's Job: admitted
+	// into a ClusterQueue, with what quota, or why not yet. Nil for a pod
+	// Kueue does not manage, or where Kueue is not installed. Kueue
+	// admits by counts of devices, so an admitted pod may still fit on no
+	// node: Nodes say why.
+	Kueue *kueue.Admission `json:"kueue,omitempty"`
 	// Node is the node of a bound pod; Placement its devices.
 	Node      string            `json:"node,omitempty"`
 	Placement []DevicePlacement `json:"placement,omitempty"`
@@ -113,17 +128,32 @@ type Holder struct {
 
 // Explain reads the pod and the cluster, with capacity.Read (the reader
 // kubectl drasched top and fit use, DeviceTaintRules applied), and explains
-// the pod's placement.
+// the pod's placement; with Options.Kueue, it adds Kueue's admission of the
+// pod's workload.
 func Explain(ctx context.Context, client kubernetes.Interface, namespace, name string, opts Options) (*Report, error) {
 	pod, err := client.CoreV1().Pods(namespace).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("get pod %s/%s: %w", namespace, name, err)
 	}
+	var admission *kueue.Admission
+	var note string
+	if opts.Kueue != nil {
+		if admission, note, err = opts.Kueue.Admission(ctx, pod); err != nil {
+			return nil, err
+		}
+	}
 	snap, err := capacity.Read(ctx, client, capacity.ReadOptions{Pods: true})
 	if err != nil {
 		return nil, err
 	}
-	return ExplainSnapshot(ctx, pod, snap, opts)
+	report, err := ExplainSnapshot(ctx, pod, snap, opts)
+	if report != nil {
+		report.Kueue = admission
+		if note != "" {
+			report.Notes = append(report.Notes, note)
+		}
+	}
+	return report, err
 }
 
 // ExplainSnapshot explains the pod's placement on a snapshot that

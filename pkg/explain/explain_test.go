@@ -7,9 +7,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes/fake"
@@ -18,6 +20,8 @@ import (
 	"github.com/drasched/drasched/internal/builder"
 	"github.com/drasched/drasched/internal/minor"
 	"github.com/drasched/drasched/pkg/allocator"
+	"github.com/drasched/drasched/pkg/capacity/kueue"
+	"github.com/drasched/drasched/pkg/capacity/kueue/kueuetest"
 )
 
 const class = "gpu.example.com"
@@ -227,5 +231,51 @@ func TestMissingNode(t *testing.T) {
 	client := fake.NewClientset(builder.MakeNode("node-a"), pod("p"))
 	if _, err := Explain(context.Background(), client, "default", "p", Options{Node: "node-b"}); err == nil || !strings.Contains(err.Error(), "node-b") {
 		t.Errorf("missing node: %v, want an error naming it", err)
+	}
+}
+
+// TestKueue: a pod of a Job that Kueue admitted by quota and that fits on
+// no node says both; a pending workload says why Kueue waits; without
+// Kueue's API the report is as it was.
+func TestKueue(t *testing.T) {
+	holder := pod("holder")
+	holder.Spec.NodeName = "node-a"
+	train := kueuetest.OfJob(pod("train-0", "train-0-gpus"), "train")
+	cluster := []runtime.Object{
+		builder.MakeNode("node-a"), gpus("node-a", 2, nil), holder, held("holder-gpu", "node-a", holder, "gpu-0"),
+		train, builder.MakeClaim("train-0-gpus").Request("gpu", class, 2).Obj(),
+	}
+	admitted := kueuetest.MakeWorkload("job-train-1").Job("train").Queue("team-a").
+		Admitted("team-a", kueuetest.PodSet{Name: "main", Count: 1, Flavor: "gpus", Usage: map[string]string{"drasched.dev/gpu": "2"}})
+	pending := kueuetest.MakeWorkload("job-train-1").Job("train").Queue("team-a").Pending("insufficient quota for drasched.dev/gpu in flavor gpus")
+	for name, tc := range map[string]struct {
+		served   bool
+		workload *kueuetest.WorkloadWrapper
+		want     *kueue.Admission
+	}{
+		"Kueue absent": {workload: admitted},
+		"admitted": {served: true, workload: admitted, want: &kueue.Admission{
+			Workload: "default/job-train-1", LocalQueue: "team-a", ClusterQueue: "team-a", Admitted: true, Reason: "Admitted", Message: "The workload is admitted",
+			PodSets: []kueue.PodSetQuota{{Name: "main", Count: 1, Resources: []kueue.ResourceUsage{{Name: "drasched.dev/gpu", Quantity: resource.MustParse("2"), Flavor: "gpus"}}}},
+		}},
+		"pending": {served: true, workload: pending, want: &kueue.Admission{
+			Workload: "default/job-train-1", LocalQueue: "team-a", Reason: "Pending", Message: "insufficient quota for drasched.dev/gpu in flavor gpus",
+		}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			reader, _ := kueuetest.NewReader(tc.served, tc.workload.Obj())
+			r := run(t, "train-0", Options{Kueue: reader}, cluster...)
+			if diff := cmp.Diff(tc.want, r.Kueue); diff != "" {
+				t.Errorf("Kueue's admission (-want +got):\n%s", diff)
+			}
+			if len(r.Notes) != 0 {
+				t.Errorf("notes %q, want none", r.Notes)
+			}
+			// The devices' answer, whatever Kueue said.
+			nr := nodeReport(t, r, "node-a")
+			if nr.Fits || len(nr.Reasons) != 1 || nr.Reasons[0].Reason != allocator.ReasonDevicesInUse {
+				t.Errorf("node-a: %+v, want no fit: devices in use", nr)
+			}
+		})
 	}
 }

@@ -5,7 +5,10 @@
 // their ResourceClaims and StructuredDRA's ranking of nodes
 // (core.NodeScore), and says for the first copy that does not fit why not,
 // node by node, with the allocator's reasons (the reasons kubectl drasched
-// explain gives). It only reads.
+// explain gives). It only reads. With a Kueue ClusterQueue
+// (Options.ClusterQueue) it also says how many more fit in the queue's
+// quota, with the pods' devices counted as Kueue counts them
+// (pkg/capacity/kueue).
 //
 // What it approximates is in Result.Approximations: the checks of other
 // scheduler plugins are reduced to resources, node selection and taints;
@@ -38,6 +41,7 @@ import (
 	"github.com/drasched/drasched/apis/config"
 	"github.com/drasched/drasched/pkg/allocator"
 	"github.com/drasched/drasched/pkg/capacity"
+	"github.com/drasched/drasched/pkg/capacity/kueue"
 	"github.com/drasched/drasched/pkg/core"
 	"github.com/drasched/drasched/pkg/explain"
 )
@@ -65,6 +69,11 @@ type Options struct {
 	// Template reads a ResourceClaimTemplate that the workload lacks;
 	// nil means there are none to read.
 	Template func(ctx context.Context, namespace, name string) (*resourceapi.ResourceClaimTemplate, error)
+	// ClusterQueue, when set, is Kueue's queue for the pods: Fit also
+	// says how many more units fit in its quota (Result.Quota), counting
+	// their devices as Kueue does with Mapping.
+	ClusterQueue *kueue.ClusterQueue
+	Mapping      kueue.Mapping
 }
 
 // Result is what Fit found.
@@ -86,6 +95,13 @@ type Result struct {
 	Policy string `json:"policy"`
 	// Approximations say what the answer does not take into account.
 	Approximations []string `json:"approximations"`
+	// Quota is how many more units fit in the quota of
+	// Options.ClusterQueue; nil without one.
+	Quota *kueue.QuotaFit `json:"quota,omitempty"`
+	// Answer is the fewer of Fits and Quota.Fits: how many more units fit
+	// both on the nodes and in the queue's nominal quota; nil without a
+	// queue.
+	Answer *int `json:"answer,omitempty"`
 }
 
 // Placement is one pod placed.
@@ -123,6 +139,9 @@ var approximations = []string{
 	"of the checks of other scheduler plugins, only resource requests against allocatable, node selectors and required node affinity, taints and unschedulable nodes are made; pod (anti-)affinity, topology spread, ports and volumes are not",
 	"nodes are ranked by StructuredDRA's score alone, ties by name; the scheduler adds other plugins' scores, breaks ties at random and, on 100 nodes or more, ranks a sample of the nodes: it may choose another node where several fit",
 }
+
+// quotaApproximation is what the ClusterQueue's answer leaves out.
+const quotaApproximation = "the ClusterQueue's answer is its nominal quota less what its status says is in use, with the pods' devices counted as Kueue counts them; Kueue also weighs the quota other queues of the cohort leave unused, fair sharing and preemption, and admits the pods of a workload together"
 
 // ErrFatal marks an error that the scheduler would also report for the
 // pod (a CEL selector that fails, a claim that cannot be allocated at all).
@@ -189,6 +208,18 @@ func Fit(ctx context.Context, snap *capacity.Snapshot, w *Workload, opts Options
 		}
 		res.Fits++
 		res.Placements = append(res.Placements, placed...)
+	}
+	if opts.ClusterQueue != nil {
+		usage := opts.Mapping.Usage(w.Pods, func(namespace, name string) *resourceapi.ResourceClaimTemplate {
+			return p.templates[namespace+"/"+name]
+		})
+		res.Quota = opts.ClusterQueue.Fit(usage)
+		res.Approximations = append(res.Approximations, quotaApproximation)
+		answer := res.Fits
+		if res.Quota.Fits != nil {
+			answer = min(answer, *res.Quota.Fits)
+		}
+		res.Answer = &answer
 	}
 	perNode := map[string]int{}
 	for _, pl := range res.Placements {

@@ -12,10 +12,12 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/klog/v2/ktesting"
+	"k8s.io/utils/ptr"
 
 	"github.com/drasched/drasched/internal/builder"
 	"github.com/drasched/drasched/pkg/capacity"
 	"github.com/drasched/drasched/pkg/capacity/fit"
+	"github.com/drasched/drasched/pkg/capacity/kueue"
 )
 
 const gpuClass = "gpu"
@@ -187,6 +189,64 @@ spec:
 	}
 	if diff := cmp.Diff([]fit.NodeCount{{Node: "node-b", Pods: 3}}, res.Nodes); diff != "" {
 		t.Errorf("pods per node (-want +got):\n%s", diff)
+	}
+}
+
+// TestFitClusterQueue: with a Kueue ClusterQueue, fit says how many more
+// pods fit in its nominal quota as well as on the nodes, and the fewer of
+// the two is the answer.
+func TestFitClusterQueue(t *testing.T) {
+	const gpu = "example.com/gpu"
+	mapping := kueue.Mapping{gpuClass: gpu}
+	queue := func(nominal, inUse, borrowed string) *kueue.ClusterQueue {
+		return &kueue.ClusterQueue{Name: "team-a", Cohort: "gpus", Groups: []kueue.ResourceGroup{{Covered: []string{gpu}, Flavors: []kueue.FlavorQuota{{
+			Name: "gpus", Resources: []kueue.Quota{{Name: gpu, Nominal: resource.MustParse(nominal), InUse: resource.MustParse(inUse), Borrowed: resource.MustParse(borrowed)}},
+		}}}}}
+	}
+	for name, tc := range map[string]struct {
+		queue       *kueue.ClusterQueue
+		mapping     kueue.Mapping
+		quota       *int
+		answer      int
+		notAdmitted string
+	}{
+		// Two GPUs a pod; the nodes take 6 (12 free GPUs).
+		"the quota is fewer":  {queue: queue("8", "3", "0"), mapping: mapping, quota: ptr.To(2), answer: 2},
+		"the nodes are fewer": {queue: queue("40", "0", "0"), mapping: mapping, quota: ptr.To(20), answer: 6},
+		"over-used quota":     {queue: queue("4", "6", "2"), mapping: mapping, quota: ptr.To(0), answer: 0},
+		"a class Kueue does not map": {queue: queue("40", "0", "0"), mapping: kueue.Mapping{}, quota: ptr.To(0), answer: 0,
+			notAdmitted: "ResourceClaimTemplate one-gpu: DeviceClass gpu is not mapped in Kueue's deviceClassMappings"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, ctx := ktesting.NewTestContext(t)
+			w, err := fit.Load([]byte(fmt.Sprintf(oneGPUPod, 2)), "default")
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, err := fit.Fit(ctx, snapshot(node("node-a", 2), node("node-b", 2)), w, fit.Options{ClusterQueue: tc.queue, Mapping: tc.mapping})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Fits != 6 {
+				t.Errorf("%d fit on the nodes, want 6", res.Fits)
+			}
+			if res.Quota == nil || !cmp.Equal(res.Quota.Fits, tc.quota) || res.Quota.NotAdmitted != tc.notAdmitted {
+				t.Errorf("quota %+v, want %v fitting, not admitted %q", res.Quota, ptr.Deref(tc.quota, -1), tc.notAdmitted)
+			}
+			if res.Answer == nil || *res.Answer != tc.answer {
+				t.Errorf("answer %v, want %d", res.Answer, tc.answer)
+			}
+		})
+	}
+	// Without a queue: as before, no quota and no answer.
+	_, ctx := ktesting.NewTestContext(t)
+	w, err := fit.Load([]byte(fmt.Sprintf(oneGPUPod, 2)), "default")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := fit.Fit(ctx, snapshot(node("node-a", 2)), w, fit.Options{})
+	if err != nil || res.Quota != nil || res.Answer != nil {
+		t.Errorf("without a queue: %+v, %v; want no quota, no answer", res, err)
 	}
 }
 
