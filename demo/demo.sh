@@ -394,6 +394,10 @@ kueue_steps() {
   done
   run_watching "${demo}" report --kubeconfig "${kubeconfig}" --namespace kueue-demo --timeout 1m
   kubectl -n kueue-demo get workloads.kueue.x-k8s.io -o custom-columns='WORKLOAD:.metadata.name,QUEUE:.spec.queueName,ADMITTED:.status.conditions[?(@.type=="Admitted")].status,WHY:.status.conditions[?(@.type=="QuotaReserved")].message'
+
+  step "quota and devices side by side: kubectl drasched explain names a pod's admission by Kueue; fit --cluster-queue: how many more of a-train's pods fit in team-a's quota and on the nodes"
+  kubectl_drasched explain -n kueue-demo "$(kubectl -n kueue-demo get pods -l batch.kubernetes.io/job-name=b-train -o jsonpath='{.items[0].metadata.name}')"
+  kubectl_drasched fit -f demo/kueue/a-train.yaml --cluster-queue team-a --scheduler-config config/scheduler-config.yaml
 }
 
 # real_node_env sets NODE_ROOT, NODE_HOSTNAME and NODE_BIN from

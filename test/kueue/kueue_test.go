@@ -595,11 +595,14 @@ func (c *cluster) checkIntact(jobName string, want []v1.Pod) {
 	}
 }
 
-// TestUnsupportedClaim checks what happens to a Job whose claim Kueue's
-// DRA support cannot count (a constraint between its devices): Kueue does
-// not admit it and says why, and no pod of it reaches drasched.
-func TestUnsupportedClaim(t *testing.T) {
+// TestUnsupportedClaims checks what happens to Jobs whose claims Kueue's
+// DRA support cannot count: one from a template with a constraint between
+// its devices, one whose pods share a ResourceClaim (resourceClaimName).
+// Kueue admits neither and says why in the workload's QuotaReserved
+// condition, and no pod of either reaches drasched.
+func TestUnsupportedClaims(t *testing.T) {
 	c := setUp(t, nil)
+	env := c.env
 	c.apply(fmt.Sprintf(`
 apiVersion: resource.k8s.io/v1
 kind: ResourceClaimTemplate
@@ -616,24 +619,42 @@ spec:
           count: 2
       constraints:
       - matchAttribute: resource.kubernetes.io/pcieRoot
-`, c.env.Namespace))
-	c.apply(strings.Replace(fmt.Sprintf(job, c.env.Namespace, "constrained", "team-a", 1, c.priorities["low"]), "one-gpu", "two-gpus-one-root", 1))
-	c.env.WaitFor(timeout, "Kueue to refuse the workload of job constrained, saying why", func(ctx context.Context) (bool, string, error) {
-		wl, err := c.workload(ctx, "constrained")
-		if err != nil {
-			return false, "", err
+---
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaim
+metadata:
+  name: shared-gpu
+  namespace: %[1]s
+spec:
+  devices:
+    requests:
+    - name: gpu
+      exactly:
+        deviceClassName: gpu.drasched.dev
+`, env.Namespace))
+	for _, tc := range []struct{ job, claim string }{
+		{"constrained", "resourceClaimTemplateName: two-gpus-one-root"},
+		{"shared", "resourceClaimName: shared-gpu"},
+	} {
+		c.apply(strings.Replace(fmt.Sprintf(job, env.Namespace, tc.job, "team-a", 2, c.priorities["low"]),
+			"resourceClaimTemplateName: one-gpu", tc.claim, 1))
+	}
+	for _, tc := range []struct{ job, want string }{
+		{"constrained", "device constraints (MatchAttribute) are not supported"},
+		{"shared", "does not support use of resource claims"},
+	} {
+		env.WaitFor(timeout, "Kueue to refuse the workload of job "+tc.job+", saying why", func(ctx context.Context) (bool, string, error) {
+			wl, err := c.workload(ctx, tc.job)
+			if err != nil || wl == nil {
+				return false, "no workload", err
+			}
+			status, message := condition(wl, "QuotaReserved")
+			return status == "False" && strings.Contains(message, tc.want), fmt.Sprintf("QuotaReserved=%q (%s)", status, message), nil
+		})
+		_, message := condition(mustWorkload(t, c, tc.job), "QuotaReserved")
+		t.Logf("Kueue on job %s: %s", tc.job, message)
+		if pods, _, err := c.jobPods(env.Ctx, tc.job); err != nil || len(pods) != 0 {
+			t.Errorf("job %s, not admitted, has %d pods (%v)", tc.job, len(pods), err)
 		}
-		if wl == nil {
-			// Kueue may refuse to make a workload at all; the Job
-			// then says why in an event, and stays suspended.
-			return false, "no workload", nil
-		}
-		status, message := condition(wl, "QuotaReserved")
-		return status == "False" && strings.Contains(message, "constraints"), fmt.Sprintf("QuotaReserved=%q (%s)", status, message), nil
-	})
-	_, message := condition(mustWorkload(t, c, "constrained"), "QuotaReserved")
-	t.Logf("Kueue: %s", message)
-	if pods, _, err := c.jobPods(c.env.Ctx, "constrained"); err != nil || len(pods) != 0 {
-		t.Errorf("job constrained, not admitted, has %d pods (%v)", len(pods), err)
 	}
 }
