@@ -39,11 +39,22 @@
 #          their GPUs no bound pod got
 #   noclaims  fill's pods without their claims, on the same cluster: what
 #          a plain pod costs the scheduler, beside a DRA pod
+#   queue  batch/v1 Jobs under Kueue (v0.17, hack/kueue; its manager runs
+#          for the case's length): ClusterQueues team-a and team-b in one
+#          cohort, each with a nominal quota of 40% of the H100 GPUs
+#          (drasched.dev/gpu, ResourceFlavor h100 with the H100 nodes'
+#          label), team-a borrowing up to 10%, team-b none, no preemption;
+#          Jobs of 4 pods x 2 GPUs and 8 pods x 1 GPU in turn, team-a's 50%
+#          of the GPUs and team-b's 30%, created at once (team-a's first),
+#          so every Job is admitted without another finishing (kwok ends Job
+#          pods as soon as they run); measures per Job its creation -> the
+#          bind of its last pod, the time until the last Job's pods are all
+#          bound, and per pod its creation -> its bind
 #
 # It measures pods/s and the p50/p90/p99 of creation → bound latency (what
 # the churns leave whole, for the fragmentation cases), the scheduler
 # process's CPU seconds per pod bound and peak RSS (from /proc; fill,
-# noclaims, churn, match, mig, gang), checks every allocation after each
+# noclaims, churn, match, mig, gang, queue), checks every allocation after each
 # case, and writes _output/bench/kwok/kwok.json (bench/internal/results
 # format), its case names carrying the node count (fill_5000nodes) and, for
 # the runs with SchedulerPreQueueingHints, +pqh; `make bench` merges it into
@@ -240,7 +251,8 @@ on_exit() {
 }
 
 # build: the drasched binary, the control-plane binaries (both no-ops when
-# up to date) and the benchmark program.
+# up to date), Kueue's manager and Helm for the queue case (go tool caches
+# them; internal/kueue runs them) and the benchmark program.
 build() {
 	log "building: control-plane binaries (hack/build-control-plane.sh), drasched (make commands), bench/kwok"
 	CLUSTER_BIN_DIR=${cluster_bin} hack/build-control-plane.sh >"${log_dir}/build.log" 2>&1 || {
@@ -251,6 +263,10 @@ build() {
 	# unchanged tree is not linked again (as `make demo` does).
 	make --no-print-directory commands OUTPUT_DIR="${root}/_output" \
 		BUILD_DATE="$(TZ=UTC0 git log -1 --date=format-local:%Y-%m-%dT%H:%M:%SZ --format=%cd)" >>"${log_dir}/build.log" 2>&1 || {
+		tail -n 20 "${log_dir}/build.log" >&2
+		return 1
+	}
+	{ go tool -modfile=hack/kueue/go.mod -n kueue && go tool -modfile=hack/helm/go.mod -n helm; } >>"${log_dir}/build.log" 2>&1 || {
 		tail -n 20 "${log_dir}/build.log" >&2
 		return 1
 	}
@@ -330,6 +346,7 @@ run_scheduler() {
 			--scheduler-pid "${pid}" --fill-pods "${fill_pods}" \
 			--churn-rate "${churn_rate}" --churn-duration "${churn_duration}" \
 			--frag-steps "${frag_steps}" --frag-lifetime "${frag_lifetime}" --frag-seed "${frag_seed}" "${run_args[@]}" \
+			--kueue-dir "${log_dir}/${name}-${run}-kueue" \
 			--out "${raw_dir}/${name}-${run}.json" >&2 || rc=$?
 	fi
 	if ((rc != 0)); then

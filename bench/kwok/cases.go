@@ -8,7 +8,7 @@ import (
 	"github.com/drasched/drasched/bench/internal/results"
 )
 
-// Case names, in the order in which a run measures them.
+// Case names.
 const (
 	caseFill    = results.KwokFill
 	caseChurn   = results.KwokChurn
@@ -19,10 +19,14 @@ const (
 	// cluster: what a plain pod costs the scheduler, beside a DRA pod.
 	caseNoClaims = results.KwokNoClaims
 	// caseFragmentation and caseFragmentationMIG: see fragmentation.go;
-	// caseGang: see gang.go; casePreemptGang: see preemptgang.go.
+	// caseGang: see gang.go; casePreemptGang: see preemptgang.go;
+	// caseQueue: see queue.go.
 )
 
-var caseNames = []string{caseFill, caseNoClaims, caseChurn, caseMatch, caseMIG, casePreempt, caseFragmentation, caseFragmentationMIG, caseGang, casePreemptGang}
+// caseNames are the cases, in the order in which a run measures them.
+// queue comes last: it installs Kueue, whose CustomResourceDefinitions and
+// objects stay on the cluster once its manager has stopped.
+var caseNames = []string{caseFill, caseNoClaims, caseChurn, caseMatch, caseMIG, casePreempt, caseFragmentation, caseFragmentationMIG, caseGang, casePreemptGang, caseQueue}
 
 // workloadCases are the cases with PodGroups: they need the GenericWorkload
 // feature gate and the scheduling.k8s.io/v1beta1 API, which
@@ -35,7 +39,7 @@ var workloadCases = []string{caseGang, casePreemptGang}
 // scheduler binds while it runs. The others share their run with pods that
 // they do not measure (the low-priority fill of preempt and preempt_gang)
 // or with another case (the fragmentation churns).
-var costCases = []string{caseFill, caseNoClaims, caseChurn, caseMatch, caseMIG, caseGang}
+var costCases = []string{caseFill, caseNoClaims, caseChurn, caseMatch, caseMIG, caseGang, caseQueue}
 
 // batches groups the cases to run (all if none are named) into what runs
 // at once, in the order of caseNames: each case alone, but the

@@ -13,7 +13,8 @@ func TestBatches(t *testing.T) {
 		cases []string
 		want  [][]string
 	}{
-		{nil, [][]string{{caseFill}, {caseNoClaims}, {caseChurn}, {caseMatch}, {caseMIG}, {casePreempt}, {caseFragmentation, caseFragmentationMIG}, {caseGang}, {casePreemptGang}}},
+		{nil, [][]string{{caseFill}, {caseNoClaims}, {caseChurn}, {caseMatch}, {caseMIG}, {casePreempt}, {caseFragmentation, caseFragmentationMIG}, {caseGang}, {casePreemptGang}, {caseQueue}}},
+		{[]string{caseQueue, caseFill}, [][]string{{caseFill}, {caseQueue}}},
 		{[]string{caseGang}, [][]string{{caseGang}}},
 		{[]string{casePreemptGang, caseGang}, [][]string{{caseGang}, {casePreemptGang}}},
 		{[]string{caseFragmentationMIG, caseFragmentation}, [][]string{{caseFragmentation, caseFragmentationMIG}}},

@@ -13,7 +13,7 @@
 //	                       both with the same schedulerName and client QPS
 //	kwok run               runs the workloads (fill, churn, match, mig,
 //	                       preempt, fragmentation, fragmentation_mig, gang,
-//	                       preempt_gang; or those of --cases) against the
+//	                       preempt_gang, queue; or those of --cases) against the
 //	                       scheduler, measures pods/s and creation → bound
 //	                       latencies, or what the churns leave whole, checks
 //	                       every allocation after each, and writes the
@@ -38,6 +38,13 @@
 // scheduler and the scheduling.k8s.io/v1beta1 API; hack/bench-kwok.sh gives
 // the two cases (kwok cases --generic-workload) a cluster of their own with
 // them, and the other cases clusters without them.
+//
+// The queue case (queue.go) runs Kueue (internal/kueue, from its chart with
+// hack/kueue/values.yaml) while it runs: batch/v1 Jobs from two teams'
+// LocalQueues, whose ClusterQueues share a cohort, admitted by Kueue, their
+// pods created by the Job controller. It measures, per Job, its creation
+// → the bind of its last pod, and the time until the last Job's pods are
+// all bound.
 package main
 
 import (
@@ -58,6 +65,8 @@ import (
 	"github.com/spf13/cobra"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/yaml"
 
 	"github.com/drasched/drasched/bench/internal/results"
@@ -92,6 +101,18 @@ func newCommand() *cobra.Command {
 	client := func() (kubernetes.Interface, error) {
 		return kwokcluster.NewClient(kubeconfig, "drasched-kwok-bench", qps, burst)
 	}
+	// restConfig is the cluster's configuration as client's, for Kueue.
+	restConfig := func() (*rest.Config, error) {
+		if kubeconfig == "" {
+			return nil, errors.New("--kubeconfig is required")
+		}
+		cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+		if err != nil {
+			return nil, err
+		}
+		cfg.UserAgent, cfg.QPS, cfg.Burst = "drasched-kwok-bench", qps, burst
+		return cfg, nil
+	}
 	root := &cobra.Command{
 		Use:           "kwok",
 		Short:         "The kwok end-to-end benchmark: GPU nodes, scheduler configurations, workloads, report",
@@ -105,7 +126,7 @@ func newCommand() *cobra.Command {
 		newNodesCommand(client),
 		newWarmCommand(client),
 		newSchedulerConfigCommand(&kubeconfig, &qps, &burst),
-		newRunCommand(client),
+		newRunCommand(client, restConfig),
 		newReportCommand(),
 		newCasesCommand(),
 	)
@@ -376,7 +397,7 @@ func editPluginArgs(in []byte, plugin, kind string, edit func(args map[string]an
 // PerPod for each pod; on n times as many nodes, n times that.
 const perPodNodes = 1000
 
-func newRunCommand(client func() (kubernetes.Interface, error)) *cobra.Command {
+func newRunCommand(client func() (kubernetes.Interface, error), restConfig func() (*rest.Config, error)) *cobra.Command {
 	cfg := runConfig{
 		Namespace:     defaultNamespace,
 		SchedulerName: defaultSchedulerName,
@@ -396,6 +417,7 @@ func newRunCommand(client func() (kubernetes.Interface, error)) *cobra.Command {
 		FragInterval:  500 * time.Millisecond,
 		FragStall:     5 * time.Second,
 		FragLargeWait: 30 * time.Second,
+		KueueDir:      "_output/bench/kwok/kueue",
 		Workers:       16,
 		Timeout:       time.Minute,
 		PerPod:        200 * time.Millisecond,
@@ -417,6 +439,10 @@ func newRunCommand(client func() (kubernetes.Interface, error)) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			rc, err := restConfig()
+			if err != nil {
+				return err
+			}
 			mix, err := countNodes(cmd.Context(), c)
 			if err != nil {
 				return err
@@ -428,7 +454,7 @@ func newRunCommand(client func() (kubernetes.Interface, error)) *cobra.Command {
 				nodes += n
 			}
 			cfg.PerPod *= time.Duration(max(1, nodes/perPodNodes))
-			r := &runner{client: c, cfg: cfg, out: cmd.OutOrStdout(), tracker: newTracker(time.Now)}
+			r := &runner{client: c, restConfig: rc, cfg: cfg, out: cmd.OutOrStdout(), tracker: newTracker(time.Now)}
 			if cfg.SchedulerPID != 0 {
 				r.cost = &costMeter{pid: cfg.SchedulerPID, procRoot: "/proc"}
 			}
@@ -478,7 +504,8 @@ func newRunCommand(client func() (kubernetes.Interface, error)) *cobra.Command {
 	cmd.Flags().IntVar(&cfg.FragLifetime, "frag-lifetime", cfg.FragLifetime, "Average lifetime of a fragmentation churn pod, in steps.")
 	cmd.Flags().DurationVar(&cfg.FragInterval, "frag-interval", cfg.FragInterval, "Shortest time between the starts of two fragmentation steps.")
 	cmd.Flags().DurationVar(&cfg.FragLargeWait, "frag-large-wait", cfg.FragLargeWait, "The longest the fragmentation cases wait for their large pods.")
-	cmd.Flags().IntVar(&cfg.Workers, "workers", cfg.Workers, "Pods created in parallel.")
+	cmd.Flags().StringVar(&cfg.KueueDir, "kueue-dir", cfg.KueueDir, "Where the queue case puts the files of Kueue's manager (configuration, certificates, log).")
+	cmd.Flags().IntVar(&cfg.Workers, "workers", cfg.Workers, "Pods (Jobs) created in parallel.")
 	return cmd
 }
 

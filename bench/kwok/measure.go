@@ -6,25 +6,35 @@ import (
 	"sync"
 	"time"
 
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 )
 
 // tracker records, per pod name, when the benchmark created the pod (just
 // before its Create call) and when a watch first saw it bound
 // (spec.nodeName set). Conditions' lastTransitionTime has only a second's
-// resolution, too coarse for latencies of milliseconds. It is safe for
-// concurrent use.
+// resolution, too coarse for latencies of milliseconds. The pods of a Job
+// whose creation it recorded (the queue case: the Job controller creates
+// them, under names the benchmark does not know) are recorded too, by the
+// Job's label, with when a watch first saw each. It is safe for concurrent
+// use.
 type tracker struct {
 	now func() time.Time
 
 	mu sync.Mutex
-	// created and bound by pod name; guarded by mu.
+	// created and bound by pod name (created also by PodGroup and Job
+	// name); guarded by mu.
 	created map[string]time.Time
 	bound   map[string]time.Time
+	// jobPods are the pods of each Job in created, in the order first
+	// seen, and seen when each was; guarded by mu.
+	jobPods map[string][]string
+	seen    map[string]time.Time
 }
 
 func newTracker(now func() time.Time) *tracker {
-	return &tracker{now: now, created: map[string]time.Time{}, bound: map[string]time.Time{}}
+	return &tracker{now: now, created: map[string]time.Time{}, bound: map[string]time.Time{},
+		jobPods: map[string][]string{}, seen: map[string]time.Time{}}
 }
 
 // creating records that the pod is about to be created.
@@ -37,15 +47,23 @@ func (t *tracker) creating(name string) {
 
 // observe is the handler of pod events: the first event with a node name
 // counts. Pods that the benchmark did not create (or not yet record) are
-// ignored.
+// ignored, but for the pods of a Job it created: the first event of such a
+// pod records it as the Job's.
 func (t *tracker) observe(pod *corev1.Pod) {
-	if pod.Spec.NodeName == "" {
-		return
-	}
 	now := t.now()
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if _, ok := t.created[pod.Name]; !ok {
+		job := pod.Labels[batchv1.JobNameLabel]
+		if _, ok := t.created[job]; job == "" || !ok {
+			return
+		}
+		if _, ok := t.seen[pod.Name]; !ok {
+			t.seen[pod.Name] = now
+			t.jobPods[job] = append(t.jobPods[job], pod.Name)
+		}
+	}
+	if pod.Spec.NodeName == "" {
 		return
 	}
 	if _, ok := t.bound[pod.Name]; !ok {

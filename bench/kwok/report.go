@@ -100,6 +100,27 @@ const (
 	metricGroupsBound   = "groups_bound"
 )
 
+// Metrics of the queue case: per Job, from its creation to the bind of its
+// last pod; from the first Job's creation to the last Job's pods all bound;
+// per pod, from its first watch event (the Job controller created it) to
+// its bind.
+const (
+	metricJobP50           = "job_p50_seconds"
+	metricJobP99           = "job_p99_seconds"
+	metricLastJob          = "last_job_seconds"
+	metricPodSchedulingP50 = "pod_scheduling_p50_seconds"
+	metricPodSchedulingP99 = "pod_scheduling_p99_seconds"
+)
+
+// lastJobSeconds is from the first Job's creation to the last Job's pods
+// all bound, 0 (no value) where a Job was not.
+func lastJobSeconds(c caseResult) float64 {
+	if c.Jobs == 0 || c.JobsBound < c.Jobs {
+		return 0
+	}
+	return c.Seconds
+}
+
 // wholeFreeMetric is the metric of a fragmentation case's WholeFree.
 func wholeFreeMetric(name string) string {
 	if name == caseFragmentationMIG {
@@ -127,6 +148,13 @@ var metrics = []metric{
 	{metricGroupP50, results.Lower, func(c caseResult) float64 { return percentile(c.GroupLatencies, 0.5) }, workloadCases},
 	{metricGroupP99, results.Lower, func(c caseResult) float64 { return percentile(c.GroupLatencies, 0.99) }, workloadCases},
 	{metricPartialGroups, results.Lower, func(c caseResult) float64 { return float64(c.PartialGroups) }, workloadCases},
+	// A Job runs once its last pod is bound; Kueue's admission is part of
+	// that time, the pod's scheduling the part after its creation.
+	{metricJobP50, results.Lower, func(c caseResult) float64 { return percentile(c.JobLatencies, 0.5) }, []string{caseQueue}},
+	{metricJobP99, results.Lower, func(c caseResult) float64 { return percentile(c.JobLatencies, 0.99) }, []string{caseQueue}},
+	{metricLastJob, results.Lower, lastJobSeconds, []string{caseQueue}},
+	{metricPodSchedulingP50, results.Lower, func(c caseResult) float64 { return percentile(c.SchedulingLatencies, 0.5) }, []string{caseQueue}},
+	{metricPodSchedulingP99, results.Lower, func(c caseResult) float64 { return percentile(c.SchedulingLatencies, 0.99) }, []string{caseQueue}},
 	// What the churns leave whole, and what a perfect packing of the same
 	// pods would: both schedulers' ideals are alike where all their pods
 	// were bound.
@@ -405,6 +433,41 @@ func firstFitLine(name string, runs []caseResult) string {
 	return line + "."
 }
 
+// queueNote says what the queue case's workload was, from the teams and
+// shapes of queue.go and the first upstream run's Jobs, and what Kueue's
+// quota in use and borrowed came to at most in each scheduler's runs.
+func queueNote(r runResult, cases map[string][]caseResult) string {
+	c := cases[upstream][0]
+	var teams []string
+	for _, t := range queueTeams {
+		teams = append(teams, fmt.Sprintf("%s (%d Jobs, %d%% of the GPUs)", t.name, c.JobsByQueue[t.name], t.demandPercent))
+	}
+	var limits []string
+	for _, t := range queueTeams {
+		limits = append(limits, fmt.Sprintf("%s borrowing up to %d%%", t.name, t.borrowPercent))
+	}
+	var shapes []string
+	for _, s := range queueShapes {
+		shapes = append(shapes, fmt.Sprintf("%d pods × %d H100 GPU%s", s.pods, s.gpus, map[bool]string{true: "s"}[s.gpus != 1]))
+	}
+	var peaks []string
+	for _, s := range []string{upstream, drasched} {
+		var used, borrowed []string
+		for _, c := range cases[s] {
+			used = append(used, strconv.Itoa(c.UsedPeak))
+			borrowed = append(borrowed, strconv.Itoa(c.BorrowedPeak))
+		}
+		peaks = append(peaks, fmt.Sprintf("%s %s (%s borrowed)", s, strings.Join(used, ", "), strings.Join(borrowed, ", ")))
+	}
+	return fmt.Sprintf("%d batch/v1 Jobs, %d pods, of %s in turn, from LocalQueues %s of %d H100 nodes, created at once in that order; "+
+		"their ClusterQueues in one cohort with a nominal quota of %d%% of the GPUs each (%s, ResourceFlavor %s with the H100 nodes' label), %s: every Job fits at once. "+
+		"Kueue v0.17 (hack/kueue/values.yaml) admits them, the Job controller creates the pods, kwok ends each as soon as it runs. "+
+		"Latencies are from a pod's Job's creation to its bind, job latency to the bind of the Job's last pod, pod scheduling from the pod's first watch event to its bind. "+
+		"GPUs of quota in use at most: %s.",
+		c.Jobs, c.Pods, strings.Join(shapes, " and "), strings.Join(teams, " and "), r.NodeMix[kindH100],
+		queueNominalPercent, queueResource, queueFlavor, strings.Join(limits, ", "), strings.Join(peaks, "; "))
+}
+
 // count prints a median of counts: whole, or with .5 between two.
 func count(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }
 
@@ -473,6 +536,8 @@ func caseNote(name string, r runResult, cases map[string][]caseResult, dr string
 			"Group latency is from the PodGroup's creation to the bind of its last pod; partly bound groups are counted from the API once binds have settled. "+
 			"GenericWorkload on (scheduling.k8s.io/v1beta1), on a cluster of its own.",
 			c.Groups, gangShapes[0].pods, gangShapes[0].gpus, gangShapes[1].pods, gangShapes[1].gpus, pods, r.GangFraction*100, r.NodeMix[kindH100])
+	case caseQueue:
+		what = queueNote(r, cases)
 	case caseFragmentation:
 		what = fmt.Sprintf("A churn of %d pods of 1, 2 or 4 H100 GPUs (sizes and lifetimes drawn from seed %d, the same for every scheduler) on %d H100 nodes, "+
 			"%.0f%% of the GPUs requested throughout: %d steps after the initial fill, each deleting the pods whose lifetime (1 to %d steps) ended and creating pods up to %.0f%% again. "+
@@ -511,6 +576,12 @@ func caseNote(name string, r runResult, cases map[string][]caseResult, dr string
 			}
 			if c.PartialGroups > 0 {
 				problems = append(problems, fmt.Sprintf("%s run %d: %d of %d groups partly bound", label, i+1, c.PartialGroups, c.Groups))
+			}
+			if c.JobsBound < c.Jobs {
+				problems = append(problems, fmt.Sprintf("%s run %d: %d of %d Jobs not all bound", label, i+1, c.Jobs-c.JobsBound, c.Jobs))
+			}
+			if c.WorkloadsEvicted > 0 {
+				problems = append(problems, fmt.Sprintf("%s run %d: Kueue evicted %d workloads", label, i+1, c.WorkloadsEvicted))
 			}
 			if n := len(c.Errors); n > 0 && c.Unbound == 0 && c.AllocationErrors == 0 {
 				problems = append(problems, fmt.Sprintf("%s run %d: %s", label, i+1, c.Errors[0]))

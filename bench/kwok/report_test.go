@@ -65,9 +65,10 @@ func TestSuiteFile(t *testing.T) {
 	// Pods/s, three latencies and allocation errors of every case,
 	// high_priority_bound, preempted_pods and wasted_gpus of preempt and
 	// preempt_gang, the two group latencies and partial groups of gang and
-	// preempt_gang, and groups bound of preempt_gang; the runs have no
+	// preempt_gang, groups bound of preempt_gang, and the Job latencies,
+	// last Job and pod scheduling latencies of queue; the runs have no
 	// fragmentation case.
-	if got, want := len(f.Cases), len(speedCases())*5+2*3+2*3+1; got != want {
+	if got, want := len(f.Cases), len(speedCases())*5+2*3+2*3+1+5; got != want {
 		t.Fatalf("%d cases, want %d", got, want)
 	}
 	get := func(name, metric string) results.Case {
@@ -633,6 +634,69 @@ func TestSuiteFileWithoutCost(t *testing.T) {
 	for _, c := range f.Cases {
 		if c.Metric == results.MetricCPUPerPod || c.Metric == results.MetricPeakRSS {
 			t.Errorf("case %s has %s without a measurement", c.Name, c.Metric)
+		}
+	}
+}
+
+// The queue case reports its Jobs' latencies and the last Job's, and says
+// in its note what Kueue's queues were; a run with a Job not all bound has
+// no last Job time, and the note says why.
+func TestSuiteFileQueue(t *testing.T) {
+	queue := func(r runResult, jobLatencies, scheduling []float64, seconds float64, jobsBound int) runResult {
+		for i := range r.Cases {
+			if c := &r.Cases[i]; c.Name == caseQueue {
+				c.Jobs, c.JobsBound, c.JobsByQueue = 3, jobsBound, map[string]int{"team-a": 2, "team-b": 1}
+				c.JobLatencies, c.SchedulingLatencies, c.Seconds = jobLatencies, scheduling, seconds
+				c.UsedPeak, c.BorrowedPeak = 24, 4
+			}
+		}
+		return r
+	}
+	runs := []runResult{
+		queue(testRun(upstream, 1, 1, 0, 0), []float64{10, 20, 30}, []float64{4, 8}, 40, 3),
+		queue(testRun(drasched, 1, 0.5, 0, 0), []float64{5, 6, 8}, []float64{1, 2}, 10, 3),
+	}
+	f, err := suiteFile(runs, "", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	byMetric := map[string]results.Case{}
+	for _, c := range f.Cases {
+		if c.Name == at100(caseQueue) {
+			byMetric[c.Metric] = c
+		}
+	}
+	for metric, want := range map[string][2]float64{
+		metricJobP50:           {20, 6},
+		metricJobP99:           {30, 8},
+		metricLastJob:          {40, 10},
+		metricPodSchedulingP50: {4, 1},
+		metricPodSchedulingP99: {8, 2},
+	} {
+		c := byMetric[metric]
+		if c.Upstream != want[0] || c.Drasched != want[1] || c.Better != results.Lower {
+			t.Errorf("%s: %+v, want upstream %v, drasched %v, lower better", metric, c, want[0], want[1])
+		}
+	}
+	note := byMetric[results.MetricPodsPerSecond].Note
+	for _, want := range []string{"3 batch/v1 Jobs", "4 pods × 2 H100 GPUs and 8 pods × 1 H100 GPU in turn", "team-a (2 Jobs, 50% of the GPUs) and team-b (1 Jobs, 30% of the GPUs) of 80 H100 nodes",
+		"nominal quota of 40%", "team-a borrowing up to 10%, team-b borrowing up to 0%", "upstream 24 (4 borrowed); drasched 24 (4 borrowed)"} {
+		if !strings.Contains(note, want) {
+			t.Errorf("queue note %q does not say %q", note, want)
+		}
+	}
+
+	runs[1] = queue(testRun(drasched, 1, 0.5, 0, 0), []float64{5, 6}, []float64{1, 2}, 10, 2)
+	f, err = suiteFile(runs, "", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range f.Cases {
+		if c.Name == at100(caseQueue) && c.Metric == metricLastJob && (c.Drasched != 0 || c.Ratio != 0) {
+			t.Errorf("last Job of a run with a Job not all bound: %+v, want none", c)
+		}
+		if c.Name == at100(caseQueue) && c.Note != "" && !strings.Contains(c.Note, "drasched run 1: 1 of 3 Jobs not all bound") {
+			t.Errorf("queue note %q does not say that a Job was not bound", c.Note)
 		}
 	}
 }

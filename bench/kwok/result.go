@@ -93,6 +93,27 @@ type caseResult struct {
 	GroupsBound    int       `json:"groups_bound,omitempty"`
 	PartialGroups  int       `json:"partial_groups,omitempty"`
 	GroupLatencies []float64 `json:"group_latencies,omitempty"`
+	// Of the queue case (Pods are the pods of all its Jobs, Latencies from
+	// a pod's Job's Create call to its bind): Jobs is how many Jobs it
+	// created, JobsByQueue how many per LocalQueue, JobsBound how many had
+	// all their pods bound; JobLatencies are, for each of those, from its
+	// Create call to the bind of its last pod, JobStartLatencies, for each
+	// Job with a pod, from its Create call to the first watch event of one
+	// of its pods (Kueue's admission and the Job controller's work), and
+	// SchedulingLatencies, for each pod bound, from its first watch event to
+	// its bind, in seconds. UsedPeak and BorrowedPeak are the most GPUs
+	// of quota that Kueue's ClusterQueues reported in use, and borrowed,
+	// sampled every second; WorkloadsEvicted counts the workloads Kueue
+	// evicted.
+	Jobs                int            `json:"jobs,omitempty"`
+	JobsByQueue         map[string]int `json:"jobs_by_queue,omitempty"`
+	JobsBound           int            `json:"jobs_bound,omitempty"`
+	JobLatencies        []float64      `json:"job_latencies,omitempty"`
+	JobStartLatencies   []float64      `json:"job_start_latencies,omitempty"`
+	SchedulingLatencies []float64      `json:"scheduling_latencies,omitempty"`
+	UsedPeak            int            `json:"used_peak,omitempty"`
+	BorrowedPeak        int            `json:"borrowed_peak,omitempty"`
+	WorkloadsEvicted    int            `json:"workloads_evicted,omitempty"`
 	// Share is the fraction of the H100 GPUs that fill's pods took (below
 	// the run's Fraction where FillPods bounded them).
 	Share float64 `json:"share,omitempty"`

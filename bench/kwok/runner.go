@@ -16,9 +16,11 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 
 	"github.com/drasched/drasched/internal/invariants"
+	"github.com/drasched/drasched/internal/kueue"
 	"github.com/drasched/drasched/internal/manifest"
 )
 
@@ -70,6 +72,9 @@ type runConfig struct {
 	FragInterval  time.Duration
 	FragStall     time.Duration
 	FragLargeWait time.Duration
+	// KueueDir receives the files of Kueue's manager (configuration,
+	// certificates, log) for the queue case.
+	KueueDir string
 	// Workers create pods in parallel.
 	Workers int
 	// Timeout is how long the pods of a case may take to be bound, plus
@@ -79,15 +84,19 @@ type runConfig struct {
 
 // runner runs the workloads against one cluster.
 type runner struct {
-	client  kubernetes.Interface
-	cfg     runConfig
-	out     io.Writer
-	tracker *tracker
+	client kubernetes.Interface
+	// restConfig is the cluster's, for Kueue (the queue case).
+	restConfig *rest.Config
+	cfg        runConfig
+	out        io.Writer
+	tracker    *tracker
 	// cost reads the scheduler process, if cfg.SchedulerPID is set;
 	// costStart is the mark of the case running, costErr why it has none.
 	cost      *costMeter
 	costStart costMark
 	costErr   error
+	// kueue is Kueue's manager while the queue case runs.
+	kueue *kueue.Kueue
 }
 
 // run measures every case against the cluster, whose nodes exist and are
@@ -101,6 +110,9 @@ func (r *runner) run(ctx context.Context) ([]caseResult, error) {
 	if err := r.setup(ctx); err != nil {
 		return nil, err
 	}
+	// The queue case stops Kueue once it is cleaned up; this is for a run
+	// that ends before.
+	defer r.stopKueue(context.WithoutCancel(ctx))
 	sliceList, err := r.client.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return nil, err
@@ -160,6 +172,10 @@ func (r *runner) run(ctx context.Context) ([]caseResult, error) {
 			c := caseResult{Name: name}
 			r.measurePreemptGang(ctx, &c, capa)
 			cases = []caseResult{c}
+		case caseQueue:
+			c := caseResult{Name: name}
+			r.measureQueue(ctx, &c, capa)
+			cases = []caseResult{c}
 		default:
 			cases = r.measureFragmentation(ctx, batch, sliceList.Items)
 		}
@@ -185,6 +201,9 @@ func (r *runner) run(ctx context.Context) ([]caseResult, error) {
 		if err := r.cleanup(ctx); err != nil {
 			return results, err
 		}
+		// Kueue runs until its Jobs are gone: its webhooks stand in front
+		// of Jobs, and its workloads' finalizers wait for it.
+		r.stopKueue(ctx)
 	}
 	if len(failed) > 0 {
 		return results, fmt.Errorf("cases failed: %s", strings.Join(failed, ", "))
@@ -321,7 +340,9 @@ func (r *runner) verify(ctx context.Context) []error {
 }
 
 // stablyBound returns the pods bound in before that are in after too, the
-// same pod on the same node and not being deleted.
+// same pod on the same node, not being deleted and not terminated: the
+// claim controller releases the claims of a pod that has ended (kwok ends
+// the pods of Jobs, the queue case's, as soon as they run).
 func stablyBound(before, after []corev1.Pod) []corev1.Pod {
 	later := map[types.UID]*corev1.Pod{}
 	for i := range after {
@@ -330,7 +351,8 @@ func stablyBound(before, after []corev1.Pod) []corev1.Pod {
 	var out []corev1.Pod
 	for _, pod := range before {
 		p, ok := later[pod.UID]
-		if pod.Spec.NodeName == "" || pod.DeletionTimestamp != nil || !ok || p.Spec.NodeName != pod.Spec.NodeName || p.DeletionTimestamp != nil {
+		if pod.Spec.NodeName == "" || pod.DeletionTimestamp != nil || !ok || p.Spec.NodeName != pod.Spec.NodeName || p.DeletionTimestamp != nil ||
+			terminated(&pod) || terminated(p) {
 			continue
 		}
 		out = append(out, pod)
@@ -338,28 +360,58 @@ func stablyBound(before, after []corev1.Pod) []corev1.Pod {
 	return out
 }
 
+// terminated says whether the pod has ended.
+func terminated(pod *corev1.Pod) bool {
+	return pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed
+}
+
 // cleanup deletes the pods of the namespace and waits until their claims
 // are gone too, so that the next case starts with free devices. It deletes
-// the PodGroups of the gang cases too, where the cluster serves them.
+// the Jobs of the queue case first, whose controller would otherwise make
+// their pods again, and the PodGroups of the gang cases too, where the
+// cluster serves them.
 func (r *runner) cleanup(ctx context.Context) error {
+	ours := metav1.ListOptions{LabelSelector: appLabel + "=" + appValue}
+	// The Jobs go first, their pods with them (the garbage collector
+	// deletes what the wait below does not).
+	deleteJobs := func(ctx context.Context) error {
+		return r.client.BatchV1().Jobs(r.cfg.Namespace).DeleteCollection(ctx,
+			metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationBackground)}, ours)
+	}
 	deletePods := func(ctx context.Context) error {
 		return r.client.CoreV1().Pods(r.cfg.Namespace).DeleteCollection(ctx,
-			metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)},
-			metav1.ListOptions{LabelSelector: appLabel + "=" + appValue})
+			metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}, ours)
 	}
-	// Deleting a thousand pods at once can outlast a busy API server's
-	// patience ("stream error ... INTERNAL_ERROR"), with some deleted: the
-	// wait below deletes again while pods are left.
+	// Deleting a thousand pods (or 640 Jobs) at once can outlast a busy
+	// API server's patience ("stream error ... INTERNAL_ERROR"), with some
+	// deleted: the wait below deletes again while some are left, pods
+	// again too where Jobs were left, whose controller may have made pods
+	// meanwhile.
+	jobsErr := deleteJobs(ctx)
 	deleteErr := deletePods(ctx)
 	// NotFound: the cluster does not serve scheduling.k8s.io/v1beta1,
 	// so there are none.
-	err := r.client.SchedulingV1beta1().PodGroups(r.cfg.Namespace).DeleteCollection(ctx,
-		metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: appLabel + "=" + appValue})
+	err := r.client.SchedulingV1beta1().PodGroups(r.cfg.Namespace).DeleteCollection(ctx, metav1.DeleteOptions{}, ours)
 	if err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("delete PodGroups: %w", err)
 	}
-	var pods, claims int
+	var jobs, pods, claims int
 	err = wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
+		if jobsErr != nil {
+			jobList, err := r.client.BatchV1().Jobs(r.cfg.Namespace).List(ctx, ours)
+			if err != nil {
+				return false, err
+			}
+			jobs = len(jobList.Items)
+			if jobs == 0 {
+				jobsErr = nil
+			} else {
+				if jobsErr = deleteJobs(ctx); jobsErr == nil {
+					jobs = 0
+				}
+				deleteErr = errors.Join(deleteErr, errJobsLeft)
+			}
+		}
 		podList, err := r.client.CoreV1().Pods(r.cfg.Namespace).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return false, err
@@ -372,13 +424,16 @@ func (r *runner) cleanup(ctx context.Context) error {
 			return false, err
 		}
 		pods, claims = len(podList.Items), len(claimList.Items)
-		return pods == 0 && claims == 0, nil
+		return jobsErr == nil && pods == 0 && claims == 0, nil
 	})
 	if err != nil {
-		return fmt.Errorf("cleanup: %d pods and %d claims left: %w", pods, claims, errors.Join(err, deleteErr))
+		return fmt.Errorf("cleanup: %d Jobs, %d pods and %d claims left: %w", jobs, pods, claims, errors.Join(err, jobsErr, deleteErr))
 	}
 	return nil
 }
+
+// errJobsLeft marks pods to delete again: Jobs were left.
+var errJobsLeft = errors.New("some Jobs were left")
 
 // report prints a case's result.
 func (r *runner) report(c caseResult) {
@@ -401,6 +456,14 @@ func (r *runner) report(c caseResult) {
 	if c.Name == caseGang || c.Name == casePreemptGang {
 		_, _ = fmt.Fprintf(r.out, "    %-6s %d of %d groups bound, %d partly bound; group creation → all bound p50 %s p99 %s\n",
 			c.Name, c.GroupsBound, c.Groups, c.PartialGroups, seconds(percentile(c.GroupLatencies, 0.5)), seconds(percentile(c.GroupLatencies, 0.99)))
+	}
+	if c.Name == caseQueue {
+		_, _ = fmt.Fprintf(r.out, "    %-6s %d of %d Jobs %v with all pods bound, the last %s after the first Job's creation; Job creation → all pods bound p50 %s p99 %s, "+
+			"→ first pod seen p50 %s p99 %s; pod seen → bound p50 %s p99 %s; Kueue: at most %d GPUs of quota in use, %d borrowed, %d workloads evicted\n",
+			c.Name, c.JobsBound, c.Jobs, c.JobsByQueue, seconds(c.Seconds), seconds(percentile(c.JobLatencies, 0.5)), seconds(percentile(c.JobLatencies, 0.99)),
+			seconds(percentile(c.JobStartLatencies, 0.5)), seconds(percentile(c.JobStartLatencies, 0.99)),
+			seconds(percentile(c.SchedulingLatencies, 0.5)), seconds(percentile(c.SchedulingLatencies, 0.99)),
+			c.UsedPeak, c.BorrowedPeak, c.WorkloadsEvicted)
 	}
 	for _, e := range c.Errors {
 		_, _ = fmt.Fprintf(r.out, "      error: %s\n", e)

@@ -216,7 +216,13 @@ func migPods(devices map[string]int, fraction float64) []podSpec {
 // MIG profiles given.
 func claimTemplates(namespace string, migProfiles []string) []*resourceapi.ResourceClaimTemplate {
 	attr := func(name string) string { return fmt.Sprintf("device.attributes[%q].%s", gpu.DefaultDriverName, name) }
+	// A template without a selector asks for devices of the class by
+	// count alone.
 	template := func(name, class string, count int64, selector string, constraints []resourceapi.DeviceConstraint) *resourceapi.ResourceClaimTemplate {
+		var selectors []resourceapi.DeviceSelector
+		if selector != "" {
+			selectors = []resourceapi.DeviceSelector{{CEL: &resourceapi.CELDeviceSelector{Expression: selector}}}
+		}
 		return &resourceapi.ResourceClaimTemplate{
 			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace},
 			Spec: resourceapi.ResourceClaimTemplateSpec{Spec: resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{
@@ -226,7 +232,7 @@ func claimTemplates(namespace string, migProfiles []string) []*resourceapi.Resou
 						DeviceClassName: class,
 						AllocationMode:  resourceapi.DeviceAllocationModeExactCount,
 						Count:           count,
-						Selectors:       []resourceapi.DeviceSelector{{CEL: &resourceapi.CELDeviceSelector{Expression: selector}}},
+						Selectors:       selectors,
 					},
 				}},
 				Constraints: constraints,
@@ -243,6 +249,11 @@ func claimTemplates(namespace string, migProfiles []string) []*resourceapi.Resou
 		out = append(out, template(migTemplate(p), migClass, 1, fmt.Sprintf("%s == %q", attr("profile"), p), nil))
 	}
 	out = append(out, template(migWholeTemplate, gpuClass, 1, attr("migEnabled")+" == true", nil))
+	// What Kueue counts against quota: no selector, no constraint. The
+	// queue case's ResourceFlavor keeps its pods on H100 nodes.
+	for _, shape := range queueShapes {
+		out = append(out, template(queueTemplate(shape.gpus), gpuClass, int64(shape.gpus), "", nil))
+	}
 	return out
 }
 

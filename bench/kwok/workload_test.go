@@ -282,6 +282,11 @@ func TestTemplatesFit(t *testing.T) {
 		migTemplate("7g.40gb"): {kindA100: capa.mig["7g.40gb"]},
 		// GPUs 0-5 of the A100 inventory are in MIG mode.
 		migWholeTemplate: {kindA100: 6},
+		// By count alone, as Kueue counts them: any GPU of any node, whole
+		// (the A100s in MIG mode too). The queue case's ResourceFlavor
+		// keeps its pods on the H100 nodes.
+		queueTemplate(1): {kindH100: 8, kindL40S: 8, kindA100: 8},
+		queueTemplate(2): {kindH100: 4, kindL40S: 4, kindA100: 4},
 	} {
 		t.Run(name, func(t *testing.T) {
 			for kind, node := range nodes {
@@ -291,8 +296,20 @@ func TestTemplatesFit(t *testing.T) {
 			}
 		})
 	}
-	if len(templates) != len(fillSizes)+1+len(capa.mig)+1 {
-		t.Errorf("%d templates, want one per fill size, one for match, one per MIG profile, one for a whole GPU in MIG mode", len(templates))
+	if len(templates) != len(fillSizes)+1+len(capa.mig)+1+len(queueShapes) {
+		t.Errorf("%d templates, want one per fill size, one for match, one per MIG profile, one for a whole GPU in MIG mode, one per queue Job shape", len(templates))
+	}
+	// Kueue counts a request against quota only by class and count: no
+	// selector, no constraint, exactly.
+	for _, shape := range queueShapes {
+		spec := templates[queueTemplate(shape.gpus)].Spec.Spec.Devices
+		if len(spec.Constraints) != 0 || len(spec.Requests) != 1 || spec.Requests[0].Exactly == nil {
+			t.Fatalf("%s: %+v, want one exact request and no constraints", queueTemplate(shape.gpus), spec)
+		}
+		if r := spec.Requests[0].Exactly; r.DeviceClassName != gpuClass || len(r.Selectors) != 0 || r.Count != int64(shape.gpus) ||
+			r.AllocationMode != resourceapi.DeviceAllocationModeExactCount || r.AdminAccess != nil {
+			t.Errorf("%s: request %+v, want %d of %s by count alone", queueTemplate(shape.gpus), r, shape.gpus, gpuClass)
+		}
 	}
 }
 

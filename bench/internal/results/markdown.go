@@ -41,6 +41,12 @@ var MetricTitles = map[string]string{
 	"group_p50_seconds": "group p50 latency",
 	"group_p99_seconds": "group p99 latency",
 	"partial_groups":    "partly bound groups",
+	// The kwok queue case (Jobs under Kueue).
+	"job_p50_seconds":            "Job p50 latency",
+	"job_p99_seconds":            "Job p99 latency",
+	"last_job_seconds":           "last Job bound",
+	"pod_scheduling_p50_seconds": "pod scheduling p50",
+	"pod_scheduling_p99_seconds": "pod scheduling p99",
 	// The kwok fragmentation cases.
 	"whole_free_nodes":       "whole free H100 nodes",
 	"free_4gpu_numa":         "free 4-GPU NUMA nodes",
