@@ -14,7 +14,6 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/printers"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/drasched/drasched/pkg/capacity"
 	"github.com/drasched/drasched/pkg/capacity/fit"
@@ -101,15 +100,7 @@ queue's status says is in use. The fewer of the two is the answer.`,
 					return fmt.Errorf("--selector: %w", err)
 				}
 			}
-			config, err := flags.ToRESTConfig()
-			if err != nil {
-				return err
-			}
-			client, err := kubernetes.NewForConfig(config)
-			if err != nil {
-				return err
-			}
-			reader, err := newKueueReader(config, client)
+			client, reader, err := newClients(flags)
 			if err != nil {
 				return err
 			}

@@ -6,21 +6,30 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 
 	"github.com/drasched/drasched/pkg/capacity/fit"
 	"github.com/drasched/drasched/pkg/capacity/kueue"
 )
 
-// newKueueReader reads Kueue's objects with the client's configuration.
-func newKueueReader(config *rest.Config, client kubernetes.Interface) (*kueue.Reader, error) {
+// newClients returns the client of the kubeconfig and a reader of Kueue's
+// objects with the same configuration.
+func newClients(flags *genericclioptions.ConfigFlags) (kubernetes.Interface, *kueue.Reader, error) {
+	config, err := flags.ToRESTConfig()
+	if err != nil {
+		return nil, nil, err
+	}
+	client, err := kubernetes.NewForConfig(config)
+	if err != nil {
+		return nil, nil, err
+	}
 	dyn, err := dynamic.NewForConfig(config)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return &kueue.Reader{Dynamic: dyn, Discovery: client.Discovery()}, nil
+	return client, &kueue.Reader{Dynamic: dyn, Discovery: client.Discovery()}, nil
 }
 
 // kueueFlags are fit's flags for a Kueue ClusterQueue.

@@ -38,7 +38,6 @@ import (
 	"github.com/spf13/cobra"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/drasched/drasched/pkg/explain"
 )
@@ -82,15 +81,7 @@ func newCommand(out io.Writer) *cobra.Command {
 			if err := limit.validate(); err != nil {
 				return err
 			}
-			config, err := flags.ToRESTConfig()
-			if err != nil {
-				return err
-			}
-			client, err := kubernetes.NewForConfig(config)
-			if err != nil {
-				return err
-			}
-			reader, err := newKueueReader(config, client)
+			client, reader, err := newClients(flags)
 			if err != nil {
 				return err
 			}

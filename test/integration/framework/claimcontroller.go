@@ -23,23 +23,42 @@ const claimControllerWorkers = 10
 // runs until the returned stop function is called or ctx is done; stop
 // waits for it to end.
 func StartClaimController(ctx context.Context, restConfig *rest.Config) (stop func(), err error) {
-	client, err := kubernetes.NewForConfig(rest.AddUserAgent(rest.CopyConfig(restConfig), "resource-claim-controller"))
+	return startController(ctx, restConfig, "resource-claim-controller", "claim-controller",
+		func(ctx context.Context, client kubernetes.Interface, factory informers.SharedInformerFactory) (controller, error) {
+			c, err := newClaimController(klog.FromContext(ctx), client, factory)
+			if err != nil {
+				return nil, err
+			}
+			return func(ctx context.Context) { c.Run(ctx, claimControllerWorkers) }, nil
+		})
+}
+
+// controller runs a kube-controller-manager controller until ctx is done.
+type controller func(ctx context.Context)
+
+// startController builds a controller of kube-controller-manager with a
+// client of its own (userAgent) and informers, and runs it as
+// StartClaimController says: logging as name, until stop or ctx's end.
+func startController(ctx context.Context, restConfig *rest.Config, userAgent, name string,
+	build func(ctx context.Context, client kubernetes.Interface, factory informers.SharedInformerFactory) (controller, error),
+) (stop func(), err error) {
+	client, err := kubernetes.NewForConfig(rest.AddUserAgent(rest.CopyConfig(restConfig), userAgent))
 	if err != nil {
-		return nil, fmt.Errorf("create claim controller client: %w", err)
+		return nil, fmt.Errorf("create %s client: %w", name, err)
 	}
-	logger := klog.LoggerWithName(klog.FromContext(ctx), "claim-controller")
+	logger := klog.LoggerWithName(klog.FromContext(ctx), name)
 	ctx, cancel := context.WithCancel(klog.NewContext(ctx, logger))
 
 	informerFactory := informers.NewSharedInformerFactory(client, 0)
-	controller, err := newClaimController(logger, client, informerFactory)
+	run, err := build(ctx, client, informerFactory)
 	if err != nil {
 		cancel()
-		return nil, fmt.Errorf("create claim controller: %w", err)
+		return nil, fmt.Errorf("create %s: %w", name, err)
 	}
 	informerFactory.Start(ctx.Done())
 
 	var wg sync.WaitGroup
-	wg.Go(func() { controller.Run(ctx, claimControllerWorkers) })
+	wg.Go(func() { run(ctx) })
 	return func() {
 		cancel()
 		wg.Wait()
