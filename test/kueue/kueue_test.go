@@ -431,12 +431,12 @@ func TestQuotaAndPlacement(t *testing.T) {
 	})
 
 	step("b-train waits in Kueue's queue, not in drasched's: no pod of it exists")
-	_, pending, err := c.jobPods(env.Ctx, "b-train")
+	live, bound, err := c.jobPods(env.Ctx, "b-train")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if live, _, _ := c.jobPods(env.Ctx, "b-train"); len(live) != 0 {
-		t.Errorf("b-train is not admitted but has %d pods (%d bound)", len(live), pending)
+	if len(live) != 0 {
+		t.Errorf("b-train is not admitted but has %d pods (%d bound)", len(live), bound)
 	}
 	if status, message := condition(mustWorkload(t, c, "b-train"), "QuotaReserved"); status != "False" || message == "" {
 		t.Errorf("b-train's QuotaReserved = %q (%q), want False with the reason", status, message)
@@ -565,6 +565,36 @@ func TestKueueOwnsPreemption(t *testing.T) {
 	env.WaitForConsistentAllocations()
 	env.VerifyAllocations()
 	c.checkClaimsOfAdmittedOnly()
+
+	// The other way: a pod outside Kueue, of high priority, needs 3 GPUs
+	// where 2 are free. Only a-train's pods are of lower priority, and
+	// they are Kueue's: drasched evicts none and the pod waits.
+	c.apply(fmt.Sprintf(`
+apiVersion: v1
+kind: Pod
+metadata:
+  name: outsider
+  namespace: %s
+spec:
+  schedulerName: drasched
+  priorityClassName: %s
+  containers:
+  - name: c
+    image: registry.k8s.io/pause:3.10
+    resources:
+      claims: [{name: a}, {name: b}, {name: c}]
+  resourceClaims:
+  - {name: a, resourceClaimTemplateName: one-gpu}
+  - {name: b, resourceClaimTemplateName: one-gpu}
+  - {name: c, resourceClaimTemplateName: one-gpu}
+`, env.Namespace, c.priorities["high"]))
+	msg := env.WaitForPodUnschedulable("outsider", "preemption: ")
+	if strings.Contains(msg, "preempting") {
+		t.Errorf("outsider preempts: %s", msg)
+	}
+	t.Logf("outsider: %s", msg)
+	c.checkIntact("a-train", aPods)
+	env.VerifyAllocations()
 }
 
 // bTrainClaimWrite matches the claim controller's writes to b-train's

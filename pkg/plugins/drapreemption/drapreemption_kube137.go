@@ -64,9 +64,14 @@ func (p *Preemption) PodGroupPostFilter(ctx context.Context, state fwk.PodGroupC
 // victims: they stay on the node in the dry run, and other pods may be
 // chosen in their place (kueueRule).
 func (h *preemptionHooks) SelectVictimsOnNode(ctx context.Context, cs fwk.CycleState, preemptor *v1.Pod, nodeInfo fwk.NodeInfo, allPossibleVictims []*preemption.DomainVictim, pdbs []*policy.PodDisruptionBudget) ([]*v1.Pod, int, *fwk.Status) {
-	allPossibleVictims = slices.DeleteFunc(slices.Clone(allPossibleVictims), func(victim *preemption.DomainVictim) bool {
+	kueues := func(victim *preemption.DomainVictim) bool {
 		return slices.ContainsFunc(victim.Pods(), func(pi fwk.PodInfo) bool { return h.kueue.managed(pi.GetPod()) })
-	})
+	}
+	// Called per candidate node: copy the evaluator's list only when a
+	// victim has to go.
+	if slices.ContainsFunc(allPossibleVictims, kueues) {
+		allPossibleVictims = slices.DeleteFunc(slices.Clone(allPossibleVictims), kueues)
+	}
 	return h.selectVictims(cs, nodeInfo.Node().Name, func() ([]*v1.Pod, int, *fwk.Status) {
 		return h.DefaultPreemption.SelectVictimsOnNode(ctx, cs, preemptor, nodeInfo, allPossibleVictims, pdbs)
 	})
