@@ -22,6 +22,9 @@
 //	                       suite file of bench/internal/results
 //	kwok cases             lists the cases (--generic-workload: those
 //	                       that need the GenericWorkload feature gate)
+//	kwok timeline LOG      where the preempt case's preemptors spent their
+//	                       time, from the scheduler's log at -v=3
+//	                       (timeline.go)
 //
 // Latencies are measured client-side: from just before the pod's Create
 // call to the first watch event with spec.nodeName set.
@@ -129,6 +132,7 @@ func newCommand() *cobra.Command {
 		newRunCommand(client, restConfig),
 		newReportCommand(),
 		newCasesCommand(),
+		newTimelineCommand(),
 	)
 	return root
 }
