@@ -229,6 +229,7 @@ func TestDeployment(t *testing.T) {
 // default profile: StructuredDRA must be exactly where DynamicResources is
 // (same extension points, same score weight, after the same plugins),
 // StructuredDRAPreemption where DefaultPreemption is (after StructuredDRA),
+// StructuredDRAQueueSort where PrioritySort is,
 // and nothing else may change but order.
 //
 // The profile runs the real StructuredDRA plugin (pkg/plugins/dra), so this
@@ -264,21 +265,24 @@ kind: KubeSchedulerConfiguration
 profiles:
 - schedulerName: reference
 `))
-	profiles := append(ours.Profiles, reference.Profiles...)
 
-	registry := frameworkruntime.Registry{pluginName: dra.New, drapreemption.Name: drapreemption.New}
-	client := fake.NewClientset()
-	broadcaster := events.NewBroadcaster(&events.EventSinkImpl{Interface: client.EventsV1()})
-	sched, err := scheduler.New(ctx, client, informers.NewSharedInformerFactory(client, 0), nil,
-		profile.NewRecorderFactory(broadcaster),
-		scheduler.WithProfiles(profiles...),
-		scheduler.WithFrameworkOutOfTreeRegistry(registry))
-	if err != nil {
-		t.Fatalf("create scheduler: %v", err)
+	// Two schedulers: the profiles of one must share their queue sort.
+	registry := frameworkruntime.Registry{pluginName: dra.New, drapreemption.Name: drapreemption.New, drapreemption.QueueSortName: drapreemption.NewQueueSort}
+	plugins := func(cfg *schedconfig.KubeSchedulerConfiguration) *schedconfig.Plugins {
+		client := fake.NewClientset()
+		broadcaster := events.NewBroadcaster(&events.EventSinkImpl{Interface: client.EventsV1()})
+		sched, err := scheduler.New(ctx, client, informers.NewSharedInformerFactory(client, 0), nil,
+			profile.NewRecorderFactory(broadcaster),
+			scheduler.WithProfiles(cfg.Profiles...),
+			scheduler.WithFrameworkOutOfTreeRegistry(registry))
+		if err != nil {
+			t.Fatalf("create scheduler: %v", err)
+		}
+		return sched.Profiles[cfg.Profiles[0].SchedulerName].ListPlugins()
 	}
 
-	got := extensionPoints(sched.Profiles[schedulerName].ListPlugins())
-	want := extensionPoints(sched.Profiles["reference"].ListPlugins())
+	got := extensionPoints(plugins(ours))
+	want := extensionPoints(plugins(reference))
 	for _, point := range []string{"PreEnqueue", "PreFilter", "Filter", "PostFilter", "Score", "Reserve", "PreBind"} {
 		if !slices.ContainsFunc(want[point], func(p schedconfig.Plugin) bool { return p.Name == names.DynamicResources }) {
 			t.Errorf("the default profile has no DynamicResources at %s; update this test", point)
@@ -294,6 +298,8 @@ profiles:
 				renamedPlugins[i].Name = pluginName
 			case names.DefaultPreemption:
 				renamedPlugins[i].Name = drapreemption.Name
+			case names.PrioritySort:
+				renamedPlugins[i].Name = drapreemption.QueueSortName
 			}
 		}
 		if notImplemented[point] {

@@ -6,7 +6,9 @@
 // knows: the devices a dry run found, the nominations in its tracker, and
 // the simulation's view of the victims' claims. The dry runs themselves
 // are StructuredDRA's PreFilterExtensions, which the framework calls on
-// every plugin of the profile.
+// every plugin of the profile. The package also holds
+// StructuredDRAQueueSort, PrioritySort with nominated pods first among
+// pods of one priority (queuesort.go).
 package drapreemption
 
 import (

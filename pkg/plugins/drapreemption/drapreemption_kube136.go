@@ -7,6 +7,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	policy "k8s.io/api/policy/v1"
+	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	fwk "k8s.io/kube-scheduler/framework"
 )
 
@@ -16,4 +17,11 @@ func (h *preemptionHooks) SelectVictimsOnNode(ctx context.Context, cs fwk.CycleS
 	return h.selectVictims(cs, nodeInfo.Node().Name, func() ([]*v1.Pod, int, *fwk.Status) {
 		return h.DefaultPreemption.SelectVictimsOnNode(ctx, cs, preemptor, nodeInfo, pdbs)
 	})
+}
+
+// Less is the queue sort's order (less) for the queue's pods of 1.35 and
+// 1.36, with PrioritySort's priorities (corev1helpers.PodPriority).
+func (*QueueSort) Less(p1, p2 fwk.QueuedPodInfo) bool {
+	pod1, pod2 := p1.GetPodInfo().GetPod(), p2.GetPodInfo().GetPod()
+	return less(corev1helpers.PodPriority(pod1), corev1helpers.PodPriority(pod2), pod1, pod2, p1.GetTimestamp(), p2.GetTimestamp())
 }

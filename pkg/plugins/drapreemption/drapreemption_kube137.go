@@ -114,3 +114,19 @@ type groupWithPods struct {
 }
 
 func (g groupWithPods) GetUnscheduledPods() []*v1.Pod { return g.pods }
+
+// Less is the queue sort's order (less) for 1.37's queue entries: a pod, or
+// a pod group, which is never ahead for a nomination.
+func (*QueueSort) Less(e1, e2 fwk.QueuedEntityInfo) bool {
+	return less(e1.GetPriority(), e2.GetPriority(), entityPod(e1), entityPod(e2), e1.GetTimestamp(), e2.GetTimestamp())
+}
+
+// entityPod is the pod of a queue entry that is one pod, nil for a group.
+func entityPod(e fwk.QueuedEntityInfo) *v1.Pod {
+	if p, ok := e.(interface{ GetPodInfo() fwk.PodInfo }); ok && e.Type() == fwk.PodKeyType {
+		if info := p.GetPodInfo(); info != nil {
+			return info.GetPod()
+		}
+	}
+	return nil
+}
