@@ -8,6 +8,7 @@ import (
 	"os"
 	"regexp"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -29,36 +30,56 @@ import (
 //	bind     the last attempt → bound: its cycle on the nominated node
 //	         and the binding cycle's API writes
 type timeline struct {
-	pod                                           string
+	// name is the pod's, or the pod group's.
+	name                                          string
 	seen, nominated, evictStart, evictDone, bound time.Time
 	attempts                                      []time.Time
 }
 
-// timelineLine matches kube-scheduler's klog text lines that name a pod of
-// the benchmark's namespace ("pod" or, in the executor's, "preemptor").
-var timelineLine = regexp.MustCompile(`^I\d{4} (\d\d:\d\d:\d\d\.\d+)\s+\d+ \S+\] "([^"]+)".*?(?:pod|preemptor)="[^/"]+/([^"]+)"`)
+// timelineLine matches kube-scheduler's klog text lines: the time and the
+// message.
+var timelineLine = regexp.MustCompile(`^I\d{4} (\d\d:\d\d:\d\d\.\d+)\s+\d+ \S+\] "([^"]+)"`)
+
+// timelinePod and timelineGroup find the pod, or the pod group, a line is
+// about: "pod", "podGroup", or in the executor's lines "preemptor" (a pod,
+// or for pod-group preemption the group).
+var (
+	timelinePod   = regexp.MustCompile(` (?:pod|preemptor)="[^/"]+/([^"]+)"`)
+	timelineGroup = regexp.MustCompile(` (?:podGroup|preemptor)="[^/"]+/([^"]+)"`)
+)
 
 // readTimelines reads the timelines of the pods whose names start with
-// prefix from a scheduler log; only pods with every step logged are kept.
-func readTimelines(r io.Reader, prefix string) ([]timeline, error) {
-	byPod := map[string]*timeline{}
+// prefix from a scheduler log, or with groups those of the pod groups
+// (from the group's arrival to the bind of its last pod); only those with
+// every step logged are kept.
+func readTimelines(r io.Reader, prefix string, groups bool) ([]timeline, error) {
+	subject, seen, attempt, nominated := timelinePod, "Add event for unscheduled pod", "Attempting to schedule pod", "the target node for the preemption is determined"
+	if groups {
+		subject, seen, attempt, nominated = timelineGroup, "Add event for pod group", "Attempting to schedule pod group", "Pod group is waiting for preemption"
+	}
+	byName := map[string]*timeline{}
 	var order []string
 	scanner := bufio.NewScanner(r)
 	scanner.Buffer(make([]byte, 0, 1<<20), 16<<20)
 	for scanner.Scan() {
-		m := timelineLine.FindStringSubmatch(scanner.Text())
-		if m == nil || len(m[3]) < len(prefix) || m[3][:len(prefix)] != prefix {
+		line := scanner.Text()
+		m := timelineLine.FindStringSubmatch(line)
+		if m == nil {
+			continue
+		}
+		name := subject.FindStringSubmatch(line)
+		if name == nil || !strings.HasPrefix(name[1], prefix) {
 			continue
 		}
 		at, err := time.Parse("15:04:05.000000", m[1])
 		if err != nil {
 			return nil, fmt.Errorf("time %q: %w", m[1], err)
 		}
-		t, ok := byPod[m[3]]
+		t, ok := byName[name[1]]
 		if !ok {
-			t = &timeline{pod: m[3]}
-			byPod[m[3]] = t
-			order = append(order, m[3])
+			t = &timeline{name: name[1]}
+			byName[name[1]] = t
+			order = append(order, name[1])
 		}
 		first := func(field *time.Time) {
 			if field.IsZero() {
@@ -66,17 +87,18 @@ func readTimelines(r io.Reader, prefix string) ([]timeline, error) {
 			}
 		}
 		switch m[2] {
-		case "Add event for unscheduled pod":
+		case seen:
 			first(&t.seen)
-		case "Attempting to schedule pod":
+		case attempt:
 			t.attempts = append(t.attempts, at)
-		case "the target node for the preemption is determined":
+		case nominated:
 			first(&t.nominated)
 		case "Start the preemption asynchronously":
 			first(&t.evictStart)
 		case "Async Preemption finished completely":
 			first(&t.evictDone)
 		case "Successfully bound pod to node":
+			// The last: a group is bound with its last pod.
 			t.bound = at
 		}
 	}
@@ -85,14 +107,14 @@ func readTimelines(r io.Reader, prefix string) ([]timeline, error) {
 	}
 	var out []timeline
 	for _, name := range order {
-		t := byPod[name]
+		t := byName[name]
 		if t.seen.IsZero() || t.nominated.IsZero() || t.evictStart.IsZero() || t.evictDone.IsZero() || t.bound.IsZero() || len(t.attempts) == 0 {
 			continue
 		}
 		out = append(out, *t)
 	}
 	if len(out) == 0 {
-		return nil, errors.New("no pod with a complete timeline: is the log at -v=3, and the prefix right?")
+		return nil, errors.New("no complete timeline: is the log at -v=3, and the prefix right (and --groups for pod groups)?")
 	}
 	return out, nil
 }
@@ -149,16 +171,18 @@ func writeTimelines(w io.Writer, ts []timeline) {
 }
 
 func newTimelineCommand() *cobra.Command {
-	prefix := "preempt-"
+	prefix, groups := "preempt-", false
 	cmd := &cobra.Command{
 		Use:   "timeline SCHEDULER.log",
-		Short: "Where the preemptors' time went, from a scheduler's log at -v=3 (preempt case)",
+		Short: "Where the preemptors' time went, from a scheduler's log at -v=3 (preempt and preempt_gang cases)",
 		Long: `timeline reads the log of a scheduler run with -v=3 (hack/bench-kwok.sh:
 SCHEDULER_ARGS=--v=3, the log in _output/bench/kwok/logs) and writes, over the
 pods whose names start with --prefix, the p50, p90, p99 and sum of each phase
 between a pod's arrival and its bind: queue (until its first attempt), cycle
 (until preemption chose its node), evict (the victims' API calls), requeue
-(until its last attempt), bind (until bound); and the attempts per pod.`,
+(until its last attempt), bind (until bound); and the attempts per pod.
+With --groups, the same per pod group (preempt_gang: --prefix preempt-gang-),
+from the group's arrival to the bind of its last pod.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			f, err := os.Open(args[0])
@@ -166,7 +190,7 @@ between a pod's arrival and its bind: queue (until its first attempt), cycle
 				return err
 			}
 			defer func() { _ = f.Close() }()
-			ts, err := readTimelines(f, prefix)
+			ts, err := readTimelines(f, prefix, groups)
 			if err != nil {
 				return fmt.Errorf("%s: %w", args[0], err)
 			}
@@ -174,6 +198,7 @@ between a pod's arrival and its bind: queue (until its first attempt), cycle
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&prefix, "prefix", prefix, "The preemptors' name prefix (preempt- in the preempt case).")
+	cmd.Flags().StringVar(&prefix, "prefix", prefix, "The preemptors' name prefix (preempt- in the preempt case, preempt-gang- for its groups in preempt_gang).")
+	cmd.Flags().BoolVar(&groups, "groups", groups, "Timelines of pod groups (scheduled as one in Kubernetes 1.37) instead of pods.")
 	return cmd
 }

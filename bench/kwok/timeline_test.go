@@ -23,11 +23,11 @@ I1207 21:50:40.600000   16061 schedule_one.go:483] "Successfully bound pod to no
 `
 
 func TestTimeline(t *testing.T) {
-	ts, err := readTimelines(strings.NewReader(timelineLog), "preempt-")
+	ts, err := readTimelines(strings.NewReader(timelineLog), "preempt-", false)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(ts) != 1 || ts[0].pod != "preempt-1" {
+	if len(ts) != 1 || ts[0].name != "preempt-1" {
 		t.Fatalf("timelines of %v, want only preempt-1's (preempt-2 never bound, other-1 is no preemptor)", ts)
 	}
 	want := map[string]time.Duration{
@@ -64,7 +64,47 @@ func TestTimelineIncomplete(t *testing.T) {
 			v2 = append(v2, line)
 		}
 	}
-	if _, err := readTimelines(strings.NewReader(strings.Join(v2, "\n")), "preempt-"); err == nil || !strings.Contains(err.Error(), "-v=3") {
+	if _, err := readTimelines(strings.NewReader(strings.Join(v2, "\n")), "preempt-", false); err == nil || !strings.Contains(err.Error(), "-v=3") {
 		t.Errorf("error %v, want one that names -v=3", err)
+	}
+}
+
+// With groups, a pod group's timeline runs from the group's arrival to the
+// bind of its last pod, from the lines that name the group (podGroup, or
+// preemptor in pod-group preemption's executor).
+func TestTimelineGroups(t *testing.T) {
+	const log = `I1207 22:18:35.000000    6988 eventhandlers.go:478] "Add event for pod group" podGroup="bench/preempt-gang-0012"
+I1207 22:18:35.100000    6988 eventhandlers.go:242] "Add event for unscheduled pod" pod="bench/preempt-gang-0012-0"
+I1207 22:18:36.000000    6988 schedule_one_podgroup.go:126] "Attempting to schedule pod group" podGroupType="podgroup" podGroup="bench/preempt-gang-0012"
+I1207 22:18:36.800000    6988 executor.go:255] "Start the preemption asynchronously" preemptor="bench/preempt-gang-0012" node="cluster" numVictims=6 numVictimsToDelete=6
+I1207 22:18:36.900000    6988 schedule_one_podgroup.go:906] "Pod group is waiting for preemption" podGroupType="podgroup" podGroup="bench/preempt-gang-0012" unschedulablePods=2
+I1207 22:18:37.700000    6988 executor.go:310] "Async Preemption finished completely" preemptor="bench/preempt-gang-0012" node="cluster" result="success"
+I1207 22:18:40.000000    6988 schedule_one_podgroup.go:126] "Attempting to schedule pod group" podGroupType="podgroup" podGroup="bench/preempt-gang-0012"
+I1207 22:18:40.500000    6988 schedule_one.go:483] "Successfully bound pod to node" podGroupType="podgroup" podGroup="bench/preempt-gang-0012" pod="bench/preempt-gang-0012-0" node="h100-0061"
+I1207 22:18:40.600000    6988 schedule_one.go:483] "Successfully bound pod to node" podGroupType="podgroup" podGroup="bench/preempt-gang-0012" pod="bench/preempt-gang-0012-1" node="h100-0741"
+`
+	ts, err := readTimelines(strings.NewReader(log), "preempt-gang-", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ts) != 1 || ts[0].name != "preempt-gang-0012" {
+		t.Fatalf("timelines of %v, want preempt-gang-0012's only", ts)
+	}
+	want := map[string]time.Duration{
+		"queue":   time.Second,
+		"cycle":   900 * time.Millisecond,
+		"evict":   900 * time.Millisecond,
+		"requeue": 2300 * time.Millisecond,
+		"bind":    600 * time.Millisecond,
+		"total":   5600 * time.Millisecond,
+	}
+	for _, phase := range timelinePhases {
+		if got := phase.of(ts[0]); got != want[phase.name] {
+			t.Errorf("%s = %v, want %v", phase.name, got, want[phase.name])
+		}
+	}
+	// The pods' own timelines are not complete: no attempt names them.
+	if _, err := readTimelines(strings.NewReader(log), "preempt-gang-", false); err == nil {
+		t.Error("pod timelines from a log of group attempts: no error")
 	}
 }

@@ -23,5 +23,5 @@ func (h *preemptionHooks) SelectVictimsOnNode(ctx context.Context, cs fwk.CycleS
 // 1.36, with PrioritySort's priorities (corev1helpers.PodPriority).
 func (*QueueSort) Less(p1, p2 fwk.QueuedPodInfo) bool {
 	pod1, pod2 := p1.GetPodInfo().GetPod(), p2.GetPodInfo().GetPod()
-	return less(corev1helpers.PodPriority(pod1), corev1helpers.PodPriority(pod2), pod1, pod2, p1.GetTimestamp(), p2.GetTimestamp())
+	return less(corev1helpers.PodPriority(pod1), corev1helpers.PodPriority(pod2), nominated(pod1), nominated(pod2), p1.GetTimestamp(), p2.GetTimestamp())
 }

@@ -16,6 +16,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	policy "k8s.io/api/policy/v1"
 	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework/preemption"
 
 	"github.com/drasched/drasched/pkg/plugins/dra"
@@ -115,18 +116,29 @@ type groupWithPods struct {
 
 func (g groupWithPods) GetUnscheduledPods() []*v1.Pod { return g.pods }
 
-// Less is the queue sort's order (less) for 1.37's queue entries: a pod, or
-// a pod group, which is never ahead for a nomination.
+// Less is the queue sort's order (less) for 1.37's queue entries: a pod,
+// or a pod group.
 func (*QueueSort) Less(e1, e2 fwk.QueuedEntityInfo) bool {
-	return less(e1.GetPriority(), e2.GetPriority(), entityPod(e1), entityPod(e2), e1.GetTimestamp(), e2.GetTimestamp())
+	return less(e1.GetPriority(), e2.GetPriority(), entityNominated(e1), entityNominated(e2), e1.GetTimestamp(), e2.GetTimestamp())
 }
 
-// entityPod is the pod of a queue entry that is one pod, nil for a group.
-func entityPod(e fwk.QueuedEntityInfo) *v1.Pod {
-	if p, ok := e.(interface{ GetPodInfo() fwk.PodInfo }); ok && e.Type() == fwk.PodKeyType {
-		if info := p.GetPodInfo(); info != nil {
-			return info.GetPod()
+// entityNominated: the entry is a pod nominated to a node, or a pod group
+// whose queued pods all are.
+func entityNominated(e fwk.QueuedEntityInfo) bool {
+	switch e := e.(type) {
+	case *framework.QueuedPodInfo:
+		return nominated(e.Pod)
+	case *framework.QueuedPodGroupInfo:
+		some := false
+		for _, pods := range e.QueuedPodInfos {
+			for _, p := range pods {
+				if !nominated(p.Pod) {
+					return false
+				}
+				some = true
+			}
 		}
+		return some
 	}
-	return nil
+	return false
 }

@@ -28,11 +28,17 @@ const QueueSortName = "StructuredDRAQueueSort"
 // (docs/design/2026-12-07-preemption-timeline.md). Nominees first binds
 // each one as soon as its devices are free.
 //
+// A pod group (Kubernetes 1.37, where a group is one entry of the queue)
+// counts as nominated when all its queued pods are: pod-group preemption
+// nominates every pod of the group, and a group that waits for its victims
+// past its claim nominations' bound would preempt again.
+//
 // Pods of higher priority still come first: the order changes only among
-// pods of the same priority, and a nominee enters the active queue only as
-// often as PrioritySort would let it (events and backoff are the queue's,
-// unchanged). The key is the pod's status, so it changes only through a pod
-// update, which the queue re-sorts.
+// entries of the same priority, and a nominee enters the active queue only
+// as often as PrioritySort would let it (events and backoff are the
+// queue's, unchanged). The key is the pods' status, so it changes only
+// through a pod update, which the queue re-sorts (a group member's update
+// re-sorts its group).
 type QueueSort struct{}
 
 var _ fwk.QueueSortPlugin = &QueueSort{}
@@ -45,15 +51,15 @@ func NewQueueSort(_ context.Context, _ runtime.Object, _ fwk.Handle) (fwk.Plugin
 // Name returns the plugin's name.
 func (*QueueSort) Name() string { return QueueSortName }
 
-// less orders two queue entries of the given priorities and times in the
-// queue; a nil pod is an entry that is not a single pod (a pod group, in
-// 1.37), which is never ahead for a nomination.
-func less(prio1, prio2 int32, pod1, pod2 *v1.Pod, t1, t2 time.Time) bool {
+// less orders two queue entries of the given priorities, nominations (a
+// pod nominated to a node, or a pod group whose queued pods all are) and
+// times in the queue.
+func less(prio1, prio2 int32, nominated1, nominated2 bool, t1, t2 time.Time) bool {
 	if prio1 != prio2 {
 		return prio1 > prio2
 	}
-	if n1, n2 := nominated(pod1), nominated(pod2); n1 != n2 {
-		return n1
+	if nominated1 != nominated2 {
+		return nominated1
 	}
 	return t1.Before(t2)
 }

@@ -3,13 +3,17 @@
 package drapreemption
 
 import (
+	"fmt"
 	"slices"
 	"testing"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
+	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2/ktesting"
+	fwk "k8s.io/kube-scheduler/framework"
 	internalqueue "k8s.io/kubernetes/pkg/scheduler/backend/queue"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/metrics"
@@ -47,5 +51,46 @@ func TestQueueSortInTheQueue(t *testing.T) {
 	want := []string{"high", "nominee", "first", "second"}
 	if !slices.Equal(order, want) {
 		t.Errorf("popped %v, want %v", order, want)
+	}
+}
+
+// A pod group comes first among entries of its priority when all its
+// queued pods are nominated, as pod-group preemption nominates them; one
+// pod without a nomination (a preemptor of higher priority cleared it)
+// leaves the group in PrioritySort's place, and so does a group with no
+// queued pod.
+func TestQueueSortGroups(t *testing.T) {
+	early := time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC)
+	late := early.Add(time.Second)
+	group := func(at time.Time, nodes ...string) *framework.QueuedPodGroupInfo {
+		g := &framework.QueuedPodGroupInfo{
+			PodGroupInfo: &framework.PodGroupInfo{Namespace: "default", Name: "gang", Type: fwk.PodGroupKeyType,
+				PodGroup: &schedulingv1beta1.PodGroup{ObjectMeta: metav1.ObjectMeta{Name: "gang", Namespace: "default"}}},
+		}
+		g.Timestamp = at
+		key := fwk.PodGroupKey("default", "gang")
+		g.QueuedPodInfos = map[fwk.EntityKey][]*framework.QueuedPodInfo{key: nil}
+		for i, node := range nodes {
+			g.QueuedPodInfos[key] = append(g.QueuedPodInfos[key], queued(t, fmt.Sprintf("gang-%d", i), 0, node, at))
+		}
+		return g
+	}
+	for name, tc := range map[string]struct {
+		a, b fwk.QueuedEntityInfo
+		want bool
+	}{
+		"nominated group before an earlier pod":        {a: group(late, "node-1", "node-2"), b: queued(t, "a", 0, "", early), want: true},
+		"partly nominated group after an earlier pod":  {a: group(late, "node-1", ""), b: queued(t, "a", 0, "", early), want: false},
+		"empty group after an earlier pod":             {a: group(late), b: queued(t, "a", 0, "", early), want: false},
+		"nominated pod before a group not nominated":   {a: queued(t, "a", 0, "node-1", late), b: group(early, "", ""), want: true},
+		"nominated group after an earlier nominee":     {a: group(late, "node-1", "node-2"), b: queued(t, "a", 0, "node-3", early), want: false},
+		"group not nominated before a later pod":       {a: group(early, "", ""), b: queued(t, "a", 0, "", late), want: true},
+		"nominated group before a group not nominated": {a: group(late, "node-1"), b: group(early, ""), want: true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			if got := (&QueueSort{}).Less(tc.a, tc.b); got != tc.want {
+				t.Errorf("Less = %v, want %v", got, tc.want)
+			}
+		})
 	}
 }
