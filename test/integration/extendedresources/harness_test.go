@@ -21,6 +21,7 @@ import (
 
 	"github.com/drasched/drasched/internal/builder"
 	"github.com/drasched/drasched/internal/minor/schedminor"
+	"github.com/drasched/drasched/pkg/plugins/drapreemption"
 	"github.com/drasched/drasched/test/integration/framework"
 )
 
@@ -76,14 +77,23 @@ func setup(t *testing.T) *env {
 	return e
 }
 
-// upstreamProfile is kube-scheduler's default profile, named "upstream".
+// upstreamProfile is kube-scheduler's default profile, named "upstream",
+// with the shipped profile's queue sort, enabled as there (in multiPoint):
+// kube-scheduler requires the same queueSort plugin set in every profile of
+// a process. It orders pods, which places none differently.
 func upstreamProfile(t *testing.T) schedconfig.KubeSchedulerProfile {
 	t.Helper()
 	obj, _, err := schedscheme.Codecs.UniversalDecoder().Decode([]byte(`
 apiVersion: kubescheduler.config.k8s.io/v1
 kind: KubeSchedulerConfiguration
 profiles:
-- schedulerName: `+upstreamScheduler), nil, nil)
+- schedulerName: `+upstreamScheduler+`
+  plugins:
+    multiPoint:
+      enabled:
+      - name: `+drapreemption.QueueSortName+`
+      disabled:
+      - name: PrioritySort`), nil, nil)
 	if err != nil {
 		t.Fatalf("decode the default profile: %v", err)
 	}
