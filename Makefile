@@ -220,7 +220,7 @@ test-kueue: kueue ## Run drasched under Kueue: quota for DRA devices, borrowing,
 
 .PHONY: test-integration
 test-integration: ## Run the integration tests: in-process kube-apiserver, etcd, claim controller and scheduler.
-	$(GO) test ./test/integration/...
+	$(GO) test -count=1 ./test/integration/...
 
 # The fault scenarios are behind the build tag "faults" so that `go test ./...`
 # does not run them beside test/integration: both start an apiserver, and the
@@ -228,7 +228,7 @@ test-integration: ## Run the integration tests: in-process kube-apiserver, etcd,
 # another suite.
 .PHONY: test-faults
 test-faults: ## Run the fault-injection scenarios: lost write answers, late watches, leader handover, apiserver restart, scheduler killed.
-	$(GO) test -tags faults -timeout 20m ./test/faults/...
+	$(GO) test -count=1 -tags faults -timeout 20m ./test/faults/...
 
 .PHONY: test-race
 test-race: ## Run the tests of concurrent code paths with the race detector.
