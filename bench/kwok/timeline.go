@@ -133,40 +133,32 @@ var timelinePhases = []struct {
 	{"total", func(t timeline) time.Duration { return t.bound.Sub(t.seen) }},
 }
 
-// writeTimelines writes each phase's p50, p90, p99 and sum over the pods,
-// the attempts per pod and the pace of first attempts.
+// writeTimelines writes each phase's p50, p90, p99 (percentile, as the
+// benchmark's latencies) and sum over the pods, the attempts per pod and
+// the pace of first attempts.
 func writeTimelines(w io.Writer, ts []timeline) {
-	quantile := func(v []float64, q float64) float64 {
-		return v[min(len(v)-1, int(q*float64(len(v))))]
-	}
 	_, _ = fmt.Fprintf(w, "%d pods\nphase      p50 s    p90 s    p99 s     sum s\n", len(ts))
-	row := func(name string, v []float64) {
-		slices.Sort(v)
+	row := func(name string, of func(timeline) float64) {
+		v := make([]float64, 0, len(ts))
 		var sum float64
-		for _, x := range v {
-			sum += x
+		for _, t := range ts {
+			v = append(v, of(t))
+			sum += of(t)
 		}
-		_, _ = fmt.Fprintf(w, "%-8s %7.3f  %7.3f  %7.3f  %8.1f\n", name, quantile(v, 0.5), quantile(v, 0.9), quantile(v, 0.99), sum)
+		_, _ = fmt.Fprintf(w, "%-8s %7.3f  %7.3f  %7.3f  %8.1f\n", name, percentile(v, 0.5), percentile(v, 0.9), percentile(v, 0.99), sum)
 	}
 	for _, phase := range timelinePhases {
-		v := make([]float64, 0, len(ts))
-		for _, t := range ts {
-			v = append(v, phase.of(t).Seconds())
-		}
-		row(phase.name, v)
+		row(phase.name, func(t timeline) float64 { return phase.of(t).Seconds() })
 	}
-	attempts := make([]float64, 0, len(ts))
+	row("attempts", func(t timeline) float64 { return float64(len(t.attempts)) })
 	firsts := make([]time.Time, 0, len(ts))
 	for _, t := range ts {
-		attempts = append(attempts, float64(len(t.attempts)))
 		firsts = append(firsts, t.attempts[0])
 	}
-	row("attempts", attempts)
-	slices.SortFunc(firsts, func(a, b time.Time) int { return a.Compare(b) })
-	if len(firsts) > 1 {
-		span := firsts[len(firsts)-1].Sub(firsts[0])
+	if len(ts) > 1 {
+		span := slices.MaxFunc(firsts, time.Time.Compare).Sub(slices.MinFunc(firsts, time.Time.Compare))
 		_, _ = fmt.Fprintf(w, "first attempts: %.1f s from the first to the last, %.1f ms apart on average\n",
-			span.Seconds(), float64(span.Milliseconds())/float64(len(firsts)-1))
+			span.Seconds(), float64(span.Milliseconds())/float64(len(ts)-1))
 	}
 }
 

@@ -38,11 +38,7 @@ func TestTimeline(t *testing.T) {
 		"bind":    200 * time.Millisecond,
 		"total":   3551 * time.Millisecond,
 	}
-	for _, phase := range timelinePhases {
-		if got := phase.of(ts[0]); got != want[phase.name] {
-			t.Errorf("%s = %v, want %v", phase.name, got, want[phase.name])
-		}
-	}
+	checkPhases(t, ts[0], want)
 	if len(ts[0].attempts) != 3 {
 		t.Errorf("%d attempts, want 3", len(ts[0].attempts))
 	}
@@ -98,13 +94,20 @@ I1207 22:18:40.600000    6988 schedule_one.go:483] "Successfully bound pod to no
 		"bind":    600 * time.Millisecond,
 		"total":   5600 * time.Millisecond,
 	}
-	for _, phase := range timelinePhases {
-		if got := phase.of(ts[0]); got != want[phase.name] {
-			t.Errorf("%s = %v, want %v", phase.name, got, want[phase.name])
-		}
-	}
+	checkPhases(t, ts[0], want)
 	// The pods' own timelines are not complete: no attempt names them.
 	if _, err := readTimelines(strings.NewReader(log), "preempt-gang-", false); err == nil {
 		t.Error("pod timelines from a log of group attempts: no error")
+	}
+}
+
+// checkPhases fails for each phase of the timeline whose duration is not
+// want's.
+func checkPhases(t *testing.T, tl timeline, want map[string]time.Duration) {
+	t.Helper()
+	for _, phase := range timelinePhases {
+		if got := phase.of(tl); got != want[phase.name] {
+			t.Errorf("%s = %v, want %v", phase.name, got, want[phase.name])
+		}
 	}
 }

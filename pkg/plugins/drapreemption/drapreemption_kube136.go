@@ -21,7 +21,10 @@ func (h *preemptionHooks) SelectVictimsOnNode(ctx context.Context, cs fwk.CycleS
 
 // Less is the queue sort's order (less) for the queue's pods of 1.35 and
 // 1.36, with PrioritySort's priorities (corev1helpers.PodPriority).
-func (*QueueSort) Less(p1, p2 fwk.QueuedPodInfo) bool {
+func (q *QueueSort) Less(p1, p2 fwk.QueuedPodInfo) bool {
 	pod1, pod2 := p1.GetPodInfo().GetPod(), p2.GetPodInfo().GetPod()
-	return less(corev1helpers.PodPriority(pod1), corev1helpers.PodPriority(pod2), nominated(pod1), nominated(pod2), p1.GetTimestamp(), p2.GetTimestamp())
+	if less, ok := byNomination(corev1helpers.PodPriority(pod1) == corev1helpers.PodPriority(pod2), nominated(pod1), nominated(pod2)); ok {
+		return less
+	}
+	return q.prioritySort.Less(p1, p2)
 }

@@ -118,8 +118,11 @@ func (g groupWithPods) GetUnscheduledPods() []*v1.Pod { return g.pods }
 
 // Less is the queue sort's order (less) for 1.37's queue entries: a pod,
 // or a pod group.
-func (*QueueSort) Less(e1, e2 fwk.QueuedEntityInfo) bool {
-	return less(e1.GetPriority(), e2.GetPriority(), entityNominated(e1), entityNominated(e2), e1.GetTimestamp(), e2.GetTimestamp())
+func (q *QueueSort) Less(e1, e2 fwk.QueuedEntityInfo) bool {
+	if less, ok := byNomination(e1.GetPriority() == e2.GetPriority(), entityNominated(e1), entityNominated(e2)); ok {
+		return less
+	}
+	return q.prioritySort.Less(e1, e2)
 }
 
 // entityNominated: the entry is a pod nominated to a node, or a pod group

@@ -2,11 +2,11 @@ package drapreemption
 
 import (
 	"context"
-	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/queuesort"
 )
 
 // QueueSortName is the name in profiles of the queue sort that takes
@@ -39,7 +39,10 @@ const QueueSortName = "StructuredDRAQueueSort"
 // queue's, unchanged). The key is the pods' status, so it changes only
 // through a pod update, which the queue re-sorts (a group member's update
 // re-sorts its group).
-type QueueSort struct{}
+type QueueSort struct {
+	// prioritySort orders every two entries that a nomination does not.
+	prioritySort queuesort.PrioritySort
+}
 
 var _ fwk.QueueSortPlugin = &QueueSort{}
 
@@ -51,17 +54,14 @@ func NewQueueSort(_ context.Context, _ runtime.Object, _ fwk.Handle) (fwk.Plugin
 // Name returns the plugin's name.
 func (*QueueSort) Name() string { return QueueSortName }
 
-// less orders two queue entries of the given priorities, nominations (a
-// pod nominated to a node, or a pod group whose queued pods all are) and
-// times in the queue.
-func less(prio1, prio2 int32, nominated1, nominated2 bool, t1, t2 time.Time) bool {
-	if prio1 != prio2 {
-		return prio1 > prio2
+// byNomination orders two entries of which exactly one is nominated, if
+// they have the same priority; ok is false where it does not decide, and
+// PrioritySort does.
+func byNomination(samePriority, nominated1, nominated2 bool) (less, ok bool) {
+	if !samePriority || nominated1 == nominated2 {
+		return false, false
 	}
-	if nominated1 != nominated2 {
-		return nominated1
-	}
-	return t1.Before(t2)
+	return nominated1, true
 }
 
 func nominated(pod *v1.Pod) bool {
