@@ -98,6 +98,9 @@ type dryRun struct {
 	// simulation: the state is one that pod-group preemption made for its
 	// simulation, which Reserve runs on; Filter keeps its allocations there.
 	simulation bool
+	// memo is what Filter found in the simulation, per node (memo.go);
+	// nil in other states.
+	memo *filterMemo
 }
 
 // clone returns the edits for a clone of the state, shared until the
@@ -115,6 +118,10 @@ func (d *dryRun) clone() *dryRun {
 	}
 	if d.victims != nil {
 		c.victims = d.victims.Clone()
+	}
+	if d.memo != nil {
+		// Its own: what the clone finds is for its edits.
+		c.memo = newFilterMemo()
 	}
 	if c.fit == nil {
 		c.fit = &fitCell{}
@@ -212,6 +219,7 @@ func (pl *Plugin) RemovePod(ctx context.Context, cs fwk.CycleState, _ *v1.Pod, p
 	}
 	pod := podInfoToRemove.GetPod()
 	pl.remove(d, map[types.UID]*v1.Pod{pod.UID: pod})
+	pl.memoEdited(d, pod)
 	return nil
 }
 
@@ -225,6 +233,7 @@ func (pl *Plugin) AddPod(ctx context.Context, cs fwk.CycleState, _ *v1.Pod, podI
 	}
 	if d.victims != nil && d.victims.Restore(podInfoToAdd.GetPod().UID, time.Now()) {
 		d.edited()
+		pl.memoEdited(d, podInfoToAdd.GetPod())
 	}
 	return nil
 }
@@ -247,6 +256,7 @@ func (pl *Plugin) editable(ctx context.Context, cs fwk.CycleState) (*stateData, 
 		s.dryRun = (*dryRun)(nil).clone()
 		s.dryRun.simulation = true
 		s.dryRun.live = &liveState{}
+		s.dryRun.memo = newFilterMemo()
 	}
 	return s, s.dryRun, nil
 }
@@ -292,7 +302,8 @@ func (pl *Plugin) claimsOfPod(pod *v1.Pod) []*resourceapi.ResourceClaim {
 }
 
 // dryRunAllocator returns the allocator for the state's edits, built once
-// per set of edits.
+// per set of edits; inFlight are the allocations in flight now, in
+// pod-group preemption's simulation (nil in other dry runs).
 //
 // In pod-group preemption's simulation the set of edits includes the
 // allocations in flight: the evaluator re-filters the group's pods one
@@ -303,12 +314,8 @@ func (pl *Plugin) claimsOfPod(pod *v1.Pod) []*resourceapi.ResourceClaim {
 // victim the group needs was spared. The group's pods that fit before this
 // one hold their devices in flight, some of them devices that a victim's
 // claim frees: they are taken whatever the victims free.
-func (pl *Plugin) dryRunAllocator(ctx context.Context, s *stateData) (nodeAllocator, error) {
+func (pl *Plugin) dryRunAllocator(ctx context.Context, s *stateData, inFlight map[types.UID]*resourceapi.AllocationResult) (nodeAllocator, error) {
 	d := s.dryRun
-	var inFlight map[types.UID]*resourceapi.AllocationResult
-	if d.simulation {
-		inFlight = pl.inFlightAllocations()
-	}
 	d.mutex.Lock()
 	defer d.mutex.Unlock()
 	if d.alloc != nil && (!d.simulation || sameAllocations(d.allocInFlight, inFlight)) {

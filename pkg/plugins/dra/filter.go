@@ -131,19 +131,37 @@ func (pl *Plugin) Filter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, no
 	allocCtx, cancel := pl.allocationContext(allocCtx)
 	defer cancel()
 	a := s.allocator
+	remembered := false
+	var memo *filterMemo
+	var inFlight map[types.UID]*resourceapi.AllocationResult
 	if s.dryRun.active() {
-		// Preemption's dry run: the state's edits (dryrun.go).
-		var err error
-		if a, err = pl.dryRunAllocator(allocCtx, s); err != nil {
-			if ctx.Err() != nil {
-				return statusStopped(logger, context.Cause(ctx), pod, node)
+		// Preemption's dry run: the state's edits (dryrun.go), and in
+		// pod-group preemption's simulation what the same search found
+		// before (memo.go).
+		if s.dryRun.simulation {
+			inFlight = pl.inFlightAllocations()
+			memo = s.dryRun.memo
+		}
+		if memo != nil {
+			results, err, remembered = memo.get(node.Name, claims, inFlight)
+		}
+		if !remembered {
+			if a, err = pl.dryRunAllocator(allocCtx, s, inFlight); err != nil {
+				if ctx.Err() != nil {
+					return statusStopped(logger, context.Cause(ctx), pod, node)
+				}
+				return statusError(logger, err, "pod", klog.KObj(pod), "node", klog.KObj(node))
 			}
-			return statusError(logger, err, "pod", klog.KObj(pod), "node", klog.KObj(node))
 		}
 	}
-	start := time.Now()
-	results, err = a.Allocate(allocCtx, node, claims)
-	observeFilter(start, results != nil, err)
+	if !remembered {
+		start := time.Now()
+		results, err = a.Allocate(allocCtx, node, claims)
+		observeFilter(start, results != nil, err)
+		if memo != nil && (err == nil || errors.Is(err, structured.ErrFailedAllocationOnNode)) {
+			memo.put(node.Name, claims, inFlight, results, err)
+		}
+	}
 	switch {
 	case allocationTimedOut(ctx, err) && !schedminor.FilterTimeoutIsError:
 		// As 1.35's upstream: the node is unschedulable for the pod.

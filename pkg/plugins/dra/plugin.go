@@ -42,6 +42,8 @@
 //     older minors, nodeallocatable_kube136.go);
 //   - dryrun.go: PreFilterExtensions (AddPod, RemovePod), which follow
 //     preemption's dry runs and pod-group preemption's simulation;
+//     memo.go: the simulation's Filter answers, kept per node until an
+//     edit touches that node's devices;
 //   - nomination.go: claim nomination, what a preemptor holds while its
 //     victims go, for whom, and until when;
 //   - preemption.go: Nominator, what the StructuredDRAPreemption plugin of

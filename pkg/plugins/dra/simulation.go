@@ -9,11 +9,14 @@ package dra
 import (
 	"context"
 	"sync"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	fwk "k8s.io/kube-scheduler/framework"
+
+	"github.com/drasched/drasched/pkg/core"
 )
 
 // simulationKey marks the context of pod-group preemption's simulation.
@@ -28,6 +31,13 @@ type Simulation struct {
 
 	once    sync.Once
 	removed map[types.UID]*v1.Pod
+
+	// victims are what the removed pods free, counted once for all the
+	// states of the simulation, which edit clones of it: counting costs
+	// the claims of thousands of victims, and the group's scheduling
+	// algorithm makes a state per pod. Never edited itself.
+	victimsOnce sync.Once
+	victims     *core.Victims
 
 	// live is the allocated state that the states of the simulation
 	// allocate on.
@@ -93,6 +103,11 @@ func (sim *Simulation) dryRun(pl *Plugin) *dryRun {
 	d := (*dryRun)(nil).clone()
 	d.simulation = true
 	d.live = &sim.live
-	pl.remove(d, sim.removedPods())
+	d.memo = newFilterMemo()
+	sim.victimsOnce.Do(func() {
+		sim.victims = core.NewVictims(pl.nominationMargin, pl.fts.EnableDRAConsumableCapacity)
+		sim.victims.Remove(sim.removedPods(), pl.claimsOfPod, time.Now())
+	})
+	d.victims = sim.victims.Clone()
 	return d
 }
