@@ -5,6 +5,7 @@ package integration
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -495,6 +496,121 @@ func TestGangNominationStuckVictimBounded(t *testing.T) {
 	}
 	if gone := p.gone([]string{"v20", "v30"}); len(gone) != 2 {
 		t.Errorf("evicted %v besides the stuck pod, want v20 and v30", gone)
+	}
+	p.WaitForConsistentAllocations()
+}
+
+// A gang preempts the pods of the nodes it takes and no others, as
+// upstream's evaluator does on the whole cluster: on six full nodes of two
+// GPUs, a gang of two two-GPU pods evicts the four one-GPU pods of the two
+// nodes it is bound to. The plugin runs upstream's evaluator on those nodes
+// only, unless a pod elsewhere can keep the gang from fitting (a pod with
+// required anti-affinity runs in the cluster): then on the whole cluster,
+// with the same outcome.
+func TestGangPreemptsOnItsNodes(t *testing.T) {
+	for name, antiAffinity := range map[string]bool{"narrowed": false, "whole cluster": true} {
+		t.Run(name, func(t *testing.T) {
+			p := setupPreemption(t)
+			class := p.CreateClass("gpu")
+			p.CreateTemplate(builder.MakeTemplate("one", builder.MakeClaim("").Request("gpu", class, 1)))
+			p.CreateTemplate(builder.MakeTemplate("two", builder.MakeClaim("").Request("gpu", class, 2)))
+			for _, node := range p.CreateNodes(6) {
+				p.PublishSlices(p.NodeSlice(node, builder.Devices("gpu", 2, nil)...).Obj())
+			}
+			p.StartScheduler(framework.SchedulerOptions{})
+			if antiAffinity {
+				aa := p.MakePod("apart").Priority(p.high).Label("app", "apart")
+				aa.Obj().Spec.Affinity = &v1.Affinity{PodAntiAffinity: &v1.PodAntiAffinity{
+					RequiredDuringSchedulingIgnoredDuringExecution: []v1.PodAffinityTerm{{
+						LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "apart"}},
+						TopologyKey:   "kubernetes.io/hostname",
+					}},
+				}}
+				p.CreatePod(aa)
+				p.waitBound("apart")
+			}
+			lows := p.fill("low", p.low, "one", 12)
+			nodeOf := map[string]string{}
+			for _, name := range lows {
+				nodeOf[name] = p.waitBound(name).Spec.NodeName
+			}
+
+			createGangWith(t, p.Env, "train", 2, func(group *schedulingapi.PodGroup) { group.Spec.PriorityClassName = p.high })
+			highs := gangPods(p.Env, "train", 2, "two")
+			for _, pod := range highs {
+				pod.Priority(p.high)
+			}
+			p.CreatePods(highs)
+			taken := map[string]bool{}
+			for _, name := range []string{"train-0", "train-1"} {
+				taken[p.waitBound(name).Spec.NodeName] = true
+			}
+			if len(taken) != 2 {
+				t.Fatalf("gang bound to %v, want two nodes", taken)
+			}
+			var want []string
+			for _, name := range lows {
+				if taken[nodeOf[name]] {
+					want = append(want, name)
+				}
+			}
+			if gone := p.gone(lows); !slices.Equal(gone, want) {
+				t.Errorf("evicted %v, want the pods of the gang's nodes %v", gone, want)
+			}
+			p.WaitForConsistentAllocations()
+		})
+	}
+}
+
+// Pod-group preemption first tries to place the gang on the 100 nodes
+// whose lower-priority pods matter least, and on all nodes if it does not
+// fit there. Here the 100 nodes of the lowest-priority pods have one GPU
+// each, too few for the gang's two-GPU pods: the gang preempts the pods
+// of the two two-GPU nodes, of a higher priority, and no other.
+func TestGangPlacementSample(t *testing.T) {
+	p := setupPreemption(t)
+	class := p.CreateClass("gpu")
+	p.CreateTemplate(builder.MakeTemplate("one", builder.MakeClaim("").Request("gpu", class, 1)))
+	p.CreateTemplate(builder.MakeTemplate("two", builder.MakeClaim("").Request("gpu", class, 2)))
+	lowest := p.CreatePriorityClass("lowest", -100)
+	nodes := p.CreateNodes(102)
+	var pods []*builder.PodWrapper
+	var small, big []string
+	for i, node := range nodes {
+		on := func(name, priority string) {
+			pods = append(pods, p.MakePod(name).Priority(priority).ClaimFromTemplate("gpu", "one").NodeSelector("kubernetes.io/hostname", node.Name))
+		}
+		if i < 100 {
+			p.PublishSlices(p.NodeSlice(node, builder.MakeDevice("gpu-0")).Obj())
+			small = append(small, fmt.Sprintf("lowest-%d", i))
+			on(small[len(small)-1], lowest)
+			continue
+		}
+		p.PublishSlices(p.NodeSlice(node, builder.Devices("gpu", 2, nil)...).Obj())
+		for j := range 2 {
+			big = append(big, fmt.Sprintf("low-%d-%d", i, j))
+			on(big[len(big)-1], p.low)
+		}
+	}
+	p.StartScheduler(framework.SchedulerOptions{})
+	p.CreatePods(pods)
+	for _, name := range append(slices.Clone(small), big...) {
+		p.WaitForPodScheduled(name)
+	}
+
+	createGangWith(t, p.Env, "train", 2, func(group *schedulingapi.PodGroup) { group.Spec.PriorityClassName = p.high })
+	highs := gangPods(p.Env, "train", 2, "two")
+	for _, pod := range highs {
+		pod.Priority(p.high)
+	}
+	p.CreatePods(highs)
+	p.waitBound("train-0")
+	p.waitBound("train-1")
+	if gone := p.gone(small); len(gone) > 0 {
+		t.Errorf("evicted %v from the one-GPU nodes, where the gang does not fit", gone)
+	}
+	if gone := p.gone(big); !slices.Equal(gone, big) {
+		t.Errorf("evicted %v, want the pods of the two-GPU nodes %v", gone, big)
 	}
 	p.WaitForConsistentAllocations()
 }

@@ -59,13 +59,16 @@ const Name = "StructuredDRAPreemption"
 //   - PodGroupPostFilter (Kubernetes 1.37; drapreemption_kube137.go):
 //     pod-group preemption's simulation sees the devices of the victims it
 //     removed as free, and the group's pods get nominations that are held
-//     as one.
+//     as one; the evaluator runs on the nodes the group takes, not the
+//     whole cluster, where no pod elsewhere can matter
+//     (narrow_kube137.go).
 //
 // The plugin also works without StructuredDRA in the profile: then it is
 // DefaultPreemption.
 type Preemption struct {
 	*defaultpreemption.DefaultPreemption
-	fh fwk.Handle
+	fh  fwk.Handle
+	fts feature.Features
 }
 
 var (
@@ -93,14 +96,15 @@ func New(ctx context.Context, obj runtime.Object, fh fwk.Handle) (fwk.Plugin, er
 	if _, ok := obj.(*schedconfig.DefaultPreemptionArgs); !ok {
 		return nil, fmt.Errorf("plugin %s: got args of type %T, want DefaultPreemptionArgs", Name, obj)
 	}
-	dp, err := defaultpreemption.New(ctx, obj, fh, feature.NewSchedulerFeaturesFromGates(utilfeature.DefaultFeatureGate))
+	fts := feature.NewSchedulerFeaturesFromGates(utilfeature.DefaultFeatureGate)
+	dp, err := defaultpreemption.New(ctx, obj, fh, fts)
 	if err != nil {
 		return nil, fmt.Errorf("plugin %s: %w", Name, err)
 	}
 	// The evaluator calls these through its Interface, which
 	// defaultpreemption.New leaves open to change.
 	dp.Evaluator.Interface = &preemptionHooks{DefaultPreemption: dp, fh: fh, retries: newRetries(ctx, fh, clock.RealClock{}), kueue: newKueueRule(fh)}
-	return &Preemption{DefaultPreemption: dp, fh: fh}, nil
+	return &Preemption{DefaultPreemption: dp, fh: fh, fts: fts}, nil
 }
 
 // Name returns the plugin's name.

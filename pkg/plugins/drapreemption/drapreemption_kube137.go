@@ -39,16 +39,26 @@ func (p *Preemption) PodGroupPostFilter(ctx context.Context, state fwk.PodGroupC
 		return &fwk.PodGroupPostFilterResult{NominatingInfos: infos}, fwk.NewStatus(fwk.Success, "pod group preemption: "+msg)
 	}
 	group = withoutStuckNominations(p.fh, pl.NominationMargin(), group)
-	sim := pl.NewSimulation()
+	// The group's scheduling algorithm in a simulation of its own for
+	// each run; the assignments are the last run's, the one that
+	// preempted.
 	var assignments []fwk.ProposedAssignment
-	simulate := func(ctx context.Context) (*fwk.PodGroupAssignments, *fwk.Status) {
-		result, status := pgSchedulingFunc(sim.Context(ctx))
-		if result != nil {
-			assignments = result.ProposedAssignments
+	newSimulation := func() fwk.PodGroupSchedulingFunc {
+		sim := pl.NewSimulation()
+		return func(ctx context.Context) (*fwk.PodGroupAssignments, *fwk.Status) {
+			result, status := pgSchedulingFunc(sim.Context(ctx))
+			if result != nil {
+				assignments = result.ProposedAssignments
+			}
+			return result, status
 		}
-		return result, status
 	}
-	result, status := p.DefaultPreemption.PodGroupPostFilter(ctx, state, group, simulate)
+	// On the nodes the group takes (narrow_kube137.go), or else on the
+	// whole cluster as upstream.
+	result, status, narrowed := p.narrowedPodGroupPostFilter(ctx, group, newSimulation)
+	if !narrowed {
+		result, status = p.DefaultPreemption.PodGroupPostFilter(ctx, state, group, newSimulation())
+	}
 	if !status.IsSuccess() || result == nil {
 		return result, status
 	}
