@@ -372,6 +372,18 @@ func TestNominationVictimGroupAcrossNodes(t *testing.T) {
 	p.WaitForConsistentAllocations()
 }
 
+// createHighGang creates a gang of n pods of the high priority class, each
+// with a claim from template, and its PodGroup of that class.
+func (p *preemption) createHighGang(name string, n int, template string) {
+	p.t.Helper()
+	createGangWith(p.t, p.Env, name, int32(n), func(group *schedulingapi.PodGroup) { group.Spec.PriorityClassName = p.high })
+	pods := gangPods(p.Env, name, n, template)
+	for _, pod := range pods {
+		pod.Priority(p.high)
+	}
+	p.CreatePods(pods)
+}
+
 // A gang of two high-priority one-GPU pods preempts two low-priority
 // GPU pods and is bound, all of it. (Before: pod-group preemption's
 // simulation ran PreFilter, which counted the victims' GPUs as taken, so
@@ -387,12 +399,7 @@ func TestGangPreemptsForDevices(t *testing.T) {
 	p.StartScheduler(framework.SchedulerOptions{})
 
 	lows := p.fill("low", lowest, "one", 2)
-	createGangWith(t, p.Env, "train", 2, func(group *schedulingapi.PodGroup) { group.Spec.PriorityClassName = p.high })
-	highs := gangPods(p.Env, "train", 2, "one")
-	for _, pod := range highs {
-		pod.Priority(p.high)
-	}
-	p.CreatePods(highs)
+	p.createHighGang("train", 2, "one")
 	p.waitBound("train-0")
 	p.waitBound("train-1")
 	if gone := p.gone(lows); len(gone) != 2 {
@@ -535,12 +542,7 @@ func TestGangPreemptsOnItsNodes(t *testing.T) {
 				nodeOf[name] = p.waitBound(name).Spec.NodeName
 			}
 
-			createGangWith(t, p.Env, "train", 2, func(group *schedulingapi.PodGroup) { group.Spec.PriorityClassName = p.high })
-			highs := gangPods(p.Env, "train", 2, "two")
-			for _, pod := range highs {
-				pod.Priority(p.high)
-			}
-			p.CreatePods(highs)
+			p.createHighGang("train", 2, "two")
 			taken := map[string]bool{}
 			for _, name := range []string{"train-0", "train-1"} {
 				taken[p.waitBound(name).Spec.NodeName] = true
@@ -598,12 +600,7 @@ func TestGangPlacementSample(t *testing.T) {
 		p.WaitForPodScheduled(name)
 	}
 
-	createGangWith(t, p.Env, "train", 2, func(group *schedulingapi.PodGroup) { group.Spec.PriorityClassName = p.high })
-	highs := gangPods(p.Env, "train", 2, "two")
-	for _, pod := range highs {
-		pod.Priority(p.high)
-	}
-	p.CreatePods(highs)
+	p.createHighGang("train", 2, "two")
 	p.waitBound("train-0")
 	p.waitBound("train-1")
 	if gone := p.gone(small); len(gone) > 0 {

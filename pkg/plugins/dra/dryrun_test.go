@@ -261,12 +261,15 @@ func TestDryRunFreedIncremental(t *testing.T) {
 	}
 }
 
-// editDryRun removes the pod from the preemptor's state on node-a, as
-// preemption's dry run does, or adds it back.
+// editDryRun removes the pod from the preemptor's state on its node
+// (node-a or node-b), as preemption's dry run does, or adds it back.
 func editDryRun(t *testing.T, env *nominationEnv, cs fwk.CycleState, preemptor, pod *v1.Pod, remove bool) {
 	t.Helper()
 	nodeInfo := framework.NewNodeInfo()
 	nodeInfo.SetNode(nodeA)
+	if pod.Spec.NodeName == nodeB.Name {
+		nodeInfo.SetNode(nodeB)
+	}
 	var status *fwk.Status
 	if remove {
 		status = env.plugin.RemovePod(env.ctx, cs, preemptor, podInfo(t, pod), nodeInfo)

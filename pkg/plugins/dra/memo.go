@@ -122,18 +122,10 @@ func usableOn(node string, allocations map[types.UID]*resourceapi.AllocationResu
 // usable on, if its node selector names exactly one node by name, as the
 // allocators write it for the devices of a node's own ResourceSlices.
 func allocationNode(allocation *resourceapi.AllocationResult) (string, bool) {
-	if allocation == nil || allocation.NodeSelector == nil || len(allocation.NodeSelector.NodeSelectorTerms) != 1 {
+	if allocation == nil || allocation.NodeSelector == nil {
 		return "", false
 	}
-	term := allocation.NodeSelector.NodeSelectorTerms[0]
-	if len(term.MatchExpressions) != 0 || len(term.MatchFields) != 1 {
-		return "", false
-	}
-	field := term.MatchFields[0]
-	if field.Key != "metadata.name" || field.Operator != v1.NodeSelectorOpIn || len(field.Values) != 1 {
-		return "", false
-	}
-	return field.Values[0], true
+	return singleNode(allocation.NodeSelector)
 }
 
 // memoEdited records in the state's memo that a victim was removed or

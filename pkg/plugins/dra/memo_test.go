@@ -90,24 +90,10 @@ func TestSimulationFilterMemo(t *testing.T) {
 		return cs
 	}
 	memoized, reference := newState(), newState()
-	edit := func(cs fwk.CycleState, pod *v1.Pod, remove bool) {
-		t.Helper()
-		nodeInfo := framework.NewNodeInfo()
-		nodeInfo.SetNode(map[string]*v1.Node{"node-a": nodeA, "node-b": nodeB}[pod.Spec.NodeName])
-		var status *fwk.Status
-		if remove {
-			status = env.plugin.RemovePod(env.ctx, cs, preemptor, podInfo(t, pod), nodeInfo)
-		} else {
-			status = env.plugin.AddPod(env.ctx, cs, preemptor, podInfo(t, pod), nodeInfo)
-		}
-		if !status.IsSuccess() {
-			t.Fatalf("edit %s: %v", pod.Name, status)
-		}
-	}
 	editBoth := func(pod *v1.Pod, remove bool) {
 		t.Helper()
-		edit(memoized, pod, remove)
-		edit(reference, pod, remove)
+		editDryRun(t, env, memoized, preemptor, pod, remove)
+		editDryRun(t, env, reference, preemptor, pod, remove)
 	}
 	// The reference state searches every time.
 	editBoth(victims[0], true)
